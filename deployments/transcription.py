@@ -1,0 +1,9 @@
+"""Transcription deployment (placeholder until its capability lands)."""
+
+from __future__ import annotations
+
+from deployments.common import PlaceholderDeployment
+
+
+class Transcription(PlaceholderDeployment):
+    capabilities = ("transcription",)

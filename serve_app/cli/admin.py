@@ -1,0 +1,65 @@
+"""``khuluma token ...`` and ``khuluma db ...``."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from serve_app.db.session import Database
+from serve_app.settings import get_settings
+from serve_app.tokens import create_token, list_tokens, revoke_token
+
+token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
+db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+console = Console()
+
+
+def _db() -> Database:
+    settings = get_settings()
+    settings.ensure_dirs()
+    return Database(settings.db_url)
+
+
+@token_app.command("create")
+def token_create(
+    customer: str = typer.Option("default", help="Customer the token belongs to (created if new)."),
+    project: str = typer.Option("default", help="Project of that customer (created if new)."),
+    name: str = typer.Option("", help="A label for the token."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the token."),
+) -> None:
+    """Create a token. It is shown once and stored only as a hash."""
+    token, info = create_token(_db(), customer, project, name)
+    if quiet:
+        print(token)
+        return
+    console.print(f"Token for customer [bold]{info.customer}[/] (id {info.customer_id}), project "
+                  f"[bold]{info.project}[/] (id {info.project_id}). Shown once; store it now:")
+    print(token)
+
+
+@token_app.command("list")
+def token_list(all_: bool = typer.Option(False, "--all", help="Include revoked tokens.")) -> None:
+    """List tokens (prefixes only; the tokens themselves are not stored)."""
+    table = Table("id", "prefix", "customer", "project", "name", "created", "revoked")
+    for t in list_tokens(_db(), include_revoked=all_):
+        table.add_row(str(t.id), t.prefix, f"{t.customer} ({t.customer_id})", f"{t.project} ({t.project_id})",
+                      t.name, t.created_at.isoformat(timespec="seconds"),
+                      t.revoked_at.isoformat(timespec="seconds") if t.revoked_at else "")
+    console.print(table)
+
+
+@token_app.command("revoke")
+def token_revoke(ident: str = typer.Argument(..., help="Token id, listed prefix, or the token itself.")) -> None:
+    """Revoke a token (running services stop accepting it within the token cache time)."""
+    if not revoke_token(_db(), ident):
+        console.print(f"[red]No active token matches {ident!r}.[/]")
+        raise typer.Exit(1)
+    console.print("Revoked.")
+
+
+@db_app.command("migrate")
+def db_migrate() -> None:
+    """Bring the database schema to the newest version."""
+    db = _db()
+    console.print(f"Database at {db.url.split('@')[-1]} is up to date.")

@@ -1,0 +1,164 @@
+"""``khuluma serve``: start (or join) a Ray cluster, deploy the application, stop cleanly on Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+from rich.console import Console
+
+from serve_app.settings import Settings
+
+console = Console(stderr=True)
+DEFAULT_CONFIG = Path("configs/serve.yaml")
+
+
+def load_serve_config(path: Path | None) -> dict[str, Any]:
+    """Read a Serve config; returns {http_options, logging_config, app: {...}, deployments: {name: opts}}."""
+    if path is None:
+        return {"http_options": {}, "app": {}, "deployments": {}}
+    raw = yaml.safe_load(path.read_text()) or {}
+    apps = raw.get("applications") or [{}]
+    app = apps[0]
+    deployments = {}
+    for d in app.get("deployments") or []:
+        d = dict(d)
+        deployments[d.pop("name")] = d
+    return {"http_options": raw.get("http_options") or {}, "logging_config": raw.get("logging_config"),
+            "app": app, "deployments": deployments}
+
+
+def serve(
+    config: Path = typer.Option(None, help="Serve config (default: configs/serve.yaml if present)."),
+    address: str = typer.Option(None, help="Join this Ray cluster (e.g. ray://head:10001 or auto) "
+                                           "instead of starting a local one."),
+    host: str = typer.Option(None, help="Bind address (default: settings/config, 127.0.0.1)."),
+    port: int = typer.Option(None, help="Port (default: settings/config, 8000)."),
+    num_cpus: int = typer.Option(None, help="CPUs for the local Ray cluster (default: all)."),
+    storage: bool = typer.Option(True, help="Start a local SeaweedFS when no S3 endpoint is configured."),
+) -> None:
+    """Run the service on the offline default models (or the configured ones)."""
+    if config is None and DEFAULT_CONFIG.exists():
+        config = DEFAULT_CONFIG
+    cfg = load_serve_config(config)
+    overrides: dict[str, Any] = {}
+    if host:
+        overrides["host"] = host
+    if port:
+        overrides["port"] = port
+    settings = Settings(**overrides)
+    http = cfg["http_options"]
+    bind_host = host or (os.environ.get("KHULUMA_HOST") and settings.host) or http.get("host") or settings.host
+    bind_port = port or (os.environ.get("KHULUMA_PORT") and settings.port) or http.get("port") or settings.port
+    settings = settings.model_copy(update={"host": bind_host, "port": int(bind_port)})
+    settings.ensure_dirs()
+
+    from serve_app.db.session import Database
+
+    Database(settings.db_url)  # migrate before any replica starts
+    stop_event = threading.Event()
+    cleanups: list[Any] = []
+    try:
+        settings = _start_storage(settings, storage, cleanups)
+        _start_ray(settings, address, num_cpus, cfg, cleanups)
+        _deploy(settings, cfg)
+        base = f"http://{settings.host}:{settings.port}"
+        console.print(f"[bold green]Khuluma is serving at {base}[/]  (docs: {base}/docs)")
+        console.print("Create a token:   [bold]khuluma token create --customer you[/]")
+        console.print(f"Try it:           curl {base}/api/v1/health")
+        console.print(f"Point the SDK:    VulavulaClient(token, base_url=\"{base}/api/v1\")")
+        console.print("Ctrl-C stops everything.")
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop_event.set())
+        while not stop_event.is_set():
+            time.sleep(0.5)
+    except Exception as exc:  # noqa: BLE001 - a start-up failure is told plainly, not as a trace
+        from deployments.app import GPUUnavailableError
+
+        if isinstance(exc, GPUUnavailableError):
+            console.print(f"[red]Refusing to start:[/] {exc}")
+        else:
+            console.print(f"[red]Start-up failed:[/] {type(exc).__name__}: {exc}")
+        _cleanup(cleanups)
+        raise typer.Exit(1) from None
+    console.print("Stopping ...")
+    _cleanup(cleanups)
+    console.print("Stopped.")
+
+
+def _cleanup(cleanups: list[Any]) -> None:
+    for fn in reversed(cleanups):
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001
+            console.print(f"[yellow]cleanup: {exc}[/]")
+    cleanups.clear()
+
+
+def _start_storage(settings: Settings, enabled: bool, cleanups: list[Any]) -> Settings:
+    if settings.s3_endpoint_url or not enabled:
+        return settings
+    try:
+        from cluster.storage import LocalSeaweedFS
+    except ImportError:  # storage capability not installed in this build
+        return settings
+    server = LocalSeaweedFS(settings.data_dir / "seaweedfs", settings.s3_access_key, settings.s3_secret_key)
+    endpoint = server.start()
+    cleanups.append(server.stop)
+    console.print(f"Object storage (SeaweedFS) at {endpoint}")
+    return settings.model_copy(update={"s3_endpoint_url": endpoint})
+
+
+def ray_env() -> dict[str, str]:
+    """Environment for Ray and its workers (see README: performance)."""
+    return {
+        "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),
+        "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+
+
+def _start_ray(settings: Settings, address: str | None, num_cpus: int | None, cfg: dict[str, Any],
+               cleanups: list[Any]) -> None:
+    env = ray_env()
+    os.environ.update(env)
+    import ray
+    from ray import serve
+
+    init_kwargs: dict[str, Any] = {
+        "address": address or "local",
+        "runtime_env": {"env_vars": {**env, **settings.as_env()}},
+        "include_dashboard": False,
+        "logging_level": "WARNING",
+        "log_to_driver": True,
+    }
+    if not address and num_cpus:
+        init_kwargs["num_cpus"] = num_cpus
+    ray.init(**init_kwargs)
+    cleanups.append(ray.shutdown)
+    http = {k: v for k, v in cfg["http_options"].items() if k not in ("host", "port")}
+    serve.start(http_options={**http, "host": settings.host, "port": settings.port},
+                logging_config=cfg.get("logging_config"))
+    cleanups.append(serve.shutdown)
+
+
+def _deploy(settings: Settings, cfg: dict[str, Any]) -> None:
+    import ray
+    from ray import serve
+
+    from deployments.app import build_app, check_gpus, deployment_options
+
+    app_cfg = cfg["app"]
+    args = dict(app_cfg.get("args") or {})
+    args["settings"] = {**(args.get("settings") or {}), **settings.model_dump(mode="json")}
+    args["deployments"] = cfg["deployments"]
+    check_gpus(deployment_options(cfg["deployments"]), float(ray.cluster_resources().get("GPU", 0)))
+    console.print("Deploying (first start loads the models; this takes a minute) ...")
+    serve.run(build_app(args), name=app_cfg.get("name", "khuluma"), route_prefix=app_cfg.get("route_prefix", "/"),
+              blocking=False)

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from serve_app.auth import Caller, Ctx
+from serve_app.schemas.search import (
+    CreateKnowledgeBase,
+    Deleted,
+    DocumentInfo,
+    KnowledgeBaseCreated,
+    KnowledgeBaseInfo,
+    QueryRequest,
+    QueryResult,
+)
+from serve_app.services import search as service
+from serve_app.uploads import multipart_openapi
+
+router = APIRouter(prefix="/api/v1/search", tags=["knowledge bases"])
+
+
+@router.post("/knowledgebase", response_model=KnowledgeBaseCreated)
+async def create_knowledgebase(body: CreateKnowledgeBase, caller: Caller, ctx: Ctx):
+    return await service.create_kb(ctx, caller, body.knowledgebase_name)
+
+
+@router.get("/knowledgebases", response_model=list[KnowledgeBaseInfo])
+async def list_knowledgebases(caller: Caller, ctx: Ctx):
+    return await service.list_kbs(ctx, caller)
+
+
+@router.delete("/knowledgebase/{knowledgebase_id}", response_model=Deleted)
+async def delete_knowledgebase(knowledgebase_id: str, caller: Caller, ctx: Ctx):
+    return await service.delete_kb(ctx, caller, knowledgebase_id)
+
+
+@router.post("/knowledgebase/{knowledgebase_id}/document", response_model=DocumentInfo,
+             openapi_extra=multipart_openapi("file", "Document: txt, md, pdf, docx, html, csv or json."))
+async def add_document(knowledgebase_id: str, request: Request, caller: Caller, ctx: Ctx):
+    return await service.add_document(ctx, caller, knowledgebase_id, request)
+
+
+@router.get("/knowledgebase/{knowledgebase_id}/documents", response_model=list[DocumentInfo])
+async def list_documents(knowledgebase_id: str, caller: Caller, ctx: Ctx):
+    return await service.list_documents(ctx, caller, knowledgebase_id)
+
+
+@router.delete("/knowledgebase/document/{document_id}", response_model=Deleted)
+async def delete_document(document_id: str, caller: Caller, ctx: Ctx):
+    return await service.delete_document(ctx, caller, document_id)
+
+
+@router.post("/knowledgebase/{knowledgebase_id}/query", response_model=QueryResult)
+async def query(knowledgebase_id: str, body: QueryRequest, caller: Caller, ctx: Ctx):
+    return await service.query(ctx, caller, knowledgebase_id, body.query, body.language, body.top_k)

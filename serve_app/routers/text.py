@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from serve_app.auth import Caller, Ctx
+from serve_app.schemas.text import (
+    ClassificationResult,
+    ClassifyRequest,
+    Entity,
+    LanguageDetectRequest,
+    LanguageDetectResult,
+    SentimentResult,
+    TextRequest,
+)
+from serve_app.services import text as service
+
+router = APIRouter(prefix="/api/v1", tags=["text analysis"])
+
+
+@router.post("/entity_recognition/process", response_model=list[Entity])
+async def entity_recognition(body: TextRequest, caller: Caller, ctx: Ctx):
+    """Named entities with character offsets into the input as sent."""
+    return await service.entities(ctx, caller, body.encoded_text)
+
+
+@router.post("/sentiment_analysis/process", response_model=SentimentResult)
+async def sentiment_analysis(body: TextRequest, caller: Caller, ctx: Ctx):
+    """Sentiment per sentence (split at '.' and '!', leading space kept)."""
+    return await service.sentiments(ctx, caller, body.encoded_text)
+
+
+@router.post("/classify", response_model=list[ClassificationResult])
+async def classify(body: ClassifyRequest, caller: Caller, ctx: Ctx):
+    """Few-shot intent classification: one probability distribution over the intents per input."""
+    return await service.classify(ctx, caller, [e.model_dump() for e in body.examples], body.inputs)
+
+
+@router.post("/language/detect", response_model=LanguageDetectResult)
+async def language_detect(body: LanguageDetectRequest, caller: Caller, ctx: Ctx):
+    """Text language identification (our addition)."""
+    return await service.detect_language(ctx, caller, body.text, body.spans)

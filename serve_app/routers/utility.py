@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter, Response, WebSocket
+from fastapi.responses import FileResponse, JSONResponse
+
+from serve_app.auth import Caller, Ctx, authenticate
+from serve_app.context import get_context
+from serve_app.errors import ApiError
+from serve_app.schemas.meta import Health, Metadata, ModelsListing
+from serve_app.services import meta
+from serve_app.services import transcription as transcription_service
+
+router = APIRouter(tags=["utility"])
+_FAVICON = Path(__file__).resolve().parent.parent / "static" / "favicon.ico"
+
+
+@router.get("/_meta/version", response_model=Metadata)
+async def version(ctx: Ctx):
+    return meta.metadata(ctx)
+
+
+@router.get("/favicon.ico", include_in_schema=False)
+async def favicon():
+    return FileResponse(_FAVICON, media_type="image/x-icon")
+
+
+@router.get("/api/v1/health", response_model=Health)
+@router.get("/health", response_model=Health)
+async def health(ctx: Ctx):
+    """Deployment probe: 200 when every deployment answers, 503 (same body) when any does not."""
+    body = await meta.health(ctx)
+    return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)
+
+
+@router.get("/api/v1/models", response_model=ModelsListing)
+async def models(ctx: Ctx):
+    """Per capability: the model really loaded and the languages it really covers."""
+    return await meta.models(ctx)
+
+
+@router.get("/ws/stream-transcribe")
+async def stream_auth(caller: Caller):
+    """Checks the token before a streaming connection is opened; success with no data."""
+    return Response(status_code=200)
+
+
+@router.websocket("/ws/stream-transcribe")
+async def stream_transcribe(websocket: WebSocket):
+    """Streaming transcription. Authenticates (X-CLIENT-TOKEN header or `token` query) before accepting."""
+    token = websocket.headers.get("x-client-token") or websocket.query_params.get("token")
+    try:
+        ctx = get_context()
+        caller = await authenticate(ctx, token)
+    except ApiError as exc:
+        denial = JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+        try:
+            await websocket.send_denial_response(denial)
+        except RuntimeError:  # server without the denial-response extension
+            await websocket.close(code=1008, reason=exc.detail[:120])
+        return
+    await transcription_service.stream(ctx, caller, websocket)
+
+

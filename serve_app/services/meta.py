@@ -1,0 +1,94 @@
+"""Version metadata, health probes and the models listing."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from serve_app import RELEASE_DATE, RELEASE_NAME, __version__
+from serve_app.context import AppContext
+
+# Capabilities and which deployment describes them; a missing deployment is reported as not installed.
+CAPABILITIES = {
+    "entity_recognition": "text",
+    "sentiment_analysis": "text",
+    "intent_classification": "text",
+    "language_identification": "text",
+    "embeddings": "embeddings",
+    "translation": "translation",
+    "knowledge_base_search": "knowledge",
+    "transcription": "transcription",
+}
+
+
+@lru_cache
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, text=True,
+                             capture_output=True, timeout=5)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def metadata(ctx: AppContext) -> dict[str, str]:
+    return {
+        "version": __version__,
+        "git_commit": ctx.settings.git_commit or _git_commit(),
+        "release_name": ctx.settings.release_name or RELEASE_NAME,
+        "release_date": RELEASE_DATE,
+    }
+
+
+async def health(ctx: AppContext, timeout: float = 5.0) -> dict[str, Any]:
+    async def probe(name: str, backend) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+        try:
+            await backend.call_with_timeout(timeout, "ping")
+            return {"name": name, "healthy": True}
+        except asyncio.TimeoutError:
+            return {"name": name, "healthy": False, "detail": f"no answer within {timeout:.0f} s"}
+        except Exception as exc:  # noqa: BLE001 - a probe reports, never raises
+            return {"name": name, "healthy": False, "detail": type(exc).__name__}
+
+    deployments = [{"name": "database", **_db_health(ctx)}]
+    deployments += await asyncio.gather(*(probe(n, b) for n, b in ctx.backends.items()))
+    ok = all(d["healthy"] for d in deployments)
+    return {"status": "ok" if ok else "degraded", "deployments": deployments}
+
+
+def _db_health(ctx: AppContext) -> dict[str, Any]:
+    from sqlalchemy import text
+
+    try:
+        with ctx.db.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        return {"healthy": True}
+    except Exception as exc:  # noqa: BLE001
+        return {"healthy": False, "detail": type(exc).__name__}
+
+
+async def models(ctx: AppContext) -> dict[str, Any]:
+    """Ask every deployment what it really has loaded; capabilities without a deployment are not installed."""
+    described: dict[str, dict[str, Any]] = {}
+
+    async def ask(backend) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+        try:
+            return await backend.call_with_timeout(10.0, "describe")
+        except Exception:  # noqa: BLE001
+            return []
+
+    results = await asyncio.gather(*(ask(b) for _, b in ctx.backends.items()))
+    for entries in results:
+        for entry in entries:
+            described[entry["capability"]] = entry
+    out = []
+    for capability in CAPABILITIES:
+        out.append(described.get(capability) or {
+            "capability": capability, "installed": False,
+            "note": "Its deployment is not running in this service.",
+        })
+    out += [v for k, v in described.items() if k not in CAPABILITIES]
+    return {"capabilities": out}

@@ -1,0 +1,99 @@
+"""Streaming multipart uploads to disk with a size limit (413 before the rest is read)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
+
+from serve_app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
+
+
+@dataclass
+class SavedUpload:
+    path: Path
+    filename: str
+    size: int
+    content_type: str | None
+
+    def delete(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+_UNSAFE = re.compile(r"[^\w.\- ]+", re.UNICODE)
+
+
+def sanitize_filename(name: str | None, default: str = "upload") -> str:
+    """Keep only the base name, letters, digits, '.', '-', '_' and spaces; never empty, never hidden."""
+    name = unicodedata.normalize("NFC", (name or "").replace("\\", "/").split("/")[-1])
+    name = _UNSAFE.sub("_", name).strip(" .")
+    return (name or default)[:200]
+
+
+def multipart_openapi(field: str, description: str = "The file to upload.") -> dict[str, Any]:
+    """OpenAPI for a route that parses its multipart body itself (so it can stream and enforce limits)."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": [field],
+                        "properties": {field: {"type": "string", "format": "binary", "description": description}},
+                    }
+                }
+            },
+        }
+    }
+
+
+async def _limited_stream(request: Request, limit: int):
+    received = 0
+    async for chunk in request.stream():
+        received += len(chunk)
+        if received > limit:
+            raise PayloadTooLarge(f"Upload exceeds the limit of {limit // (1024 * 1024)} MB.")
+        yield chunk
+
+
+async def receive_file(request: Request, field: str, limit_bytes: int, dest_dir: Path) -> SavedUpload:
+    """Parse a multipart body, spool the file part ``field`` to ``dest_dir``; other parts are ignored."""
+    content_type = request.headers.get("content-type", "")
+    if not content_type.startswith("multipart/form-data"):
+        raise UnsupportedMediaType(f"Expected a multipart/form-data body with a '{field}' file part.")
+    length = request.headers.get("content-length")
+    if length and length.isdigit() and int(length) > limit_bytes + 64 * 1024:
+        raise PayloadTooLarge(f"Upload exceeds the limit of {limit_bytes // (1024 * 1024)} MB.")
+    parser = MultiPartParser(request.headers, _limited_stream(request, limit_bytes + 64 * 1024),
+                             max_files=4, max_fields=32)
+    try:
+        form = await parser.parse()
+    except MultiPartException as exc:
+        raise BadRequest(f"Malformed multipart body: {exc.message}") from None
+    try:
+        part = form.get(field)
+        if not isinstance(part, UploadFile):
+            raise BadRequest(f"Invalid request: field '{field}' is required (a file part).")
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=dest_dir, prefix="up-")
+        size = 0
+        with os.fdopen(fd, "wb") as out:
+            await part.seek(0)
+            shutil.copyfileobj(part.file, out, 1024 * 1024)
+            size = out.tell()
+        if size > limit_bytes:
+            Path(tmp).unlink(missing_ok=True)
+            raise PayloadTooLarge(f"Upload exceeds the limit of {limit_bytes // (1024 * 1024)} MB.")
+        return SavedUpload(Path(tmp), sanitize_filename(part.filename), size, part.content_type)
+    finally:
+        await form.close()
