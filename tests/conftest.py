@@ -1,0 +1,129 @@
+"""Shared fixtures.
+
+- ``settings``: Settings on a throwaway data directory.
+- ``local_app``: the FastAPI ingress over in-process deployments (no Ray): fast tests of routing and services.
+- ``serve_url``: ONE Ray Serve application for the whole session (integration tests), on a free port.
+- ``make_token``: creates a token in the database the service uses.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from serve_app.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("khuluma-data")
+
+
+@pytest.fixture(scope="session")
+def settings(data_dir: Path) -> Settings:
+    return Settings(data_dir=data_dir, webhook_allow_private=True, _env_file=None)
+
+
+@pytest.fixture(scope="session")
+def db(settings: Settings):
+    from serve_app.db.session import Database
+
+    settings.ensure_dirs()
+    return Database(settings.db_url)
+
+
+@pytest.fixture(scope="session")
+def make_token(db):
+    from serve_app.tokens import create_token
+
+    def make(customer: str = "acme", project: str = "default") -> str:
+        return create_token(db, customer, project)[0]
+
+    return make
+
+
+def build_local_backends(settings: Settings, capabilities: list[str] | None = None):
+    """Instantiate the deployment classes in-process, wired as Serve would wire them."""
+    from deployments.app import SPECS, load_class
+    from serve_app.backends import Backends
+
+    settings_dict = settings.model_dump(mode="json")
+    wanted = set(capabilities or [s.backend for s in SPECS])
+    objs: dict[str, Any] = {}
+    for spec in SPECS:
+        if spec.backend not in wanted:
+            continue
+        deps = {need: objs[need] for need in spec.needs if need in objs}
+        objs[spec.backend] = load_class(spec.target)(settings_dict, **deps)
+    return Backends.wrap(**objs)
+
+
+@pytest.fixture()
+def local_app(settings: Settings):
+    """A TestClient factory over the ingress with the given in-process capabilities (default: none)."""
+    from fastapi.testclient import TestClient
+
+    from serve_app.app import create_app
+    from serve_app.backends import Backends
+    from serve_app.context import build_context, set_context
+
+    def make(capabilities: list[str] | None = None, **overrides: Any) -> TestClient:
+        s = settings.model_copy(update=overrides) if overrides else settings
+        backends = build_local_backends(s, capabilities) if capabilities else Backends()
+        set_context(build_context(s, backends))
+        return TestClient(create_app(), raise_server_exceptions=False)
+
+    yield make
+    from serve_app.context import set_context as _reset
+
+    _reset(None)
+
+
+@pytest.fixture(scope="session")
+def serve_url(settings: Settings) -> Iterator[str]:
+    """Start Ray (local) + Serve with the whole application once per session."""
+    from serve_app.cli.serve import ray_env
+
+    os.environ.update(ray_env())
+    import ray
+    from ray import serve
+
+    from deployments.app import build_app
+    from serve_app.cli.serve import load_serve_config
+
+    port = free_port()
+    cfg = load_serve_config(ROOT / "configs" / "serve.yaml")
+    ray.init(address="local", include_dashboard=False, logging_level="WARNING",
+             runtime_env={"env_vars": ray_env()}, num_cpus=os.cpu_count() or 2)
+    serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=cfg.get("logging_config"))
+    args = {"settings": settings.model_dump(mode="json"), "deployments": cfg["deployments"]}
+    serve.run(build_app(args), name="khuluma", route_prefix="/", blocking=False)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{url}/api/v1/health", timeout=10).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    else:
+        raise RuntimeError("Serve application did not become healthy within 10 minutes")
+    yield url
+    serve.shutdown()
+    ray.shutdown()
