@@ -41,6 +41,8 @@ SPECS: tuple[DeploymentSpec, ...] = (
                    options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2}}),
     DeploymentSpec("Jobs", "deployments.jobs:Jobs", "jobs", needs=("transcription",),
                    options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.1}}),
+    DeploymentSpec("BatchRunner", "deployments.batch:BatchRunner", "batch",
+                   options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.05}}),
 )
 INGRESS_OPTIONS: dict[str, Any] = {"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2},
                                    "max_ongoing_requests": 256}

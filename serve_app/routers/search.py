@@ -6,6 +6,7 @@ from serve_app.auth import Caller, Ctx
 from serve_app.schemas.search import (
     CreateKnowledgeBase,
     Deleted,
+    DocumentCreated,
     DocumentInfo,
     KnowledgeBaseCreated,
     KnowledgeBaseInfo,
@@ -33,7 +34,7 @@ async def delete_knowledgebase(knowledgebase_id: str, caller: Caller, ctx: Ctx):
     return await service.delete_kb(ctx, caller, knowledgebase_id)
 
 
-@router.post("/knowledgebase/{knowledgebase_id}/document", response_model=DocumentInfo,
+@router.post("/knowledgebase/{knowledgebase_id}/document", response_model=DocumentCreated,
              openapi_extra=multipart_openapi("file", "Document: txt, md, pdf, docx, html, csv or json."))
 async def add_document(knowledgebase_id: str, request: Request, caller: Caller, ctx: Ctx):
     return await service.add_document(ctx, caller, knowledgebase_id, request)
@@ -51,4 +52,5 @@ async def delete_document(document_id: str, caller: Caller, ctx: Ctx):
 
 @router.post("/knowledgebase/{knowledgebase_id}/query", response_model=QueryResult)
 async def query(knowledgebase_id: str, body: QueryRequest, caller: Caller, ctx: Ctx):
-    return await service.query(ctx, caller, knowledgebase_id, body.query, body.language, body.top_k)
+    return await service.query(ctx, caller, knowledgebase_id, body.query, body.language, body.top_k,
+                               body.strict_language)

@@ -13,6 +13,7 @@ from serve_app.schemas.transcribe import (
     V1SyncRequest,
     V1SyncResult,
 )
+from serve_app.services import jobs as jobs_service
 from serve_app.services import transcription as service
 
 
@@ -33,7 +34,7 @@ async def transcribe_sync(body: V1SyncRequest, caller: Caller, ctx: Ctx, respons
 @router.post("/transport/file-upload", response_model=UploadResult)
 async def file_upload(body: V1SyncRequest, caller: Caller, ctx: Ctx, response: Response):
     _deprecated(response)
-    return await service.v1_upload(ctx, caller, body.file_name, body.audio_blob)
+    return await jobs_service.v1_upload(ctx, caller, body.file_name, body.audio_blob)
 
 
 @router.post("/transcribe/process/{upload_id}", response_model=MessageResult)
@@ -41,10 +42,10 @@ async def transcribe_process(upload_id: str, caller: Caller, ctx: Ctx, response:
                              body: ProcessRequest | None = None):
     _deprecated(response)
     body = body or ProcessRequest()
-    return await service.v1_process(ctx, caller, upload_id, body.webhook, body.language_code)
+    return await jobs_service.v1_process(ctx, caller, upload_id, body.webhook, body.language_code)
 
 
 @router.post("/transcribe/{upload_id}/get", response_model=UploadedText, response_model_exclude_none=True)
 async def get_transcribed_text(upload_id: str, caller: Caller, ctx: Ctx, response: Response):
     _deprecated(response)
-    return await service.v1_get(ctx, caller, upload_id)
+    return await jobs_service.v1_get(ctx, caller, upload_id)

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Response, WebSocket
 from fastapi.responses import FileResponse, JSONResponse
 
 from serve_app.auth import Caller, Ctx, authenticate
-from serve_app.context import get_context
+from serve_app.context import current_context
 from serve_app.errors import ApiError
 from serve_app.schemas.meta import Health, Metadata, ModelsListing
 from serve_app.services import meta
@@ -51,7 +51,7 @@ async def stream_transcribe(websocket: WebSocket):
     """Streaming transcription. Authenticates (X-CLIENT-TOKEN header or `token` query) before accepting."""
     token = websocket.headers.get("x-client-token") or websocket.query_params.get("token")
     try:
-        ctx = get_context()
+        ctx = current_context()
         caller = await authenticate(ctx, token)
     except ApiError as exc:
         denial = JSONResponse({"detail": exc.detail}, status_code=exc.status_code)

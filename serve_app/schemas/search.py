@@ -18,6 +18,14 @@ class DocumentInfo(BaseModel):
     filename: str
 
 
+class DocumentCreated(DocumentInfo):
+    duplicate: bool = Field(
+        default=False,
+        description="True when this knowledge base already held a file with the same content: the existing "
+        "document is returned and nothing is indexed again.",
+    )
+
+
 class KnowledgeBaseInfo(BaseModel):
     id: str
     knowledgebase_name: str
@@ -26,15 +34,26 @@ class KnowledgeBaseInfo(BaseModel):
 
 class QueryRequest(BaseModel):
     query: str
-    language: str | None = Field(default=None, description="e.g. zu_ZA, zul, zul_Latn, en; narrows/boosts results.")
-    top_k: int = Field(default=5, ge=1, le=100)
+    language: str | None = Field(
+        default=None,
+        description="Language of the wanted passages; boosts results in it (see `strict_language`). Accepted: "
+        "afr, eng, zul, xho, sot, nso, tsn, ssw, tso, ven, nbl, swh, sna, fra as ISO 639-3 (zul), ISO 639-1 "
+        "(zu), a locale (zu_ZA, zu-ZA), an NLLB code (zul_Latn) or an English name (isiZulu). Null: no preference.",
+    )
+    top_k: int = Field(default=5, ge=1, le=100, description="How many passages to return.")
+    strict_language: bool = Field(
+        default=False, description="Return only passages detected as `language` (default: boost, not filter)."
+    )
 
 
 class SearchResultItem(BaseModel):
     text: str
-    score: float
+    score: float = Field(description="0..1, descending: fused rank score (1 = first by meaning and by words).")
     document_id: str | None = None
     filename: str | None = None
+    language: str | None = Field(default=None, description="ISO 639-3 detected for this passage ('und': unsure).")
+    start: int | None = Field(default=None, description="Character offset of the passage in the document's text.")
+    end: int | None = None
 
 
 class QueryResult(BaseModel):

@@ -53,12 +53,20 @@ class TranscriptionRecord(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     words: list[Word] = Field(default_factory=list)
     translation: str | None = None
+    language_probability: float | None = Field(
+        default=None, description="Confidence of the auto-detected language (null when lang_code was given).")
+    model: str | None = Field(default=None, description="Speech model that transcribed the audio.")
+    processing_seconds: float | None = Field(default=None, description="Time the transcription took.")
 
 
 class FastTranscription(BaseModel):
     text: str
     lang_code: str
     diarisation: dict[str, Any] = Field(default_factory=dict)
+    # additions
+    words: list[Word] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    audio_length_seconds: float | None = None
 
 
 class V1SyncRequest(BaseModel):

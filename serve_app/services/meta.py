@@ -53,21 +53,37 @@ async def health(ctx: AppContext, timeout: float = 5.0) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - a probe reports, never raises
             return {"name": name, "healthy": False, "detail": type(exc).__name__}
 
-    deployments = [{"name": "database", **_db_health(ctx)}]
+    deployments = [{"name": "database", **await _db_health(ctx)}]
     deployments += await asyncio.gather(*(probe(n, b) for n, b in ctx.backends.items()))
     ok = all(d["healthy"] for d in deployments)
     return {"status": "ok" if ok else "degraded", "deployments": deployments}
 
 
-def _db_health(ctx: AppContext) -> dict[str, Any]:
+_db_checked: dict[str, tuple[float, dict[str, Any]]] = {}
+
+
+async def _db_health(ctx: AppContext, max_age: float = 1.0) -> dict[str, Any]:
+    """SELECT 1 at most once a second (probes can be frequent); off the event loop."""
+    import time
+
+    import anyio
     from sqlalchemy import text
 
-    try:
-        with ctx.db.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-        return {"healthy": True}
-    except Exception as exc:  # noqa: BLE001
-        return {"healthy": False, "detail": type(exc).__name__}
+    cached = _db_checked.get(ctx.db.url)
+    if cached and time.monotonic() - cached[0] < max_age:
+        return cached[1]
+
+    def check() -> dict[str, Any]:
+        try:
+            with ctx.db.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            return {"healthy": True}
+        except Exception as exc:  # noqa: BLE001 - a probe reports, never raises
+            return {"healthy": False, "detail": type(exc).__name__}
+
+    result = await anyio.to_thread.run_sync(check)
+    _db_checked[ctx.db.url] = (time.monotonic(), result)
+    return result
 
 
 async def models(ctx: AppContext) -> dict[str, Any]:

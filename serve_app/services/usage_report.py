@@ -1,13 +1,153 @@
-"""Usage report over the caller's usage records. Filled in by the batch/usage capability."""
+"""Usage report over the caller's usage records (``GET /v1/transcribe/usage``).
+
+Every metered route writes one ``UsageRecord`` per invocation (``serve_app/services/usage.py``; batch files write
+a ``pending`` row when the batch starts and settle it when the file is done). The report counts the records of
+the caller's customer whose ``created_at`` lies in ``[start_date_time, end_date_time]`` (both inclusive, to the
+second, UTC) in total and per calendar-aligned bucket of ``interval``: minute, hour, day, week (ISO weeks,
+Monday 00:00 UTC) or month. Every bucket in the range is listed, empty ones too; the first and last are clipped to
+the range.
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
+import anyio
+from sqlalchemy import select
+
 from serve_app.context import AppContext
-from serve_app.errors import ServiceUnavailable
+from serve_app.db.models import UsageRecord
+from serve_app.errors import BadRequest
 from serve_app.tokens import Principal
+
+INTERVALS = ("minute", "hour", "day", "week", "month")
+MAX_BUCKETS = 10_000
+_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+_STEP = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1),
+         "week": timedelta(weeks=1)}
+
+
+def parse_time(field: str, value: str) -> datetime:
+    """``YYYY-MM-DDTHH:MM:SSZ`` -> naive UTC datetime (how the database stores time); 400 naming the field."""
+    text = (value or "").strip()
+    try:
+        if not _PATTERN.match(text):
+            raise ValueError
+        return datetime.strptime(text, _FORMAT)
+    except ValueError:
+        raise BadRequest(f"Invalid request: field '{field}': '{value}' is not a valid date-time in ISO format "
+                         f"YYYY-MM-DDTHH:MM:SSZ (for example 2024-05-01T00:00:00Z).") from None
+
+
+def bucket_start(ts: datetime, interval: str) -> datetime:
+    """The start of the calendar bucket holding ``ts``."""
+    if interval == "minute":
+        return ts.replace(second=0, microsecond=0)
+    if interval == "hour":
+        return ts.replace(minute=0, second=0, microsecond=0)
+    day = ts.replace(hour=0, minute=0, second=0, microsecond=0)
+    if interval == "day":
+        return day
+    if interval == "week":
+        return day - timedelta(days=day.weekday())
+    return day.replace(day=1)  # month
+
+
+def next_bucket(start: datetime, interval: str) -> datetime:
+    if interval == "month":
+        return start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+    return start + _STEP[interval]
+
+
+def count_buckets(start: datetime, end: datetime, interval: str) -> int:
+    first = bucket_start(start, interval)
+    if interval == "month":
+        return (end.year - first.year) * 12 + end.month - first.month + 1
+    return int((bucket_start(end, interval) - first) / _STEP[interval]) + 1
+
+
+@dataclass
+class Counters:
+    total_invocations: int = 0
+    total_successful_invocations: int = 0
+    total_failed_invocations: int = 0
+    total_pending_invocations: int = 0
+    total_seconds_transcribed: float = 0.0
+    total_tokens: int = 0
+
+    def add(self, status: str, seconds: float, tokens: int) -> None:
+        self.total_invocations += 1
+        if status == "successful":
+            self.total_successful_invocations += 1
+        elif status == "failed":
+            self.total_failed_invocations += 1
+        elif status == "pending":
+            self.total_pending_invocations += 1
+        self.total_seconds_transcribed += float(seconds or 0.0)
+        self.total_tokens += int(tokens or 0)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out["total_seconds_transcribed"] = round(out["total_seconds_transcribed"], 3)
+        return out
+
+
+def validate(start_date_time: str, end_date_time: str, interval: str) -> tuple[datetime, datetime, str]:
+    start = parse_time("start_date_time", start_date_time)
+    end = parse_time("end_date_time", end_date_time)
+    unit = (interval or "").strip().lower()
+    if unit not in INTERVALS:
+        raise BadRequest(f"Invalid request: field 'interval': '{interval}' is not a valid interval; use one of "
+                         f"{', '.join(INTERVALS)}.")
+    if start > end:
+        raise BadRequest(f"Invalid request: start_date_time ({start_date_time}) is after end_date_time "
+                         f"({end_date_time}).")
+    buckets = count_buckets(start, end, unit)
+    if buckets > MAX_BUCKETS:
+        raise BadRequest(f"Invalid request: {unit} buckets from {start_date_time} to {end_date_time} would be "
+                         f"{buckets:,} buckets; at most {MAX_BUCKETS:,} are returned. Use a coarser interval or a "
+                         f"shorter range.")
+    return start, end, unit
+
+
+def build_report(rows: list[tuple[datetime, str, float, int]], start: datetime, end: datetime,
+                 interval: str) -> tuple[Counters, list[dict[str, Any]]]:
+    """Totals and dense buckets from ``(created_at, status, seconds, tokens)`` rows inside the range."""
+    totals = Counters()
+    per_bucket: dict[datetime, Counters] = {}
+    for created_at, status, seconds, tokens in rows:
+        totals.add(status, seconds, tokens)
+        per_bucket.setdefault(bucket_start(created_at, interval), Counters()).add(status, seconds, tokens)
+    buckets = []
+    cursor = bucket_start(start, interval)
+    while cursor <= end:
+        following = next_bucket(cursor, interval)
+        shown_end = min(following - timedelta(seconds=1), end)
+        buckets.append({**(per_bucket.get(cursor) or Counters()).as_dict(),
+                        "start_date_time": max(cursor, start).strftime(_FORMAT),
+                        "end_date_time": shown_end.strftime(_FORMAT)})
+        cursor = following
+    return totals, buckets
 
 
 async def report(ctx: AppContext, caller: Principal, start: str, end: str, interval: str) -> dict[str, Any]:
-    raise ServiceUnavailable("The usage report is not yet available in this build.")
+    start_ts, end_ts, unit = validate(start, end, interval)
+    until = end_ts + timedelta(seconds=1)  # the end second is included
+
+    def fetch() -> list[tuple[datetime, str, float, int]]:
+        with ctx.db.session() as s:
+            query = (select(UsageRecord.created_at, UsageRecord.status, UsageRecord.seconds_transcribed,
+                            UsageRecord.tokens)
+                     .where(UsageRecord.customer_id == caller.customer_id, UsageRecord.created_at >= start_ts,
+                            UsageRecord.created_at < until)
+                     .execution_options(yield_per=5000))
+            return [tuple(r) for r in s.execute(query)]  # type: ignore[misc]
+
+    rows = await anyio.to_thread.run_sync(fetch)
+    totals, buckets = build_report(rows, start_ts, end_ts, unit)
+    return {**totals.as_dict(), "start_date_time": start_ts.strftime(_FORMAT),
+            "end_date_time": end_ts.strftime(_FORMAT), "interval": unit, "usage": buckets}

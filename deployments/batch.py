@@ -1,0 +1,55 @@
+"""BatchRunner deployment: the coordinator of batch transcriptions (one replica).
+
+The ingress marks a batch PROCESSING in the database, then calls ``run(batch_id)``; the runner fans the batch's
+files out as Ray tasks (``cluster.batch``). The runner holds no state of its own: at start and every
+``SWEEP_SECONDS`` it resumes any batch still PROCESSING that it is not running (a restart, a lost call), so a
+restart of the service during a batch loses nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from cluster.batch import BatchCoordinator, open_database, sweep_forever
+from deployments.common import configure_logging, load_settings
+
+SWEEP_SECONDS = 30.0
+
+
+class BatchRunner:
+    def __init__(self, settings: dict[str, Any] | None = None, **_deps: Any) -> None:
+        configure_logging()
+        self.settings = load_settings(settings)
+        self.db = open_database(self.settings.db_url)
+        self.coordinator = BatchCoordinator(self.settings, self.db)
+        self._stop = threading.Event()
+        self._sweeper = threading.Thread(target=sweep_forever, args=(self.coordinator, SWEEP_SECONDS, self._stop),
+                                         name="batch-sweep", daemon=True)
+        self._sweeper.start()  # the first sweep runs now: batches interrupted by a restart resume at once
+
+    def ping(self) -> bool:
+        return True
+
+    def reconfigure(self, config: dict[str, Any]) -> None:
+        self.user_config = dict(config or {})
+
+    def describe(self) -> list[dict[str, Any]]:
+        mode = "Ray tasks (SPREAD)" if self.coordinator.use_ray else "in-process, one file at a time"
+        return [{"capability": "batch_transcription", "installed": True, "backend": mode,
+                 "note": "Files uploaded to S3-compatible storage are transcribed by the transcription "
+                         "pipeline, one task per file; see docs/batch.md."}]
+
+    def run(self, batch_id: str) -> bool:
+        """Start transcribing a PROCESSING batch in the background; False if it is already running."""
+        return self.coordinator.start(batch_id)
+
+    def running(self) -> list[str]:
+        return self.coordinator.running()
+
+    def close(self) -> None:
+        """Stop the sweep (running batches finish their current files; the next runner resumes the rest)."""
+        self._stop.set()
+
+    def __del__(self) -> None:
+        self._stop.set()

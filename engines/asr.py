@@ -1,0 +1,305 @@
+"""Speech recognition: faster-whisper (CTranslate2, int8 on CPU) with per-language models and honest languages.
+
+Languages (the spec's codes, ISO 639-3 style):
+
+==========  =====================  ===============================================================
+code        language               model
+==========  =====================  ===============================================================
+``afr``     Afrikaans              Whisper base (token ``af``) unless a model is configured
+``eng``     (South African) English  Whisper base (``en``)
+``fra``     (African) French       Whisper base (``fr``)
+``zul``     isiZulu                only a configured model: Whisper has no isiZulu
+``sot``     Sesotho                only a configured model: Whisper has no Sesotho
+``cs-zul``  code-switched isiZulu  the ``cs-zul`` model if configured, else the ``zul`` model
+==========  =====================  ===============================================================
+
+``whisper_language_models`` maps a code to a faster-whisper model (CTranslate2 directory, or a Hugging Face id /
+size name that faster-whisper can load from its cache: nothing is downloaded here when offline). Any code may be
+configured (e.g. ``xho``). Models load lazily, once, and are shared by every thread of the process.
+
+A request for a code without a model is a :class:`BadRequest` (400) that names the setting to configure.
+
+Auto-detection (:meth:`SpeechRecognizer.detect`) runs Whisper's language detection on up to 30 s of speech and
+keeps only the languages that have a model (afr/eng/fra with Whisper base, plus configured languages that have a
+Whisper language token). Languages without a Whisper token (zul, sot) can be reached only by the text language
+identifier's confirmation in :mod:`engines.pipeline`.
+
+Long audio: :meth:`speech_chunks` runs Silero VAD (faster-whisper's bundled ONNX model) and
+:meth:`transcribe` decodes only the speech, packed into 30 s windows, mapping times back to the original audio.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from serve_app.errors import BadRequest, GatewayTimeout, ServiceUnavailable
+
+log = logging.getLogger("khuluma.asr")
+
+SAMPLE_RATE = 16_000
+DEFAULT_MODEL = "default"  # key of the default model in the model table
+SETTING = "KHULUMA_WHISPER_LANGUAGE_MODELS"
+
+
+@dataclass(frozen=True)
+class Language:
+    code: str
+    name: str
+    whisper: str | None  # Whisper's language token, None when Whisper does not know the language
+    base: bool  # covered by the default multilingual model
+
+
+LANGUAGES: dict[str, Language] = {
+    "afr": Language("afr", "Afrikaans", "af", True),
+    "eng": Language("eng", "English (South African)", "en", True),
+    "fra": Language("fra", "French (African)", "fr", True),
+    "zul": Language("zul", "isiZulu", None, False),
+    "sot": Language("sot", "Sesotho", None, False),
+    "cs-zul": Language("cs-zul", "Code-switched isiZulu (alpha)", None, False),
+}
+# Other spellings clients send: two-letter codes, NLLB codes, upper case.
+ALIASES = {"af": "afr", "en": "eng", "fr": "fra", "zu": "zul", "st": "sot", "cs_zul": "cs-zul",
+           "afr_latn": "afr", "eng_latn": "eng", "fra_latn": "fra", "zul_latn": "zul", "sot_latn": "sot"}
+# Whisper tokens of other languages a configured model may cover (so detection can reach them).
+_WHISPER_TOKENS = {"xho": None, "swh": "sw", "sna": "sn", "nso": None, "tsn": None, "tso": None, "ssw": None,
+                   "por": "pt", "deu": "de", "nld": "nl", "spa": "es"}
+
+
+@dataclass(frozen=True)
+class Route:
+    """How one language is transcribed: which model, and which Whisper language token to force."""
+
+    code: str
+    model_key: str  # DEFAULT_MODEL or the code whose configured model is used
+    model_ref: str
+    whisper_language: str | None  # None: the model detects (fine-tuned models of languages Whisper lacks)
+
+
+@dataclass
+class WordTiming:
+    word: str  # as Whisper wrote it, leading space included (joining words rebuilds the text)
+    start: float
+    end: float
+    probability: float
+    speaker_id: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.word.strip()
+
+
+@dataclass
+class SpeechSegment:
+    start: float
+    end: float
+    text: str
+    words: list[WordTiming] = field(default_factory=list)
+    avg_logprob: float = 0.0
+    no_speech_prob: float = 0.0
+
+
+@dataclass(frozen=True)
+class Detection:
+    code: str
+    probability: float  # renormalised over the candidate languages
+    candidates: list[tuple[str, float]]  # best first
+
+
+def normalise_code(code: str) -> str:
+    key = code.strip().lower().replace(" ", "")
+    return ALIASES.get(key, key)
+
+
+class SpeechRecognizer:
+    """Whisper models by language; thread-safe (CTranslate2 serialises decoding inside one model)."""
+
+    def __init__(
+        self,
+        default_model: str | Path,
+        language_models: dict[str, str] | None = None,
+        *,
+        default_model_name: str = "whisper-base",
+        device: str = "cpu",
+        compute_type: str = "int8",
+        cpu_threads: int = 0,
+        beam_size: int = 5,
+        temperature_fallback: bool = True,
+        download_root: Path | None = None,
+    ) -> None:
+        self.default_ref = str(default_model)
+        self.default_name = default_model_name
+        self.language_models = {normalise_code(k): str(v) for k, v in (language_models or {}).items() if v}
+        self.device = device
+        self.compute_type = compute_type
+        self.cpu_threads = cpu_threads or (os.cpu_count() or 1)
+        self.beam_size = beam_size
+        self.temperatures = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0) if temperature_fallback else (0.0,)
+        self.download_root = download_root
+        self._models: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ languages
+
+    def routes(self) -> dict[str, Route]:
+        """Every language code that has a model, with how it is transcribed."""
+        out: dict[str, Route] = {}
+        for code, lang in LANGUAGES.items():
+            if lang.base:
+                out[code] = Route(code, DEFAULT_MODEL, self.default_ref, lang.whisper)
+        for code, ref in self.language_models.items():
+            token = LANGUAGES[code].whisper if code in LANGUAGES else _WHISPER_TOKENS.get(code)
+            out[code] = Route(code, code, ref, token)
+        if "cs-zul" not in out and "zul" in out:  # code-switched isiZulu runs on the isiZulu model
+            zul = out["zul"]
+            out["cs-zul"] = Route("cs-zul", zul.model_key, zul.model_ref, zul.whisper_language)
+        return out
+
+    def route(self, lang_code: str) -> Route:
+        """The route for a requested ``lang_code``; 400 for an unknown code or one without a model."""
+        code = normalise_code(lang_code)
+        routes = self.routes()
+        if code in routes:
+            return routes[code]
+        if code in LANGUAGES:
+            lang = LANGUAGES[code]
+            target = "zul" if code == "cs-zul" else code
+            raise BadRequest(
+                f"lang_code '{code}' ({lang.name}) has no speech model on this server: Whisper base does not "
+                f"cover it. An operator can configure one with {SETTING}='{{\"{target}\": \"<model directory or "
+                f"Hugging Face id>\"}}' (a faster-whisper / CTranslate2 Whisper model fine-tuned for "
+                f"{LANGUAGES[target].name}). Languages available now: {', '.join(sorted(routes))}."
+            )
+        raise BadRequest(
+            f"Invalid request: field 'lang_code': unsupported language code '{lang_code}'. "
+            f"Accepted codes: {', '.join(LANGUAGES)} (available on this server: {', '.join(sorted(routes))})."
+        )
+
+    def detectable(self) -> dict[str, str]:
+        """Whisper token -> code, for the languages auto-detection may answer."""
+        out: dict[str, str] = {}
+        for code, route in self.routes().items():
+            if route.whisper_language and code != "cs-zul":
+                out.setdefault(route.whisper_language, code)
+        return out
+
+    # ------------------------------------------------------------------ models
+
+    def model(self, key: str = DEFAULT_MODEL) -> Any:
+        """The loaded faster-whisper model for ``key`` (loaded on first use)."""
+        model = self._models.get(key)
+        if model is not None:
+            return model
+        with self._lock:
+            model = self._models.get(key)
+            if model is None:
+                ref = self.default_ref if key == DEFAULT_MODEL else self.language_models[key]
+                model = self._load(ref, key)
+                self._models[key] = model
+        return model
+
+    def _load(self, ref: str, key: str) -> Any:
+        from faster_whisper import WhisperModel
+
+        started = time.perf_counter()
+        try:
+            model = WhisperModel(
+                ref, device=self.device, compute_type=self.compute_type, cpu_threads=self.cpu_threads,
+                download_root=str(self.download_root) if self.download_root else None,
+                local_files_only=True,  # never download weights at run time
+            )
+        except Exception as exc:  # noqa: BLE001 - missing directory, no network for a hub id, bad files
+            which = "default Whisper model (KHULUMA_WHISPER_MODEL)" if key == DEFAULT_MODEL else \
+                f"speech model for '{key}' ({SETTING})"
+            raise ServiceUnavailable(
+                f"The {which} '{ref}' could not be loaded: {type(exc).__name__}: {exc}. Point the setting at a "
+                f"faster-whisper (CTranslate2) model directory."
+            ) from None
+        log.info("loaded Whisper model %s for %s in %.1f s", ref, key, time.perf_counter() - started)
+        return model
+
+    def loaded(self) -> list[str]:
+        return list(self._models)
+
+    # ------------------------------------------------------------------ VAD
+
+    @staticmethod
+    def speech_chunks(audio: np.ndarray, *, min_silence_ms: int = 500, pad_ms: int = 200,
+                      threshold: float = 0.5) -> list[dict[str, int]]:
+        """Silero VAD speech chunks ``{"start": sample, "end": sample}`` of 16 kHz ``audio``."""
+        from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+        if audio.size < 512:
+            return []
+        options = VadOptions(threshold=threshold, min_silence_duration_ms=min_silence_ms, speech_pad_ms=pad_ms,
+                             min_speech_duration_ms=120)
+        return get_speech_timestamps(np.ascontiguousarray(audio, dtype=np.float32), options)
+
+    # ------------------------------------------------------------------ detection
+
+    def detect(self, speech: np.ndarray) -> Detection | None:
+        """Language of ``speech`` (16 kHz, speech only) among the languages that have a model; None if none."""
+        allowed = self.detectable()
+        if not allowed or speech.size < SAMPLE_RATE // 4:
+            return None
+        model = self.model(DEFAULT_MODEL)
+        if not model.model.is_multilingual:
+            return None
+        _, _, all_probs = model.detect_language(audio=np.ascontiguousarray(speech[: 30 * SAMPLE_RATE]))
+        scores = {allowed[token]: float(p) for token, p in all_probs if token in allowed}
+        if not scores:
+            return None
+        total = sum(scores.values()) or 1.0
+        ranked = sorted(((c, s / total) for c, s in scores.items()), key=lambda kv: kv[1], reverse=True)
+        return Detection(ranked[0][0], ranked[0][1], ranked)
+
+    # ------------------------------------------------------------------ transcription
+
+    def transcribe(
+        self,
+        audio: np.ndarray,
+        route: Route,
+        chunks: list[dict[str, int]],
+        *,
+        offset: float = 0.0,
+        deadline: float | None = None,
+    ) -> Iterator[SpeechSegment]:
+        """Segments of the speech ``chunks`` of ``audio`` (samples), times in seconds from ``offset``.
+
+        Only speech is decoded: the chunks are packed end to end and times are mapped back. ``deadline``
+        (``time.time()``) raises :class:`GatewayTimeout` between segments once passed.
+        """
+        if not chunks:
+            return
+        from faster_whisper.transcribe import restore_speech_timestamps
+        from faster_whisper.vad import collect_chunks
+
+        model = self.model(route.model_key)
+        pieces, _ = collect_chunks(audio, chunks)
+        speech = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+        segments, _info = model.transcribe(
+            speech,
+            language=route.whisper_language,
+            task="transcribe",
+            beam_size=self.beam_size,
+            temperature=list(self.temperatures),
+            word_timestamps=True,
+            vad_filter=False,
+            condition_on_previous_text=False,
+        )
+        for segment in restore_speech_timestamps(segments, chunks, SAMPLE_RATE):
+            if deadline is not None and time.time() > deadline:
+                raise GatewayTimeout("Transcription took longer than the time limit.")
+            words = [WordTiming(w.word, round(float(w.start) + offset, 3), round(float(w.end) + offset, 3),
+                                round(float(w.probability), 4)) for w in (segment.words or [])]
+            yield SpeechSegment(round(float(segment.start) + offset, 3), round(float(segment.end) + offset, 3),
+                                segment.text.strip(), words, float(segment.avg_logprob),
+                                float(segment.no_speech_prob))

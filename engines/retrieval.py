@@ -1,0 +1,447 @@
+"""Hybrid retrieval over Chroma: vector search + BM25, fused by reciprocal rank, with a language boost.
+
+Pieces (no HTTP, no Ray):
+
+- :func:`normalise_language` turns ``zu_ZA``, ``zu``, ``zul``, ``zul_Latn``, ``isiZulu`` ... into ISO 639-3.
+- :func:`detect_languages` labels chunks at ingest (the text-analysis language identifier when present,
+  otherwise ``lingua`` restricted to the languages we serve).
+- :class:`ChunkStore` wraps a Chroma client (embedded ``PersistentClient`` or ``HttpClient``). One collection per
+  knowledge base, named ``kb-<uuid>``; its metadata carries the owner's customer id and a *generation* token that
+  changes on every write (BM25 caches compare it, so several replicas in cluster mode never serve stale text).
+  Embeddings are always passed in: Chroma's default embedding function is never used (never downloaded).
+- :class:`Bm25Index` (``bm25s``) over the chunk texts of one knowledge base, with a tokenizer that keeps numbers
+  whole, drops function words of English, Afrikaans, isiZulu and Sesotho and also indexes the stem of
+  prefixed names (``eThekwini`` -> ``ethekwini`` + ``thekwini``).
+- :func:`fuse` - weighted reciprocal rank fusion, a multiplicative boost for chunks in the requested language,
+  scores scaled to 0..1 (1 = first in every list and in the requested language).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+# --- languages -----------------------------------------------------------------------------------------------
+
+LANGUAGE_NAMES: dict[str, str] = {
+    "afr": "Afrikaans", "eng": "English", "zul": "isiZulu", "xho": "isiXhosa", "sot": "Sesotho",
+    "nso": "Sepedi (Northern Sotho)", "tsn": "Setswana", "ssw": "siSwati", "tso": "Xitsonga", "ven": "Tshivenda",
+    "nbl": "isiNdebele", "swh": "Kiswahili", "sna": "chiShona", "fra": "French",
+}
+_ALIASES: dict[str, str] = {
+    # ISO 639-1
+    "af": "afr", "en": "eng", "zu": "zul", "xh": "xho", "st": "sot", "tn": "tsn", "ss": "ssw", "ts": "tso",
+    "ve": "ven", "nr": "nbl", "sw": "swh", "sn": "sna", "fr": "fra",
+    # other ISO 639-2/3 forms
+    "swa": "swh", "fre": "fra", "ped": "nso",
+    # names
+    "afrikaans": "afr", "english": "eng", "zulu": "zul", "isizulu": "zul", "xhosa": "xho", "isixhosa": "xho",
+    "sesotho": "sot", "sotho": "sot", "southern sotho": "sot", "sepedi": "nso", "pedi": "nso",
+    "northern sotho": "nso", "sesotho sa leboa": "nso", "setswana": "tsn", "tswana": "tsn", "siswati": "ssw",
+    "swati": "ssw", "xitsonga": "tso", "tsonga": "tso", "tshivenda": "ven", "venda": "ven",
+    "isindebele": "nbl", "ndebele": "nbl", "kiswahili": "swh", "swahili": "swh", "shona": "sna",
+    "chishona": "sna", "french": "fra", "francais": "fra", "français": "fra",
+    # code-switched isiZulu (the transcription codes)
+    "cs_zul": "zul", "cs_zu": "zul",
+}
+ACCEPTED_LANGUAGES_HELP = (
+    "a language of " + ", ".join(sorted(LANGUAGE_NAMES)) + " written as ISO 639-3 (zul), ISO 639-1 (zu), "
+    "a locale (zu_ZA, zu-ZA), an NLLB code (zul_Latn) or an English name (isiZulu)"
+)
+
+
+def normalise_language(value: str | None) -> str | None:
+    """ISO 639-3 code for the accepted spellings; ``None``/empty -> ``None``; anything else -> ValueError."""
+    if value is None:
+        return None
+    key = value.strip().lower().replace("-", "_")
+    if not key or key in ("auto", "none", "null", "any"):
+        return None
+    if key in _ALIASES:
+        return _ALIASES[key]
+    if key in LANGUAGE_NAMES:
+        return key
+    head = key.split("_")[0]
+    if head in _ALIASES:
+        return _ALIASES[head]
+    if head in LANGUAGE_NAMES:
+        return head
+    raise ValueError(f"unknown language '{value}'; use {ACCEPTED_LANGUAGES_HELP}")
+
+
+_lingua_lock = threading.Lock()
+_lingua_detector: Any = None
+
+
+def _lingua() -> Any:
+    global _lingua_detector
+    with _lingua_lock:
+        if _lingua_detector is None:
+            from lingua import Language, LanguageDetectorBuilder
+
+            languages = [Language.ENGLISH, Language.AFRIKAANS, Language.ZULU, Language.XHOSA, Language.SOTHO,
+                         Language.TSWANA, Language.TSONGA, Language.SWAHILI, Language.SHONA, Language.FRENCH]
+            _lingua_detector = LanguageDetectorBuilder.from_languages(*languages).build()
+        return _lingua_detector
+
+
+def _lingua_detect(texts: Sequence[str]) -> list[str | None]:
+    results = _lingua().detect_languages_in_parallel_of(list(texts))
+    out: list[str | None] = []
+    for lang in results:
+        code = lang.iso_code_639_3.name.lower() if lang is not None else None
+        out.append(_ALIASES.get(code, code) if code else None)
+    return out
+
+
+def _text_analysis_detector() -> Any:
+    """The text-analysis language identifier (engines/langid.py), if this build has it."""
+    try:
+        from engines import langid  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    for name in ("detect_batch", "detect_many", "detect", "detect_language", "identify"):
+        fn = getattr(langid, name, None)
+        if callable(fn):
+            return fn
+    return None
+
+
+def _code_of(result: Any) -> str | None:
+    if result is None:
+        return None
+    if isinstance(result, str):
+        code = result
+    elif isinstance(result, dict):
+        code = result.get("language") or result.get("code") or result.get("lang") or ""
+    elif isinstance(result, (tuple, list)) and result:
+        code = result[0]
+    else:
+        code = getattr(result, "language", None) or getattr(result, "code", None) or ""
+    try:
+        return normalise_language(str(code)) if code else None
+    except ValueError:
+        return None
+
+
+def detect_languages(texts: Sequence[str]) -> list[str | None]:
+    """ISO 639-3 code (or None when unsure) per text."""
+    if not texts:
+        return []
+    detector = _text_analysis_detector()
+    if detector is not None:
+        try:
+            if getattr(detector, "__name__", "").endswith(("batch", "many")):
+                return [_code_of(r) for r in detector(list(texts))]
+            return [_code_of(detector(t)) for t in texts]
+        except Exception:  # noqa: BLE001 - fall back to lingua rather than fail an upload
+            pass
+    return _lingua_detect(texts)
+
+
+def dominant_language(languages: Sequence[str | None], weights: Sequence[int] | None = None) -> str | None:
+    tally: dict[str, int] = {}
+    for i, lang in enumerate(languages):
+        if lang:
+            tally[lang] = tally.get(lang, 0) + (weights[i] if weights else 1)
+    return max(tally, key=tally.__getitem__) if tally else None
+
+
+# --- lexical side: tokenizer and BM25 ------------------------------------------------------------------------
+
+_STOPWORDS: frozenset[str] = frozenset("""
+a an and are as at be been but by can could did do does for from had has have he her his how i if in into is
+it its me my no not of on or our she so than that the their them then there these they this to was we were
+what when where which who whom why will with would you your about also
+die en van n is in op te vir met wat wie waar hoe wanneer het was nie om aan by sy hy ek jy ons hulle dit of
+as ook maar na word kan sal moet daar hier ja hoeveel watter
+na ne no nga nge ngo ku kwa e u i uma futhi kodwa lapho ini yini kanjani nini kuphi ubani ngubani le lo la
+leli lesi lezi lokho kanye noma kakhulu ukuthi ngabe yiziphi yimuphi
+ya ka ho ba sa tsa wa ke ha hore mme empa eng kae neng jwang mang sena seo tse tseo ona hae bona hona di ke
+efe kang
+""".split())
+_TOKEN = re.compile(r"\d+(?:[.,]\d+)*|\w+", re.UNICODE)
+_PREFIXED_NAME = re.compile(r"^([a-z]{1,3})([A-Z]\w{2,})$")  # uMandela, eThekwini, kwaZulu, ngoMandela
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens for BM25 (numbers whole, function words dropped, prefixed names also stemmed)."""
+    tokens: list[str] = []
+    for raw in _TOKEN.findall(text):
+        if raw[0].isdigit():
+            tokens.append(raw.replace(",", ""))
+            continue
+        word = raw.lower()
+        if word in _STOPWORDS or (len(word) == 1 and not word.isdigit()):
+            continue
+        tokens.append(word)
+        prefixed = _PREFIXED_NAME.match(raw)
+        if prefixed:
+            tokens.append(prefixed.group(2).lower())
+    return tokens
+
+
+class Bm25Index:
+    """BM25 over one knowledge base's chunks (immutable; rebuilt when the knowledge base changes)."""
+
+    def __init__(self, ids: list[str], texts: list[str], metadatas: list[dict[str, Any]]) -> None:
+        import bm25s
+
+        self.ids, self.texts, self.metadatas = ids, texts, metadatas
+        self.position = {chunk_id: i for i, chunk_id in enumerate(ids)}
+        self._retriever = bm25s.BM25() if ids else None
+        if self._retriever is not None:
+            self._retriever.index([tokenize(t) for t in texts], show_progress=False)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def search(self, query: str, k: int, language: str | None = None) -> list[tuple[str, float]]:
+        """Top ``k`` (id, score) with a positive score; ``language`` keeps only chunks in that language."""
+        tokens = tokenize(query)
+        if self._retriever is None or not tokens:
+            return []
+        scores = self._retriever.get_scores(tokens)
+        if language is not None:
+            mask = np.array([m.get("language") == language for m in self.metadatas], dtype=bool)
+            scores = np.where(mask, scores, 0.0)
+        k = min(k, len(scores))
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(self.ids[i], float(scores[i])) for i in top if scores[i] > 0]
+
+
+# --- fusion --------------------------------------------------------------------------------------------------
+
+@dataclass
+class Hit:
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    score: float = 0.0
+    vector_rank: int | None = None
+    lexical_rank: int | None = None
+    similarity: float | None = None  # cosine similarity to the query, when the vector side found it
+
+
+@dataclass
+class FusionConfig:
+    rrf_k: float = 60.0
+    vector_weight: float = 1.0
+    lexical_weight: float = 1.0
+    language_boost: float = 0.02  # multiplicative bonus for chunks in the requested language
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def fuse(vector_hits: list[Hit], lexical_hits: list[Hit], config: FusionConfig,
+         language: str | None = None) -> list[Hit]:
+    """Weighted reciprocal rank fusion of two rankings, language boost, scores scaled to 0..1."""
+    merged: dict[str, Hit] = {}
+    for rank, hit in enumerate(vector_hits, 1):
+        hit.vector_rank = rank
+        hit.score = config.vector_weight / (config.rrf_k + rank)
+        merged[hit.id] = hit
+    for rank, hit in enumerate(lexical_hits, 1):
+        bonus = config.lexical_weight / (config.rrf_k + rank)
+        if hit.id in merged:
+            merged[hit.id].lexical_rank = rank
+            merged[hit.id].score += bonus
+        else:
+            hit.lexical_rank, hit.score = rank, bonus
+            merged[hit.id] = hit
+    best = (config.vector_weight + (config.lexical_weight if lexical_hits else 0.0)) / (config.rrf_k + 1)
+    if language is not None:
+        best *= 1.0 + config.language_boost
+        for hit in merged.values():
+            if hit.metadata.get("language") == language:
+                hit.score *= 1.0 + config.language_boost
+    for hit in merged.values():
+        hit.score = round(hit.score / best, 6) if best > 0 else 0.0
+    return sorted(merged.values(), key=lambda h: (-h.score, h.vector_rank or 10**9))
+
+
+# --- vector store --------------------------------------------------------------------------------------------
+
+def collection_name(kb_id: str) -> str:
+    return f"kb-{uuid.UUID(str(kb_id)).hex}"
+
+
+def chroma_settings() -> Any:
+    from chromadb.config import Settings as ChromaSettings
+
+    return ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+
+
+def connect_chroma(path: str | None = None, url: str | None = None) -> Any:
+    """An embedded PersistentClient at ``path`` or an HttpClient for ``url`` (http[s]://host:port)."""
+    import chromadb
+
+    if url:
+        parsed = urlparse(url if "://" in url else f"http://{url}")
+        ssl = parsed.scheme == "https"
+        port = parsed.port or (443 if ssl else 8000)
+        return chromadb.HttpClient(host=parsed.hostname or "localhost", port=port, ssl=ssl,
+                                   settings=chroma_settings())
+    if not path:
+        raise ValueError("either a path or a url is needed")
+    return chromadb.PersistentClient(path=str(path), settings=chroma_settings())
+
+
+class ChunkStore:
+    """Chunks of each knowledge base in their own Chroma collection (vectors, text, metadata)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        try:
+            self.max_batch = int(client.get_max_batch_size())
+        except Exception:  # noqa: BLE001 - older servers
+            self.max_batch = 1000
+        self.max_batch = max(1, min(self.max_batch, 5000))
+
+    def _collection(self, kb_id: str, create: bool = False, customer_id: int | None = None) -> Any:
+        from chromadb.errors import NotFoundError
+
+        name = collection_name(kb_id)
+        if create:
+            return self.client.get_or_create_collection(
+                name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}},
+                metadata={"kb_id": str(kb_id), "customer_id": int(customer_id or 0),
+                          "generation": uuid.uuid4().hex},
+            )
+        try:
+            return self.client.get_collection(name, embedding_function=None)
+        except (NotFoundError, ValueError):
+            return None
+
+    def owner(self, kb_id: str) -> int | None:
+        col = self._collection(kb_id)
+        return None if col is None else int((col.metadata or {}).get("customer_id") or 0)
+
+    def generation(self, kb_id: str) -> str | None:
+        col = self._collection(kb_id)
+        return None if col is None else str((col.metadata or {}).get("generation"))
+
+    def _touch(self, col: Any) -> None:
+        meta = dict(col.metadata or {})
+        meta["generation"] = uuid.uuid4().hex
+        col.modify(metadata=meta)
+
+    def add(self, kb_id: str, customer_id: int | None, ids: list[str], embeddings: np.ndarray,
+            texts: list[str], metadatas: list[dict[str, Any]]) -> None:
+        col = self._collection(kb_id, create=True, customer_id=customer_id)
+        try:
+            for lo in range(0, len(ids), self.max_batch):
+                hi = lo + self.max_batch
+                col.add(ids=ids[lo:hi], embeddings=np.asarray(embeddings[lo:hi], dtype=np.float32),
+                        documents=texts[lo:hi], metadatas=metadatas[lo:hi])
+        finally:
+            self._touch(col)
+
+    def delete_document(self, kb_id: str, document_id: str) -> int:
+        col = self._collection(kb_id)
+        if col is None:
+            return 0
+        before = col.count()
+        col.delete(where={"document_id": document_id})
+        self._touch(col)
+        return before - col.count()
+
+    def delete_kb(self, kb_id: str) -> bool:
+        from chromadb.errors import NotFoundError
+
+        try:
+            self.client.delete_collection(collection_name(kb_id))
+            return True
+        except (NotFoundError, ValueError):
+            return False
+
+    def count(self, kb_id: str, document_id: str | None = None) -> int:
+        col = self._collection(kb_id)
+        if col is None:
+            return 0
+        if document_id is None:
+            return int(col.count())
+        return len(col.get(where={"document_id": document_id}, include=[])["ids"])
+
+    def exists(self, kb_id: str) -> bool:
+        return self._collection(kb_id) is not None
+
+    def vector_search(self, kb_id: str, embedding: np.ndarray, k: int, language: str | None = None) -> list[Hit]:
+        col = self._collection(kb_id)
+        if col is None:
+            return []
+        total = int(col.count())
+        if total == 0:
+            return []
+        result = col.query(query_embeddings=np.asarray(embedding, dtype=np.float32).reshape(1, -1),
+                           n_results=min(k, total), where={"language": language} if language else None,
+                           include=["documents", "metadatas", "distances"])
+        hits = []
+        for chunk_id, text, meta, dist in zip(result["ids"][0], result["documents"][0], result["metadatas"][0],
+                                              result["distances"][0]):
+            hits.append(Hit(chunk_id, text or "", dict(meta or {}), similarity=1.0 - float(dist)))
+        return hits
+
+    def all_chunks(self, kb_id: str, page: int = 5000) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+        col = self._collection(kb_id)
+        ids: list[str] = []
+        texts: list[str] = []
+        metas: list[dict[str, Any]] = []
+        if col is None:
+            return ids, texts, metas
+        offset = 0
+        while True:
+            got = col.get(include=["documents", "metadatas"], limit=page, offset=offset)
+            ids += got["ids"]
+            texts += [t or "" for t in got["documents"]]
+            metas += [dict(m or {}) for m in got["metadatas"]]
+            if len(got["ids"]) < page:
+                return ids, texts, metas
+            offset += page
+
+    def list_collections(self) -> list[str]:
+        return [c.name if hasattr(c, "name") else str(c) for c in self.client.list_collections()]
+
+
+class Bm25Cache:
+    """BM25 indexes of recently queried knowledge bases, rebuilt when the collection's generation changes."""
+
+    def __init__(self, store: ChunkStore, max_entries: int = 16) -> None:
+        self.store = store
+        self.max_entries = max_entries
+        self._entries: OrderedDict[str, tuple[str, Bm25Index]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._building: dict[str, threading.Lock] = {}
+
+    def get(self, kb_id: str) -> Bm25Index:
+        generation = self.store.generation(kb_id)  # read before the texts: a later write changes it again
+        with self._lock:
+            entry = self._entries.get(kb_id)
+            if entry and entry[0] == generation:
+                self._entries.move_to_end(kb_id)
+                return entry[1]
+            build_lock = self._building.setdefault(kb_id, threading.Lock())
+        with build_lock:  # one build per knowledge base at a time
+            with self._lock:
+                entry = self._entries.get(kb_id)
+                if entry and entry[0] == generation:
+                    return entry[1]
+            index = Bm25Index(*self.store.all_chunks(kb_id))
+            with self._lock:
+                self._entries[kb_id] = (str(generation), index)
+                self._entries.move_to_end(kb_id)
+                while len(self._entries) > self.max_entries:
+                    self._entries.popitem(last=False)
+            return index
+
+    def drop(self, kb_id: str) -> None:
+        with self._lock:
+            self._entries.pop(kb_id, None)

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Sets up Khuluma on a fresh machine: system packages (when root), the virtualenv with every dependency,
+# and (with --test) the test tools and the official vulavula SDK in its own virtualenv (it pins pydantic v1).
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WITH_TEST=0
+[ "${1:-}" = "--test" ] && WITH_TEST=1
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null || PY=python3
+
+# System packages: espeak-ng/sox make test speech; PostgreSQL server binaries for the PostgreSQL tests.
+need_apt=()
+if [ "$WITH_TEST" = 1 ]; then
+  command -v espeak-ng >/dev/null || need_apt+=(espeak-ng)
+  command -v sox >/dev/null || need_apt+=(sox libsox-fmt-all)
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "==> apt-get install ${need_apt[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "WARNING: missing system packages (${need_apt[*]}); install them with sudo apt-get install." >&2
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "==> creating .venv"
+  "$PY" -m venv .venv
+  .venv/bin/pip install -q -U pip wheel
+fi
+stamp=.venv/.khuluma-installed
+extras="transformers"
+[ "$WITH_TEST" = 1 ] && extras="transformers,test"
+hash="$(sha256sum pyproject.toml | cut -c1-16)"
+# a test install covers a plain one
+if ! grep -qx -e "$hash-$extras" -e "$hash-transformers,test" "$stamp" 2>/dev/null; then
+  echo "==> installing khuluma[$extras] (first time: a few minutes)"
+  # torch==2.13.0 is the CPU wheel on this machine's disk; pinned so pip never pulls a CUDA build.
+  .venv/bin/pip install -q -e ".[$extras]"
+  echo "$hash-$extras" > "$stamp"
+fi
+
+if [ "$WITH_TEST" = 1 ] && [ ! -x .venv-sdk/bin/python ]; then
+  echo "==> creating .venv-sdk with the official vulavula SDK (pydantic v1, kept apart)"
+  "$PY" -m venv .venv-sdk
+  .venv-sdk/bin/pip install -q "vulavula==0.4.3"
+fi
+echo "==> setup done"

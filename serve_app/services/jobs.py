@@ -1,0 +1,146 @@
+"""Version 1 asynchronous transcription: upload (base64 JSON), process (durable job, optional webhook), get.
+
+The job itself is run by the ``Jobs`` deployment (``deployments/jobs.py``); this module only stores uploads,
+places jobs (``serve_app/services/job_queue.py``) and reports their state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import logging
+import re
+import shutil
+from typing import Any
+
+import anyio
+
+from serve_app.context import AppContext
+from serve_app.db.models import Upload, new_uuid
+from serve_app.errors import BadRequest, NotFound, PayloadTooLarge, ServiceUnavailable
+from serve_app.services import job_queue
+from serve_app.services.webhooks import check_webhook_url_async
+from serve_app.tokens import Principal
+from serve_app.uploads import sanitize_filename
+
+log = logging.getLogger("khuluma.jobs")
+
+NOT_PROCESSED = "Item has not been processed."  # clients loop on this exact string
+_BASE64_JUNK = re.compile(r"\s+")
+
+
+def decode_audio_blob(audio_blob: str, limit_bytes: int, field: str = "audio_blob") -> bytes:
+    """Bytes of a base64 string (standard or URL-safe alphabet, optional ``data:...;base64,`` prefix).
+
+    413 when it would decode to more than ``limit_bytes`` (checked before decoding), 400 when it is empty or
+    not base64.
+    """
+    blob = audio_blob or ""
+    if blob.startswith("data:") and "," in blob[:200]:
+        blob = blob.split(",", 1)[1]
+    if len(blob) // 4 * 3 > limit_bytes + 3:
+        raise PayloadTooLarge(f"field '{field}' exceeds the limit of {limit_bytes // (1024 * 1024)} MB.")
+    blob = _BASE64_JUNK.sub("", blob)
+    if not blob:
+        raise BadRequest(f"field '{field}' is empty.")
+    try:
+        if "-" in blob or "_" in blob:
+            data = base64.b64decode(blob.translate(str.maketrans("-_", "+/")), validate=True)
+        else:
+            data = base64.b64decode(blob, validate=True)
+    except (binascii.Error, ValueError):
+        raise BadRequest(f"field '{field}' is not valid base64.") from None
+    if not data:
+        raise BadRequest(f"field '{field}' is empty.")
+    if len(data) > limit_bytes:
+        raise PayloadTooLarge(f"field '{field}' exceeds the limit of {limit_bytes // (1024 * 1024)} MB.")
+    return data
+
+
+def _limit_bytes(ctx: AppContext) -> int:
+    return int(ctx.settings.max_request_mb * 1024 * 1024)
+
+
+def _store(ctx: AppContext, caller: Principal, file_name: str, data: bytes) -> Upload:
+    row = Upload(customer_id=caller.customer_id, project_id=caller.project_id, token_id=caller.token_id,
+                 file_name=(file_name or "")[:500], path="", size_bytes=len(data))
+    row.id = new_uuid()
+    folder = ctx.settings.data_dir / "uploads" / row.id
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / sanitize_filename(file_name, default="audio")
+    try:
+        path.write_bytes(data)
+        row.path = str(path)
+        with ctx.db.session() as s:
+            s.add(row)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return row
+
+
+async def v1_upload(ctx: AppContext, caller: Principal, file_name: str, audio_blob: str) -> dict[str, Any]:
+    data = decode_audio_blob(audio_blob, _limit_bytes(ctx))
+    row = await anyio.to_thread.run_sync(_store, ctx, caller, file_name, data)
+    return {"upload_id": row.id, "customer_id": row.customer_id, "project_id": row.project_id}
+
+
+def _owned(ctx: AppContext, caller: Principal, upload_id: str) -> Upload:
+    with ctx.db.session() as s:
+        row = s.get(Upload, upload_id)
+        if row is None or row.customer_id != caller.customer_id:
+            raise NotFound(f"Upload {upload_id} not found.")
+        return row
+
+
+async def v1_process(ctx: AppContext, caller: Principal, upload_id: str, webhook: str | None,
+                     language_code: str | None) -> dict[str, Any]:
+    await anyio.to_thread.run_sync(_owned, ctx, caller, upload_id)
+    jobs = ctx.backends.require("jobs")
+    language_code = _check_language(ctx, language_code)
+    if webhook is not None and webhook.strip():
+        webhook = await check_webhook_url_async(webhook, ctx.settings.webhook_allow_private)
+    else:
+        webhook = None
+    placed = await anyio.to_thread.run_sync(job_queue.enqueue, ctx.db, upload_id, webhook, language_code)
+    if placed:
+        await _wake(jobs)
+        return {"message": f"Upload {upload_id} has been placed on the processing queue."}
+    return {"message": f"Upload {upload_id} is already on the processing queue."}
+
+
+def _check_language(ctx: AppContext, language_code: str | None) -> str | None:
+    """The normalised code, or 400 now (not a failed job later) when no speech model serves it."""
+    if language_code is None or not language_code.strip():
+        return None
+    from engines.asr import SpeechRecognizer, normalise_code
+
+    try:  # routing only: no model is loaded
+        SpeechRecognizer("default", ctx.settings.whisper_language_models).route(language_code)
+    except BadRequest as exc:
+        raise BadRequest(exc.detail.replace("'lang_code'", "'language_code'")
+                         .replace("lang_code '", "language_code '")) from None
+    return normalise_code(language_code)
+
+
+async def _wake(jobs: Any) -> None:
+    """Tell the worker there is work now (it also polls, so a lost nudge only delays the job)."""
+    try:
+        await asyncio.wait_for(jobs.call("wake"), 5.0)
+    except Exception as exc:  # noqa: BLE001 - the job is durable; the worker's poll will find it
+        log.warning("could not wake the jobs worker: %s", exc)
+
+
+async def v1_get(ctx: AppContext, caller: Principal, upload_id: str) -> dict[str, Any]:
+    row = await anyio.to_thread.run_sync(_owned, ctx, caller, upload_id)
+    if row.job_status == job_queue.COMPLETED:
+        result = row.result or {}
+        return {"message": "Item has been processed.", "upload_id": row.id, "status": "completed",
+                "text": result.get("text", ""), "language_id": result.get("language_id") or "",
+                "postprocessed_text": result.get("postprocessed_text") or []}
+    if row.job_status == job_queue.FAILED:
+        reason = row.error or "unknown error"
+        return {"message": f"Item processing failed: {reason}", "upload_id": row.id, "status": "failed",
+                "error": reason}
+    return {"message": NOT_PROCESSED}

@@ -1,0 +1,96 @@
+"""Batch routes over the in-process ingress (no Ray: the runner transcribes in a thread) and a real SeaweedFS."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from cluster.storage import decode_token
+from serve_app.cli.batch import upload_directory
+from serve_app.db.models import BatchItem
+
+API = "/api/v2alpha/transcribe/batch"
+
+
+@pytest.fixture()
+def client(local_app, seaweedfs: str):
+    from serve_app.context import current_context
+
+    test_client = local_app(capabilities=["batch"], s3_endpoint_url=seaweedfs, s3_bucket="khuluma-test-batch")
+    runner = current_context().backends.batch._target
+    yield test_client
+    runner.close()
+
+
+def _h(token: str) -> dict[str, str]:
+    return {"X-CLIENT-TOKEN": token}
+
+
+def _wait_final(client, token: str, batch_id: str, timeout: float = 300) -> str:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        status = next(b for b in client.get(API, headers=_h(token)).json() if b["id"] == batch_id)["status"]
+        if status not in ("CREATED", "PROCESSING"):
+            return status
+        time.sleep(0.5)
+    raise AssertionError("batch did not finish")
+
+
+def test_create_validates_language_and_needs_a_token(client, make_token):
+    token = make_token("batch-unit")
+    assert client.post(API).status_code == 401
+    bad = client.post(API, params={"lang_code": "klingon"}, headers=_h(token))
+    assert bad.status_code == 400 and "lang_code" in bad.json()["detail"]
+    created = client.post(API, params={"lang_code": "afr"}, headers=_h(token))
+    assert created.status_code == 201
+    body = created.json()
+    assert set(body) == {"batch_id", "blob_endpoint", "sas_token"}
+    assert decode_token(body["sas_token"])["prefix"] == f"batches/{body['batch_id']}/"
+    listed = {b["id"]: b for b in client.get(API, headers=_h(token)).json()}
+    assert listed[body["batch_id"]]["status"] == "CREATED" and listed[body["batch_id"]]["language_code"] == "afr"
+    # nothing uploaded yet: 400 and the batch stays CREATED (the client can upload, then process)
+    empty = client.post(f"{API}/{body['batch_id']}/process", headers=_h(token))
+    assert empty.status_code == 400 and "No files" in empty.json()["detail"]
+    assert client.get(f"{API}/{body['batch_id']}/transcriptions", headers=_h(token)).json() == []
+    assert client.post(f"{API}/unknown-batch/process", headers=_h(token)).status_code == 404
+
+
+def test_flow_runs_once_and_reports_every_file(client, make_token, db, tmp_path: Path):
+    if shutil.which("espeak-ng") is None:
+        pytest.skip("espeak-ng is not installed")
+    token, other = make_token("batch-unit-flow"), make_token("batch-unit-other")
+    body = client.post(API, params={"lang_code": "eng"}, headers=_h(token)).json()
+    batch_id = body["batch_id"]
+    folder = tmp_path / "files"
+    folder.mkdir()
+    subprocess.run(["espeak-ng", "-v", "en", "-w", str(folder / "hello.wav"), "hello, this is a short test call"],
+                   check=True)
+    (folder / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0 definitely not audio" * 20)
+    assert all(r.ok for r in upload_directory(decode_token(body["sas_token"]), folder))
+
+    assert client.post(f"{API}/{batch_id}/process", headers=_h(other)).status_code == 404
+    codes: list[int] = []
+    threads = [threading.Thread(target=lambda: codes.append(
+        client.post(f"{API}/{batch_id}/process", headers=_h(token)).status_code)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(codes) == [202, 204, 204, 204]  # one run, whatever the concurrency
+
+    assert _wait_final(client, token, batch_id) == "PARTIAL"
+    records = {r["blob_name"].rsplit("/", 1)[-1]: r for r in
+               client.get(f"{API}/{batch_id}/transcriptions", headers=_h(token)).json()}
+    assert records["hello.wav"]["transcription_status"] == "COMPLETED"
+    assert "hello" in records["hello.wav"]["transcription_text"].lower()
+    assert records["photo.jpg"]["transcription_status"] == "FAILED" and records["photo.jpg"]["error_message"]
+    assert client.get(f"{API}/{batch_id}/transcriptions", headers=_h(other)).status_code == 404
+    with db.session() as s:
+        items = list(s.scalars(select(BatchItem).where(BatchItem.batch_id == batch_id)))
+    assert sorted(i.attempts for i in items) == [1, 1]

@@ -1,0 +1,102 @@
+"""CLI token management, settings, Serve config and the GPU fail-fast check."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from deployments.app import GPUUnavailableError, check_gpus, deployment_options, requested_gpus
+from serve_app.cli.serve import load_serve_config
+from serve_app.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _khuluma(data_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {"KHULUMA_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "serve_app.cli", *args], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120)
+
+
+def test_token_create_list_revoke_through_the_cli(tmp_path: Path):
+    created = _khuluma(tmp_path, "token", "create", "--customer", "shop", "--project", "web", "-q")
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.strip()
+    assert token.startswith("khk_") and len(token) > 40
+    listing = _khuluma(tmp_path, "token", "list")
+    assert "shop" in listing.stdout and token not in listing.stdout and token[:10] in listing.stdout
+    from serve_app.db.session import Database
+    from serve_app.tokens import TokenVerifier
+
+    db = Database(f"sqlite:///{tmp_path / 'khuluma.db'}")
+    assert TokenVerifier(db, 0).verify(token) is not None
+    assert _khuluma(tmp_path, "token", "revoke", token[:10]).returncode == 0
+    assert TokenVerifier(db, 0).verify(token) is None
+    again = _khuluma(tmp_path, "token", "revoke", token[:10])
+    assert again.returncode == 1 and "No active token" in again.stdout
+
+
+def test_settings_read_the_khuluma_prefix(monkeypatch, tmp_path: Path):
+    monkeypatch.setenv("KHULUMA_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("KHULUMA_PORT", "9123")
+    monkeypatch.setenv("KHULUMA_WHISPER_LANGUAGE_MODELS", '{"zul": "/models/zu"}')
+    s = Settings(_env_file=None)
+    assert s.port == 9123 and s.data_dir == tmp_path and s.whisper_language_models == {"zul": "/models/zu"}
+    assert s.db_url == f"sqlite:///{tmp_path / 'khuluma.db'}"
+    assert Settings(**{k.lower(): v for k, v in []}).port == 9123
+    env = s.as_env()
+    assert env["KHULUMA_PORT"] == "9123" and '"zul"' in env["KHULUMA_WHISPER_LANGUAGE_MODELS"]
+    for name, field in Settings.model_fields.items():
+        assert field.description, f"setting {name} is undocumented"
+
+
+def test_serve_yaml_is_a_valid_serve_config_with_bounded_autoscaling():
+    from ray.serve.schema import ServeDeploySchema
+
+    raw = yaml.safe_load((ROOT / "configs" / "serve.yaml").read_text())
+    schema = ServeDeploySchema.model_validate(raw) if hasattr(ServeDeploySchema, "model_validate") \
+        else ServeDeploySchema.parse_obj(raw)
+    app = schema.applications[0]
+    assert app.import_path == "deployments.app:build_app"
+    names = {d["name"] for d in raw["applications"][0]["deployments"]}
+    from deployments.app import SPECS
+
+    assert names == {s.name for s in SPECS} | {"Ingress"}
+    for d in raw["applications"][0]["deployments"]:
+        auto = d.get("autoscaling_config")
+        if auto:
+            assert auto["max_replicas"] <= 4
+        assert 0 < d["ray_actor_options"]["num_cpus"] < 1
+
+
+def test_gpu_check_refuses_gpus_the_cluster_lacks():
+    cfg = load_serve_config(ROOT / "configs" / "serve.yaml")
+    options = deployment_options(cfg["deployments"])
+    assert requested_gpus(options) == 0
+    check_gpus(options, available=0)  # the default config needs none
+    cfg["deployments"]["Transcription"]["ray_actor_options"]["num_gpus"] = 0.5
+    cfg["deployments"]["Embeddings"]["ray_actor_options"]["num_gpus"] = 0.25
+    options = deployment_options(cfg["deployments"])
+    assert requested_gpus(options) == pytest.approx(0.75)
+    with pytest.raises(GPUUnavailableError, match="0.75 GPU.*Embeddings, Transcription.*has 0"):
+        check_gpus(options, available=0)
+    check_gpus(options, available=1)
+
+
+def test_khuluma_serve_refuses_a_gpu_config_before_deploying(tmp_path: Path):
+    raw = yaml.safe_load((ROOT / "configs" / "serve.yaml").read_text())
+    for d in raw["applications"][0]["deployments"]:
+        if d["name"] == "Transcription":
+            d["ray_actor_options"]["num_gpus"] = 1
+    cfg = tmp_path / "gpu.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    env = {"KHULUMA_DATA_DIR": str(tmp_path / "data"), "PATH": "/usr/bin:/bin", "RAY_AUTH_MODE": "disabled"}
+    proc = subprocess.run([sys.executable, "-m", "serve_app.cli", "serve", "--config", str(cfg), "--port", "0",
+                           "--num-cpus", "1", "--no-storage"], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=300)
+    assert proc.returncode == 1
+    assert "Refusing to start" in proc.stderr and "GPU" in proc.stderr

@@ -1,0 +1,421 @@
+"""Async v1 jobs: routes, the durable queue, the worker loop with the real Transcription deployment (in-process,
+faster-whisper), and signed webhook deliveries to a real HTTP receiver on a loopback port."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from serve_app.db.models import Upload, UsageRecord, utcnow
+from serve_app.db.session import Database
+from serve_app.errors import BadRequest, PayloadTooLarge
+from serve_app.services import job_queue
+from serve_app.services.jobs import NOT_PROCESSED, decode_audio_blob
+from serve_app.services.webhooks import check_webhook_url, retry_delay, sign, verify
+from serve_app.settings import Settings
+from serve_app.tokens import create_token, webhook_secret_for
+from tests.conftest import free_port
+
+SPOKEN = "The weather today is sunny with a light breeze from the north."
+FAST = dict(webhook_allow_private=True, job_poll_seconds=0.2, webhook_backoff_seconds=0.3,
+            webhook_backoff_max_seconds=1.0, webhook_retry_seconds=60.0, webhook_timeout_seconds=5.0)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 180.0, every: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+class Receiver:
+    """A real HTTP server on a loopback port that records webhook deliveries."""
+
+    def __init__(self, port: int | None = None, status: int = 200) -> None:
+        self.port = port or free_port()
+        self.status = status
+        self.received: list[tuple[dict[str, str], bytes]] = []
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hooks/khuluma"
+
+    def start(self) -> Receiver:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                receiver.received.append(({k: v for k, v in self.headers.items()}, body))
+                self.send_response(receiver.status)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+
+def upload_row(db: Database, path: Path, token: tuple[str, Any]) -> str:
+    info = token[1]
+    with db.session() as s:
+        row = Upload(customer_id=info.customer_id, project_id=info.project_id, token_id=info.id,
+                     file_name=path.name, path=str(path), size_bytes=path.stat().st_size)
+        s.add(row)
+        s.flush()
+        return row.id
+
+
+def job(db: Database, upload_id: str) -> Upload:
+    with db.session() as s:
+        return s.get(Upload, upload_id)
+
+
+@pytest.fixture(scope="module")
+def speech_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("espeak-ng") is None or shutil.which("sox") is None:
+        pytest.skip("needs espeak-ng and sox (scripts/setup.sh installs them)")
+    out = tmp_path_factory.mktemp("speech") / "weather.wav"
+    wav = subprocess.run(["espeak-ng", "-v", "en", "-s", "150", "--stdout", SPOKEN], check=True,
+                         capture_output=True).stdout
+    subprocess.run(["sox", "-t", "wav", "-", "-r", "16000", "-c", "1", "-b", "16", str(out)], input=wav, check=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def transcription():
+    """The real Transcription deployment, in-process (faster-whisper, Whisper base int8)."""
+    from deployments.transcription import Transcription
+
+    return Transcription(Settings(_env_file=None).model_dump(mode="json"))
+
+
+@pytest.fixture()
+def make_jobs(transcription) -> Iterator[Callable[..., Any]]:
+    from deployments.jobs import Jobs
+
+    started: list[Jobs] = []
+
+    def make(settings: Settings) -> Jobs:
+        jobs = Jobs(settings.model_dump(mode="json"), transcription=transcription)
+        started.append(jobs)
+        return jobs
+
+    yield make
+    for jobs in started:
+        jobs.close()
+
+
+def fresh_settings(tmp_path_factory: pytest.TempPathFactory, **overrides: Any) -> Settings:
+    settings = Settings(data_dir=tmp_path_factory.mktemp("jobs-data"), _env_file=None, **{**FAST, **overrides})
+    settings.ensure_dirs()
+    return settings
+
+
+# --------------------------------------------------------------------------- pure parts
+
+
+def test_webhook_url_policy() -> None:
+    for bad in ("ftp://example.org/x", "example.org/hook", "http:///nohost", "javascript:alert(1)", "http://x:99999/"):
+        with pytest.raises(BadRequest, match="webhook"):
+            check_webhook_url(bad, allow_private=True)
+    for private in ("http://127.0.0.1:8000/h", "http://localhost/h", "http://10.1.2.3/h", "http://192.168.0.5/h",
+                    "http://169.254.169.254/latest/meta-data", "http://[::1]/h", "http://[::ffff:127.0.0.1]/h",
+                    "https://100.64.0.1/h", "http://0.0.0.0/h"):
+        with pytest.raises(BadRequest, match="loopback, private or link-local|cannot be resolved"):
+            check_webhook_url(private, allow_private=False)
+        assert check_webhook_url(private, allow_private=True) == private
+    assert check_webhook_url("https://93.184.215.14/hook", allow_private=False) == "https://93.184.215.14/hook"
+    with pytest.raises(BadRequest, match="cannot be resolved"):
+        check_webhook_url("https://no-such-host.invalid/hook", allow_private=False)
+
+
+def test_signature_and_backoff_schedule() -> None:
+    body = b'{"upload_id":"u1","status_code":200}'
+    now = time.time()
+    ts = str(int(now))
+    signature = "sha256=" + sign("s3cret", ts, body)
+    assert verify("s3cret", ts, body, signature, now=now)
+    assert not verify("other", ts, body, signature, now=now)
+    assert not verify("s3cret", ts, body + b" ", signature, now=now)
+    assert not verify("s3cret", ts, body, signature, now=now + 3600)  # replayed an hour later
+    # 2, 4, 8 ... capped at 10, until the schedule passes 60 s
+    delays = [retry_delay(n, 2.0, 10.0, 60.0) for n in range(1, 10)]
+    assert delays[:5] == [2.0, 4.0, 8.0, 10.0, 10.0]
+    assert None in delays and sum(d for d in delays if d) <= 60.0
+
+
+def test_decode_audio_blob() -> None:
+    data = bytes(range(256)) * 4
+    assert decode_audio_blob(base64.b64encode(data).decode(), 10_000) == data
+    assert decode_audio_blob("data:audio/wav;base64," + base64.b64encode(data).decode(), 10_000) == data
+    assert decode_audio_blob(base64.urlsafe_b64encode(data).decode(), 10_000) == data
+    wrapped = base64.encodebytes(data).decode()  # with newlines every 76 characters
+    assert decode_audio_blob(wrapped, 10_000) == data
+    for bad in ("not base64 at all!", "", "QUJD$"):
+        with pytest.raises(BadRequest, match="audio_blob"):
+            decode_audio_blob(bad, 10_000)
+    with pytest.raises(PayloadTooLarge):
+        decode_audio_blob(base64.b64encode(data).decode(), 100)
+
+
+def test_stale_worker_cannot_overwrite_a_reclaimed_job(tmp_path_factory, speech_wav) -> None:
+    settings = fresh_settings(tmp_path_factory)
+    db = Database(settings.db_url)
+    upload_id = upload_row(db, speech_wav, create_token(db, "acme"))
+    assert job_queue.enqueue(db, upload_id, None, None)
+    assert not job_queue.enqueue(db, upload_id, None, None)  # already queued
+    [first] = job_queue.claim_jobs(db, 5, lease_seconds=0.2)
+    assert job_queue.claim_jobs(db, 5, lease_seconds=0.2) == []  # leased
+    time.sleep(0.3)
+    [second] = job_queue.claim_jobs(db, 5, lease_seconds=30)
+    assert second.attempts == 2
+    assert job_queue.renew_lease(db, first, 30) is None
+    assert not job_queue.finish(db, first, result={"text": "stale"}, error=None, status_code=200)
+    assert job_queue.finish(db, second, result={"text": "fresh"}, error=None, status_code=200)
+    row = job(db, upload_id)
+    assert (row.job_status, row.result["text"], row.lease_until) == ("completed", "fresh", None)
+
+
+# --------------------------------------------------------------------------- routes + worker (real transcription)
+
+
+@pytest.fixture()
+def client_env(tmp_path_factory, make_jobs) -> Iterator[dict[str, Any]]:
+    """The FastAPI app over an in-process Jobs worker (real transcription) on its own database."""
+    from fastapi.testclient import TestClient
+
+    from serve_app.app import create_app
+    from serve_app.backends import Backends
+    from serve_app.context import build_context, set_context
+
+    settings = fresh_settings(tmp_path_factory)
+    jobs = make_jobs(settings)
+    ctx = build_context(settings, Backends.wrap(jobs=jobs))
+    set_context(ctx)
+    acme, other = create_token(ctx.db, "acme"), create_token(ctx.db, "other-co")
+    yield {"client": TestClient(create_app(), raise_server_exceptions=False), "ctx": ctx, "db": ctx.db,
+           "acme": acme, "other": other, "settings": settings}
+    set_context(None)
+
+
+def _headers(token: tuple[str, Any]) -> dict[str, str]:
+    return {"X-CLIENT-TOKEN": token[0]}
+
+
+def _upload(env: dict[str, Any], data: bytes, token: str = "acme", name: str = "call.wav") -> str:
+    response = env["client"].post("/api/v1/transport/file-upload", headers=_headers(env[token]),
+                                  json={"file_name": name, "audio_blob": base64.b64encode(data).decode(),
+                                        "file_size": len(data)})
+    assert response.status_code == 200, response.text
+    assert response.headers["Deprecation"] == "true"
+    body = response.json()
+    assert body["customer_id"] == env[token][1].customer_id and body["project_id"] == env[token][1].project_id
+    return body["upload_id"]
+
+
+def _get(env: dict[str, Any], upload_id: str, token: str = "acme"):
+    return env["client"].post(f"/api/v1/transcribe/{upload_id}/get", headers=_headers(env[token]))
+
+
+def test_upload_process_get_errors(client_env, speech_wav) -> None:
+    env, client = client_env, client_env["client"]
+    acme = _headers(env["acme"])
+    upload_id = _upload(env, speech_wav.read_bytes())
+    stored = job(env["db"], upload_id)
+    assert Path(stored.path).read_bytes() == speech_wav.read_bytes()
+    assert Path(stored.path).parent == env["settings"].data_dir / "uploads" / upload_id
+
+    assert _get(env, upload_id).json() == {"message": NOT_PROCESSED}  # never submitted
+    bad = client.post("/api/v1/transport/file-upload", headers=acme,
+                      json={"file_name": "x.wav", "audio_blob": "%%% not base64 %%%", "file_size": 0})
+    assert bad.status_code == 400 and "audio_blob" in bad.json()["detail"]
+    missing = client.post("/api/v1/transport/file-upload", headers=acme, json={"file_name": "x.wav", "file_size": 0})
+    assert missing.status_code == 400 and "audio_blob" in missing.json()["detail"]
+    env["ctx"].settings = env["settings"].model_copy(update={"max_request_mb": 0.01})
+    try:
+        big = client.post("/api/v1/transport/file-upload", headers=acme,
+                          json={"file_name": "x.wav", "audio_blob": base64.b64encode(b"\0" * 20_000).decode(),
+                                "file_size": 20_000})
+        assert big.status_code == 413
+    finally:
+        env["ctx"].settings = env["settings"]
+
+    # another customer's upload is not found, for process and get alike
+    other = _headers(env["other"])
+    assert client.post(f"/api/v1/transcribe/process/{upload_id}", headers=other, json={}).status_code == 404
+    assert _get(env, upload_id, token="other").status_code == 404
+    assert client.post("/api/v1/transcribe/process/no-such-id", headers=acme, json={}).status_code == 404
+
+    for webhook in ("ftp://127.0.0.1/x", "not a url"):
+        r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=acme, json={"webhook": webhook})
+        assert r.status_code == 400 and "webhook" in r.json()["detail"]
+    env["ctx"].settings = env["settings"].model_copy(update={"webhook_allow_private": False})
+    try:
+        r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=acme,
+                        json={"webhook": "http://127.0.0.1:9/hook"})
+        assert r.status_code == 400 and "private" in r.json()["detail"]
+    finally:
+        env["ctx"].settings = env["settings"]
+    r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=acme, json={"language_code": "zul"})
+    assert r.status_code == 400 and "KHULUMA_WHISPER_LANGUAGE_MODELS" in r.json()["detail"]
+    r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=acme, json={"language_code": "klingon"})
+    assert r.status_code == 400 and "language_code" in r.json()["detail"]
+    assert job(env["db"], upload_id).job_status == "none"  # nothing was queued by the refused requests
+
+
+def test_job_flow_with_signed_webhook(client_env, speech_wav) -> None:
+    env, client = client_env, client_env["client"]
+    receiver = Receiver().start()
+    try:
+        upload_id = _upload(env, speech_wav.read_bytes())
+        r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=_headers(env["acme"]),
+                        json={"webhook": receiver.url, "language_code": "eng"})
+        assert r.status_code == 200 and "queue" in r.json()["message"]
+        assert _get(env, upload_id).json() == {"message": NOT_PROCESSED}
+        again = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=_headers(env["acme"]), json={})
+        assert again.status_code == 200 and "already" in again.json()["message"]
+
+        headers, body = wait_until(lambda: receiver.received and receiver.received[0])[0:2]
+        secret = webhook_secret_for(env["db"], env["acme"][1].id)
+        assert verify(secret, headers["X-Khuluma-Timestamp"], body, headers["X-Khuluma-Signature"])
+        assert not verify(webhook_secret_for(env["db"], env["other"][1].id), headers["X-Khuluma-Timestamp"], body,
+                          headers["X-Khuluma-Signature"])
+        payload = json.loads(body)
+        assert set(payload) == {"upload_id", "postprocessed_text", "status_code", "language_id"}
+        assert (payload["upload_id"], payload["status_code"], payload["language_id"]) == (upload_id, 200, "eng")
+        spoken = " ".join(item["text"] for item in payload["postprocessed_text"]).lower()
+        expected = {"weather", "today", "sunny", "light", "breeze", "north"}
+        assert len({w.strip(".,") for w in spoken.split()} & expected) >= 4, spoken
+        assert all(item["end_time"] > item["start_time"] >= 0 for item in payload["postprocessed_text"])
+
+        done = _get(env, upload_id).json()
+        assert done["message"] == "Item has been processed." and done["status"] == "completed"
+        assert done["language_id"] == "eng" and done["postprocessed_text"] == payload["postprocessed_text"]
+        assert len({w.strip(".,") for w in done["text"].lower().split()} & expected) >= 4, done
+        with env["db"].session() as s:
+            usage = s.scalars(select(UsageRecord).where(UsageRecord.reference_id == upload_id)).all()
+        assert [(u.route, u.status) for u in usage] == [(job_queue.USAGE_ROUTE, "successful")]
+        assert 2.0 < usage[0].seconds_transcribed < 6.0
+        assert job(env["db"], upload_id).webhook_status == "delivered"
+    finally:
+        receiver.stop()
+
+
+def test_failed_job_reports_why(client_env) -> None:
+    env, client = client_env, client_env["client"]
+    receiver = Receiver().start()
+    try:
+        upload_id = _upload(env, b"this is a text file, not audio\n" * 50, name="notes.wav")
+        r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=_headers(env["acme"]),
+                        json={"webhook": receiver.url})
+        assert r.status_code == 200
+        headers, body = wait_until(lambda: receiver.received and receiver.received[0])[0:2]
+        payload = json.loads(body)
+        assert payload["upload_id"] == upload_id and payload["status_code"] in (400, 415)
+        assert payload["postprocessed_text"] == [] and payload["detail"]
+        assert verify(webhook_secret_for(env["db"], env["acme"][1].id), headers["X-Khuluma-Timestamp"], body,
+                      headers["X-Khuluma-Signature"])
+        failed = _get(env, upload_id).json()
+        assert failed["status"] == "failed" and failed["message"].startswith("Item processing failed: ")
+        assert failed["error"] == payload["detail"]
+        with env["db"].session() as s:
+            usage = s.scalars(select(UsageRecord).where(UsageRecord.reference_id == upload_id)).all()
+        assert [u.status for u in usage] == ["failed"]
+    finally:
+        receiver.stop()
+
+
+def test_webhook_retried_until_the_receiver_is_back(client_env, speech_wav) -> None:
+    env, client = client_env, client_env["client"]
+    receiver = Receiver()  # not listening yet
+    upload_id = _upload(env, speech_wav.read_bytes())
+    r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=_headers(env["acme"]),
+                    json={"webhook": receiver.url})
+    assert r.status_code == 200
+    wait_until(lambda: job(env["db"], upload_id).webhook_attempts >= 2)  # two refused connections
+    assert job(env["db"], upload_id).webhook_status == "pending"
+    receiver.start()
+    try:
+        headers, body = wait_until(lambda: receiver.received and receiver.received[0], timeout=30)[0:2]
+        assert int(headers["X-Khuluma-Delivery-Attempt"]) >= 3
+        assert json.loads(body)["status_code"] == 200
+        row = wait_until(lambda: (row := job(env["db"], upload_id)).webhook_status == "delivered" and row)
+        assert row.webhook_attempts == int(headers["X-Khuluma-Delivery-Attempt"])
+        time.sleep(1.0)
+        assert len(receiver.received) == 1  # delivered once
+    finally:
+        receiver.stop()
+
+
+def test_webhook_abandoned_after_the_retry_budget(tmp_path_factory, make_jobs, speech_wav) -> None:
+    settings = fresh_settings(tmp_path_factory, webhook_retry_seconds=1.0, webhook_backoff_seconds=0.2)
+    db = Database(settings.db_url)
+    upload_id = upload_row(db, speech_wav, create_token(db, "acme"))
+    job_queue.enqueue(db, upload_id, f"http://127.0.0.1:{free_port()}/gone", "eng")
+    make_jobs(settings)
+    row = wait_until(lambda: (row := job(db, upload_id)).webhook_status == "gave_up" and row)
+    assert row.job_status == "completed"  # the job itself succeeded
+    assert row.webhook_attempts == 3  # 0.2 + 0.4 fit in 1 s; 0.8 more would not
+
+
+def test_job_in_flight_resumes_after_worker_crash(tmp_path_factory, make_jobs, speech_wav) -> None:
+    settings = fresh_settings(tmp_path_factory, job_lease_seconds=3.0)
+    db = Database(settings.db_url)
+    token = create_token(db, "acme")
+    upload_id = upload_row(db, speech_wav, token)
+    receiver = Receiver().start()
+    try:
+        job_queue.enqueue(db, upload_id, receiver.url, None)
+        [claimed] = job_queue.claim_jobs(db, 1, lease_seconds=3.0)  # a worker took it, then crashed
+        make_jobs(settings)  # the restarted replica
+        time.sleep(1.0)
+        row = job(db, upload_id)
+        assert (row.job_status, row.attempts) == ("processing", 1)  # the dead worker's lease still holds
+        row = wait_until(lambda: (row := job(db, upload_id)).job_status == "completed" and row)
+        assert row.attempts == 2 and row.lease_until is None
+        assert row.result["language_id"] == "eng" and "weather" in row.result["text"].lower()
+        assert row.result is not None and not job_queue.finish(db, claimed, result={}, error=None, status_code=200)
+        headers, body = wait_until(lambda: receiver.received and receiver.received[0])[0:2]
+        assert json.loads(body)["upload_id"] == upload_id
+    finally:
+        receiver.stop()
+
+
+def test_poison_job_fails_after_max_attempts(tmp_path_factory, make_jobs, speech_wav) -> None:
+    settings = fresh_settings(tmp_path_factory, job_max_attempts=2)
+    db = Database(settings.db_url)
+    upload_id = upload_row(db, speech_wav, create_token(db, "acme"))
+    job_queue.enqueue(db, upload_id, None, None)
+    with db.session() as s:  # started twice already; the last worker died mid-job
+        row = s.get(Upload, upload_id)
+        row.job_status, row.attempts, row.lease_until = "processing", 2, utcnow() - timedelta(seconds=1)
+    make_jobs(settings)
+    row = wait_until(lambda: (row := job(db, upload_id)).job_status == "failed" and row, timeout=30)
+    assert "2 attempts" in row.error and row.attempts == 2

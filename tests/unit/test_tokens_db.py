@@ -1,0 +1,116 @@
+"""Tokens and persistence on SQLite and on a real PostgreSQL started by the test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect, select
+
+from serve_app.db.models import ApiToken
+from serve_app.db.session import Database
+from serve_app.tokens import TokenVerifier, create_token, hash_token, list_tokens, revoke_token
+
+TABLES = {"customers", "projects", "api_tokens", "knowledge_bases", "documents", "uploads", "batches",
+          "batch_items", "usage_records"}
+
+
+def _exercise(db: Database) -> None:
+    assert TABLES <= set(inspect(db.engine).get_table_names())
+    token, info = create_token(db, "cust-a", "proj-1", name="ci")
+    token2, info2 = create_token(db, "cust-a", "proj-2")
+    other, info3 = create_token(db, "cust-b")
+    assert info.customer_id == info2.customer_id != info3.customer_id
+    assert info.project_id != info2.project_id
+    with db.session() as s:
+        rows = s.scalars(select(ApiToken)).all()
+        stored = " ".join(r.token_hash + r.prefix for r in rows)
+    assert token not in stored and token[12:] not in stored  # only hashes and short prefixes stored
+    verifier = TokenVerifier(db, cache_seconds=0)
+    p = verifier.verify(token)
+    assert p is not None and (p.customer_id, p.project_id) == (info.customer_id, info.project_id)
+    assert verifier.verify(token + "x") is None and verifier.verify("") is None
+    assert revoke_token(db, info.prefix)
+    assert verifier.verify(token) is None
+    assert not revoke_token(db, info.prefix)  # already revoked
+    assert {t.id for t in list_tokens(db)} == {info2.id, info3.id}
+    assert {t.id for t in list_tokens(db, include_revoked=True)} >= {info.id, info2.id, info3.id}
+
+
+def test_sqlite_schema_tokens_and_persistence_across_restart(tmp_path: Path):
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    db = Database(url)
+    _exercise(db)
+    token, _ = create_token(db, "persist")
+    db.engine.dispose()
+    from serve_app.db import session as session_module
+
+    session_module._engines.clear()  # a new process: fresh engine, migrations re-run idempotently
+    again = Database(url)
+    assert TokenVerifier(again).verify(token) is not None
+    assert hash_token(token) != token
+
+
+def test_transaction_rolls_back_on_error(tmp_path: Path):
+    db = Database(f"sqlite:///{tmp_path / 'r.db'}")
+    with pytest.raises(RuntimeError):
+        with db.session() as s:
+            from serve_app.db.models import Customer
+
+            s.add(Customer(name="half-written"))
+            s.flush()
+            raise RuntimeError("fail mid-transaction")
+    from serve_app.db.models import Customer
+
+    with db.session() as s:
+        assert s.scalar(select(Customer).where(Customer.name == "half-written")) is None
+
+
+def _pg_bin() -> Path | None:
+    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (candidate / "initdb").exists():
+            return candidate
+    found = shutil.which("initdb")
+    return Path(found).parent if found else None
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    bindir = _pg_bin()
+    if bindir is None:
+        pytest.fail("PostgreSQL server binaries not found (scripts/setup.sh --test installs them)")
+    base = Path(tempfile.mkdtemp(prefix="khuluma-pg-"))  # not under pytest's root-only tmp dirs
+    data, sock = base / "data", base / "sock"
+    sock.mkdir()
+    run_as: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root: use the 'nobody' account for the throwaway cluster
+        shutil.chown(base, "nobody")
+        shutil.chown(sock, "nobody")
+        run_as = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    from tests.conftest import free_port
+
+    port = free_port()
+    subprocess.run([*run_as, str(bindir / "initdb"), "-D", str(data), "-U", "khuluma", "--auth=trust", "-E",
+                    "UTF8"], check=True, capture_output=True)
+    subprocess.run([*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(base / "log"), "-w", "-o",
+                    f"-p {port} -k {sock} -c listen_addresses=127.0.0.1", "start"], check=True, capture_output=True)
+    subprocess.run([*run_as, str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "khuluma",
+                    "khuluma"], check=True, capture_output=True)
+    yield f"postgresql+psycopg://khuluma@127.0.0.1:{port}/khuluma"
+    subprocess.run([*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                   capture_output=True)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.postgres
+def test_postgresql_schema_tokens_and_persistence(postgres_url: str):
+    started = time.time()
+    db = Database(postgres_url)
+    assert time.time() - started < 60
+    _exercise(db)
+    Database(postgres_url)  # migrating twice is a no-op
