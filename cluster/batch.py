@@ -70,6 +70,10 @@ def _pipeline_key(settings: Settings) -> str:
 
 def get_pipeline(settings: Settings) -> Any:
     """One ``TranscriptionPipeline`` per worker process and model configuration (models load once)."""
+    from engines import pipeline as speech
+
+    if hasattr(speech, "get_pipeline"):  # the speech engine's own per-process cache
+        return speech.get_pipeline(settings)
     key = _pipeline_key(settings)
     with _cache_lock:
         pipeline = _pipelines.get(key)

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from deployments.common import load_settings
+from deployments.common import configure_logging, load_settings
 from serve_app.backends import as_backend
 from serve_app.db.models import utcnow
 from serve_app.db.session import Database
@@ -49,6 +49,7 @@ class _Lease:
 
 class Jobs:
     def __init__(self, settings: dict[str, Any], transcription: Any = None) -> None:
+        configure_logging()
         self.settings = load_settings(settings)
         self.settings.ensure_dirs()
         self.db = Database(self.settings.db_url)

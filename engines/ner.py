@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
-from engines.text_utils import split_sentences, trim_span, word_spans
+from engines.text_utils import trim_span, word_spans
 
 
 @dataclass(frozen=True)
@@ -218,6 +218,7 @@ def cldr_gazetteers() -> tuple[frozenset[str], frozenset[str]]:
 
 _PREFIXED = re.compile(r"^(?P<prefix>[A-Za-z]?[a-z]{0,6})-?(?P<stem>[A-Z][\w'’-]*)$")
 _ACRONYM = re.compile(r"^[A-Z]{2,}[0-9]*$")
+_SENTENCE_MARK = re.compile(r"[.!?:;\n]")
 _NUMBER = re.compile(r"^\d{1,4}$")
 _YEAR = re.compile(r"^(?:(?P<prefix>[a-z]{1,5})-)?(?P<year>1[89]\d\d|20\d\d)$")
 
@@ -247,12 +248,12 @@ class HeuristicNER:
         return [self._recognise_one(t) for t in texts]
 
     def _recognise_one(self, text: str) -> list[Entity]:
-        sentence_starts = {s.start + len(s.text) - len(s.text.lstrip()) for s in split_sentences(text)}
-        sentence_starts |= {m.end() for m in re.finditer(r"[?:;\n]\s*", text)}
         words = word_spans(text)
         candidates: list[_Candidate | None] = []
         for i, w in enumerate(words):
-            candidates.append(self._candidate(text, w.start, w.end, w.text, w.start in sentence_starts,
+            # sentence-initial: the first word, or the first after a sentence mark (whatever else lies between)
+            initial = i == 0 or bool(_SENTENCE_MARK.search(text[words[i - 1].end:w.start]))
+            candidates.append(self._candidate(text, w.start, w.end, w.text, initial,
                                               words[i - 1].text if i else "",
                                               words[i + 1].text if i + 1 < len(words) else ""))
         entities: list[Entity] = []

@@ -160,13 +160,14 @@ def dominant_language(languages: Sequence[str | None], weights: Sequence[int] | 
 _STOPWORDS: frozenset[str] = frozenset("""
 a an and are as at be been but by can could did do does for from had has have he her his how i if in into is
 it its me my no not of on or our she so than that the their them then there these they this to was we were
-what when where which who whom why will with would you your about also
+what when where which who whom why will with would you your about also am any all just may might must
 die en van n is in op te vir met wat wie waar hoe wanneer het was nie om aan by sy hy ek jy ons hulle dit of
-as ook maar na word kan sal moet daar hier ja hoeveel watter
+as ook maar na word kan sal moet mag daar hier ja hoeveel watter al baie dat deur hul jou my se sodat want
 na ne no nga nge ngo ku kwa e u i uma futhi kodwa lapho ini yini kanjani nini kuphi ubani ngubani le lo la
-leli lesi lezi lokho kanye noma kakhulu ukuthi ngabe yiziphi yimuphi
-ya ka ho ba sa tsa wa ke ha hore mme empa eng kae neng jwang mang sena seo tse tseo ona hae bona hona di ke
-efe kang
+leli lesi lezi lokho kanye noma kakhulu ukuthi ngabe yiziphi yimuphi ukuze ngoba kanti kepha ngakho nje
+manje khona zonke wonke yonke bonke konke lokhu lawa labo laba leyo lowo malini yimalini ngani kungani
+ya ka ho ba sa tsa wa ke ha hore mme empa eng kae neng jwang mang sena seo tse tseo ona hae bona hona di
+efe kang hobane kapa hape feela kaofela bokae hoo moo
 """.split())
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|\w+", re.UNICODE)
 _PREFIXED_NAME = re.compile(r"^([a-z]{1,3})([A-Z]\w{2,})$")  # uMandela, eThekwini, kwaZulu, ngoMandela

@@ -18,8 +18,9 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from fastapi import Request, WebSocket, WebSocketDisconnect
@@ -35,6 +36,7 @@ ROUTE_API_SYNC = "transcribe_api_sync"
 ROUTE_FAST = "transcribe_fast"
 ROUTE_V1_SYNC = "transcribe_v1_sync"
 ROUTE_STREAM = "transcribe_stream"
+T = TypeVar("T")
 _GRACE_SECONDS = 2.0  # the engine stops itself at the deadline; the outer guard waits a little longer
 
 
@@ -61,15 +63,20 @@ async def _transcribe(ctx: AppContext, caller: Principal, route: str, path: Path
                 remaining + _GRACE_SECONDS)
         except (asyncio.TimeoutError, GatewayTimeout):
             raise on_timeout(message) from None
-    except ApiError:
-        await record_usage(ctx, caller, route, status="failed")
-        raise
     except Exception:
         await record_usage(ctx, caller, route, status="failed")
         raise
-    await record_usage(ctx, caller, route, seconds=float(record.get("audio_length_seconds") or 0.0),
-                       reference_id=None)
+    await record_usage(ctx, caller, route, seconds=float(record.get("audio_length_seconds") or 0.0))
     return record
+
+
+async def _metered(ctx: AppContext, caller: Principal, route: str, receiving: Awaitable[T]) -> T:
+    """Await the upload step; a rejected upload (400/413/415) is metered as a failed invocation."""
+    try:
+        return await receiving
+    except ApiError:
+        await record_usage(ctx, caller, route, status="failed")
+        raise
 
 
 def _record(record: dict[str, Any], caller: Principal, filename: str, size: int) -> dict[str, Any]:
@@ -81,9 +88,10 @@ def _record(record: dict[str, Any], caller: Principal, filename: str, size: int)
 async def sync_file(ctx: AppContext, caller: Principal, request: Request, lang_code: str | None, diarise: bool,
                     detect_music: bool, translate: bool = False) -> dict[str, Any]:
     started = time.monotonic()
-    upload = await receive_file(request, "file", _limit_bytes(ctx), _uploads(ctx))
+    route = ROUTE_API_SYNC if translate else ROUTE_SYNC
+    upload = await _metered(ctx, caller, route, receive_file(request, "file", _limit_bytes(ctx), _uploads(ctx)))
     try:
-        record = await _transcribe(ctx, caller, ROUTE_API_SYNC if translate else ROUTE_SYNC, upload.path,
+        record = await _transcribe(ctx, caller, route, upload.path,
                                    lang_code=lang_code or None, diarise=diarise, detect_music=detect_music,
                                    translate=translate, timeout=ctx.settings.sync_timeout_seconds,
                                    on_timeout=GatewayTimeout, started=started)
@@ -94,7 +102,8 @@ async def sync_file(ctx: AppContext, caller: Principal, request: Request, lang_c
 
 async def fast(ctx: AppContext, caller: Principal, request: Request, lang_code: str | None) -> dict[str, Any]:
     started = time.monotonic()
-    upload = await receive_file(request, "upload", _limit_bytes(ctx), _uploads(ctx))
+    upload = await _metered(ctx, caller, ROUTE_FAST,
+                            receive_file(request, "upload", _limit_bytes(ctx), _uploads(ctx)))
     try:
         record = await _transcribe(ctx, caller, ROUTE_FAST, upload.path, lang_code=lang_code or None,
                                    timeout=ctx.settings.fast_timeout_seconds, on_timeout=ServiceUnavailable,
@@ -119,7 +128,8 @@ def _write_blob(ctx: AppContext, file_name: str, audio_blob: str) -> Path:
 
 async def v1_sync(ctx: AppContext, caller: Principal, file_name: str, audio_blob: str) -> dict[str, Any]:
     started = time.monotonic()
-    path = await anyio.to_thread.run_sync(_write_blob, ctx, file_name, audio_blob)
+    path = await _metered(ctx, caller, ROUTE_V1_SYNC, anyio.to_thread.run_sync(_write_blob, ctx, file_name,
+                                                                             audio_blob))
     try:
         record = await _transcribe(ctx, caller, ROUTE_V1_SYNC, path, lang_code=None,
                                    timeout=ctx.settings.sync_timeout_seconds, on_timeout=GatewayTimeout,

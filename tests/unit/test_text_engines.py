@@ -137,7 +137,7 @@ def test_intent_probabilities_rows_sum_to_one():
     rng = np.random.default_rng(0)
     ex = rng.normal(size=(6, 8))
     ex /= np.linalg.norm(ex, axis=1, keepdims=True)
-    probs = intent_probabilities(["b", "a", "c"], ["a", "a", "b", "b", "c", "c"], ex, ex[[4, 0]])
+    probs = intent_probabilities(["b", "a", "c"], ["a", "a", "b", "b", "c", "c"], ex, ex[[4, 0]], top_k=1)
     assert probs.shape == (2, 3)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0)
     assert probs[0].argmax() == 2 and probs[1].argmax() == 1  # columns follow the intents order given

@@ -1,0 +1,179 @@
+"""Translation throughput: the service (16 concurrent HTTP clients) vs the bare CTranslate2 translator, one run.
+
+The same sentences (one per request) go (1) straight to ``ctranslate2.Translator.translate_batch`` with the same
+SentencePiece tokenisation, language tokens, beam size and max length, and (2) through the HTTP API: auth,
+validation, usage metering, the Translation deployment's request batching, sentence splitting. Prints
+sentences/s and the ratio service/bare.
+
+Default model: a tiny random NLLB-architecture model built on the spot (tests/tiny_models.py), so the numbers
+show the serving overhead, not NLLB speed. ``--model`` takes any installed name or directory (e.g. a real
+NLLB-200 after ``khuluma models pull``).
+
+    .venv/bin/python scripts/bench/bench_translation.py [--model NAME|DIR] [--duration 10] [--concurrency 16]
+                                                        [--ray]   # also through a Ray Serve deployment
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+from _load import load, table  # noqa: E402
+from bench_serve_overhead import free_port, wait_healthy  # noqa: E402
+
+PLAIN = """
+import sys
+sys.path.insert(0, {root!r})
+import uvicorn
+from deployments.translation import Translation
+from serve_app.app import create_app
+from serve_app.backends import Backends
+from serve_app.context import build_context, set_context
+from serve_app.settings import Settings
+settings = Settings(**{settings!r})
+set_context(build_context(settings, Backends.wrap(translation=Translation(settings.model_dump(mode="json")))))
+uvicorn.run(create_app(), host="127.0.0.1", port={port}, log_level="warning", access_log=False)
+"""
+
+PAIRS = [("eng_Latn", "zul_Latn"), ("zul_Latn", "eng_Latn"), ("afr_Latn", "xho_Latn"), ("sot_Latn", "eng_Latn"),
+         ("eng_Latn", "tsn_Latn"), ("nso_Latn", "afr_Latn")]
+
+
+class BareCT2:
+    """ctranslate2.Translator + SentencePiece on the same inputs, nothing else."""
+
+    def __init__(self, model_dir: Path, requests: list[dict], beam: int, max_length: int, threads: int) -> None:
+        import ctranslate2
+        import sentencepiece as spm
+
+        self.sp = spm.SentencePieceProcessor(model_file=str(model_dir / "sentencepiece.bpe.model"))
+        self.translator = ctranslate2.Translator(str(model_dir), device="auto", intra_threads=threads,
+                                                 compute_type={"cpu": "int8", "cuda": "float16"})
+        self.requests, self.beam, self.max_length = requests, beam, max_length
+
+    def sentences_per_s(self, batch: int, rounds: int = 2) -> float:
+        def run() -> None:
+            sources = [[r["source_lang"], *self.sp.encode(r["input_text"], out_type=str), "</s>"]
+                       for r in self.requests]
+            results = self.translator.translate_batch(
+                sources, target_prefix=[[r["target_lang"]] for r in self.requests], beam_size=self.beam,
+                max_decoding_length=self.max_length, max_batch_size=batch)
+            [self.sp.decode(res.hypotheses[0][1:]) for res in results]
+
+        run()  # warm-up
+        start = time.perf_counter()
+        for _ in range(rounds):
+            run()
+        return rounds * len(self.requests) / (time.perf_counter() - start)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", help="Installed model name or directory (default: a tiny random NLLB model).")
+    ap.add_argument("--data-dir", help="Data directory holding the model registry (default: a temp dir).")
+    ap.add_argument("--duration", type=float, default=10)
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--sentences", type=int, default=256)
+    ap.add_argument("--beam", type=int, default=2)
+    ap.add_argument("--max-length", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=0, help="CTranslate2 intra threads (0: its default).")
+    ap.add_argument("--ray", action="store_true", help="Also measure through a Ray Serve deployment.")
+    args = ap.parse_args()
+
+    data = args.data_dir or tempfile.mkdtemp(prefix="khuluma-bench-tr-")
+    from tests.tiny_models import build_tiny_nllb, convert_tiny, training_lines
+
+    if args.model:
+        from engines.model_registry import ModelRegistry, resolve
+
+        entry = resolve(ModelRegistry(data), args.model)
+        model_dir, model_label = Path(entry.path), entry.name
+    else:
+        hf = build_tiny_nllb(Path(data) / "tiny-hf")
+        model_dir, model_label = convert_tiny(hf, Path(data) / "tiny-ct2", "int8"), "tiny random NLLB (int8)"
+    requests = [{"input_text": line.rstrip(",") or "Sawubona.", "source_lang": s, "target_lang": t}
+                for line, (s, t) in zip(training_lines(args.sentences, seed=7), itertools.cycle(PAIRS))]
+
+    settings = {"data_dir": data, "translation_model": str(model_dir), "translation_beam_size": args.beam,
+                "translation_max_length": args.max_length, "translation_threads": args.threads}
+    from serve_app.db.session import Database
+    from serve_app.settings import Settings
+    from serve_app.tokens import create_token
+
+    token = create_token(Database(Settings(data_dir=data).db_url), "bench")[0]
+    headers = {"X-CLIENT-TOKEN": token, "Content-Type": "application/json"}
+    bodies = itertools.cycle([json.dumps(r).encode() for r in requests])
+
+    def through(url: str):
+        return load("POST", f"{url}/api/v1/translate/process", concurrency=args.concurrency,
+                    duration=args.duration, headers=headers, data_factory=lambda: next(bodies), warmup=32)
+
+    engine = BareCT2(model_dir, requests, args.beam, args.max_length, args.threads)
+    port = free_port()
+    plain = subprocess.Popen([sys.executable, "-c", PLAIN.format(root=str(ROOT), settings=settings, port=port)])
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}")
+        # bare before and after the service run (the machine is shared: average out drift)
+        bare_same = [engine.sentences_per_s(args.concurrency)]
+        bare_32 = engine.sentences_per_s(32)
+        res = through(f"http://127.0.0.1:{port}")
+        bare_same.append(engine.sentences_per_s(args.concurrency))
+    finally:
+        plain.terminate()
+        plain.wait()
+    bare = sum(bare_same) / len(bare_same)
+    blank = {"p50 ms": "", "p99 ms": "", "errors": "", "n": ""}
+    rows = [(f"bare ctranslate2, batches of {args.concurrency}", {"sent/s": round(bare, 1), **blank}),
+            ("bare ctranslate2, batches of 32", {"sent/s": round(bare_32, 1), **blank}),
+            (f"service (uvicorn, in-process), {args.concurrency} clients", _row(res)),
+            ("service/bare", {"sent/s": f"{res.rps / bare:.2f}x", **blank})]
+    if args.ray:
+        res = _through_ray(settings, through)
+        rows.append((f"service (Ray Serve), {args.concurrency} clients", _row(res)))
+        rows.append(("Ray Serve/bare", {"sent/s": f"{res.rps / bare:.2f}x", **blank}))
+    print(f"\nmodel: {model_label}; beam {args.beam}, max {args.max_length} tokens; {len(requests)} distinct "
+          f"sentences; concurrency={args.concurrency}; duration={args.duration}s; cores={os.cpu_count()}")
+    print(table(rows))
+
+
+def _row(res) -> dict:
+    row = res.row()
+    return {"sent/s": row["req/s"], "p50 ms": row["p50 ms"], "p99 ms": row["p99 ms"], "errors": row["errors"],
+            "n": row["n"]}
+
+
+def _through_ray(settings: dict, through):
+    from serve_app.cli.serve import load_serve_config, ray_env
+
+    os.environ.update(ray_env())
+    import ray
+    from ray import serve
+
+    from deployments.app import build_app
+
+    port = free_port()
+    cfg = load_serve_config(ROOT / "configs" / "serve.yaml")
+    ray.init(address="local", include_dashboard=False, logging_level="ERROR", runtime_env={"env_vars": ray_env()})
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=cfg.get("logging_config"))
+        serve.run(build_app({"settings": settings, "capabilities": ["translation"], "deployments": cfg["deployments"]}),
+                  name="khuluma", route_prefix="/", blocking=False, logging_config=cfg.get("logging_config"))
+        wait_healthy(f"http://127.0.0.1:{port}")
+        return through(f"http://127.0.0.1:{port}")
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
