@@ -22,6 +22,7 @@ import fcntl
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from engines.retrieval import (
     Hit,
     connect_chroma,
     detect_languages,
+    detectable_languages,
     dominant_language,
     fuse,
     normalise_language,
@@ -53,7 +55,8 @@ _locks: dict[str, tuple[int, int]] = {}
 _locks_guard = threading.Lock()
 
 
-def _acquire_store_lock(path: Path) -> None:
+def _acquire_store_lock(path: Path, wait_s: float = 30.0) -> None:
+    """Exclusive (per process) ownership of an embedded store; waits ``wait_s`` for a predecessor to exit."""
     key = str(path.resolve())
     with _locks_guard:
         if key in _locks:
@@ -62,9 +65,15 @@ def _acquire_store_lock(path: Path) -> None:
             return
         path.mkdir(parents=True, exist_ok=True)
         fd = os.open(path / "khuluma-writer.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.5)
+                    continue
             os.close(fd)
             raise RuntimeError(
                 f"Another process owns the embedded Chroma store at {path}. Only one KnowledgeStore replica may "
@@ -105,7 +114,8 @@ class KnowledgeStore:
     def __init__(self, settings: dict[str, Any] | None = None, embeddings: Any = None) -> None:
         self.settings = load_settings(settings)
         s = self.settings
-        self.embeddings = as_backend(embeddings or _LocalEmbeddings(s.embedding_model), "embeddings")
+        self.embeddings = as_backend(embeddings if embeddings is not None else _LocalEmbeddings(s.embedding_model),
+                                     "embeddings")
         self.chunk_chars = s.search_chunk_chars
         self.chunk_overlap = s.search_chunk_overlap_chars
         self.hybrid = s.search_hybrid
@@ -117,17 +127,28 @@ class KnowledgeStore:
             client = connect_chroma(url=s.chroma_url)
         else:
             path = Path(s.knowledge_chroma_path or (s.data_dir / "chroma"))
-            _acquire_store_lock(path)
+            _acquire_store_lock(path, s.knowledge_lock_wait_seconds)
             self._lock_path = path
             self.mode, self.location = "embedded", str(path)
-            client = connect_chroma(path=str(path))
+            try:
+                client = connect_chroma(path=str(path))
+            except BaseException:
+                self.close()
+                raise
         self.store = ChunkStore(client)
         self.bm25 = Bm25Cache(self.store, max_entries=s.search_bm25_cache_kbs)
         self._write_lock = asyncio.Lock()  # one writer at a time inside this replica
 
     def close(self) -> None:
-        if self._lock_path is not None:
-            _release_store_lock(self._lock_path)
+        """Close the Chroma client (the embedded store stops with its last in-process user) and the lock."""
+        if getattr(self, "store", None) is not None:
+            try:
+                self.store.client.close()
+            except Exception:  # noqa: BLE001 - closing twice or an old client
+                pass
+            self.store = None  # type: ignore[assignment]
+        if getattr(self, "_lock_path", None) is not None:
+            _release_store_lock(self._lock_path)  # type: ignore[arg-type]
             self._lock_path = None
 
     def __del__(self) -> None:  # a replica that goes away frees the store for its successor
@@ -142,13 +163,15 @@ class KnowledgeStore:
         return True
 
     def reconfigure(self, config: dict[str, Any]) -> None:
-        """user_config keys: chunk_chars, chunk_overlap_chars, hybrid, candidates, rrf_k, language_boost."""
+        """user_config keys: chunk_chars, chunk_overlap_chars, hybrid, candidates, rrf_k, lexical_weight,
+        language_boost (missing keys keep their values)."""
         config = dict(config or {})
         self.chunk_chars = int(config.get("chunk_chars") or self.chunk_chars)
         self.chunk_overlap = int(config.get("chunk_overlap_chars", self.chunk_overlap))
         self.hybrid = bool(config.get("hybrid", self.hybrid))
         self.candidates = int(config.get("candidates") or self.candidates)
         self.fusion.rrf_k = float(config.get("rrf_k") or self.fusion.rrf_k)
+        self.fusion.lexical_weight = float(config.get("lexical_weight", self.fusion.lexical_weight))
         self.fusion.language_boost = float(config.get("language_boost", self.fusion.language_boost))
 
     async def describe(self) -> list[dict[str, Any]]:
@@ -161,16 +184,19 @@ class KnowledgeStore:
             model = getattr(model, "name", None)
         import chromadb
 
-        languages = [{"code": code, "name": name, "supported": True} for code, name in LANGUAGE_NAMES.items()]
+        detectable = set(await asyncio.to_thread(detectable_languages))
+        languages = [{"code": code, "name": name, "supported": True, "model": model,
+                      "note": None if code in detectable else
+                      "Accepted as `language`, but not detected at ingest: no boost or filter effect."}
+                     for code, name in LANGUAGE_NAMES.items()]
         return [{
             "capability": "knowledge_base_search", "installed": True, "model": model,
             "backend": f"chromadb {chromadb.__version__} ({self.mode}: {self.location}) + BM25 (bm25s), "
                        f"{'hybrid RRF' if self.hybrid else 'vector only'}",
             "languages": languages,
-            "note": "Documents in any language the embedding model covers are searchable (also across "
-                    "languages); the listed languages are accepted by `language` and detected per chunk for "
-                    "the language boost. nso, ssw, ven and nbl are detected only when the text-analysis "
-                    "language identifier is installed.",
+            "note": "Documents in any language the embedding model covers are searchable, also across languages "
+                    "(an isiZulu question finds an English passage). `language` boosts (or with "
+                    "strict_language filters) passages whose detected language matches.",
         }]
 
     # --- writes -----------------------------------------------------------------------------------------------

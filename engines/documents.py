@@ -113,9 +113,15 @@ def decode_bytes(data: bytes) -> str:
         raise UnsupportedMediaType("The file is binary, not text.")
     from charset_normalizer import from_bytes
 
-    best = from_bytes(data).best()
+    matches = from_bytes(data)
+    best = matches.best()
     if best is None:
         raise UnsupportedMediaType("The file's text encoding could not be recognised.")
+    # Short Latin texts fit several code pages equally well; Windows-1252 is what Southern African
+    # (Afrikaans, English, Bantu-language) legacy files use, so it wins a tie.
+    tied = [m for m in matches if m.chaos == best.chaos and m.coherence == best.coherence]
+    if any(m.encoding == "cp1252" for m in tied):
+        return data.decode("cp1252", errors="replace")
     return str(best)
 
 

@@ -76,9 +76,11 @@ class SpacyNER:
         out = []
         for text, doc in zip(texts, docs):
             ents = [entity_at(text, ent.label_, ent.start_char, ent.end_char) for ent in doc.ents]
-            # the small English model sometimes calls a well-known place a person: trust the gazetteer
-            out.append([Entity("location", e.word, e.start, e.end) if e.entity == "person" and e.word in places
-                        else e for e in ents if e is not None])
+            # the small English model sometimes calls a well-known place a person or an organisation: a span that
+            # is exactly a gazetteer place name is a location
+            out.append([Entity("location", e.word, e.start, e.end)
+                        if e.entity in ("person", "organisation") and e.word in places else e
+                        for e in ents if e is not None])
         return out
 
 
@@ -101,7 +103,9 @@ class TransformersNER:
         self.device = device or "cpu"
         self.id2label = {int(k): v for k, v in self.model.config.id2label.items()}
         self.max_length = min(max_length, int(getattr(self.tokenizer, "model_max_length", max_length) or max_length))
-        self.stride = stride
+        # windows overlap by `stride` tokens; it must stay below the window's content length
+        content = self.max_length - self.tokenizer.num_special_tokens_to_add()
+        self.stride = max(0, min(stride, content // 2))
         self.name = model
         self._lock = threading.Lock()
 

@@ -87,8 +87,9 @@ def _lingua() -> Any:
         if _lingua_detector is None:
             from lingua import Language, LanguageDetectorBuilder
 
-            languages = [Language.ENGLISH, Language.AFRIKAANS, Language.ZULU, Language.XHOSA, Language.SOTHO,
-                         Language.TSWANA, Language.TSONGA, Language.SWAHILI, Language.SHONA, Language.FRENCH]
+            names = {"eng": "ENGLISH", "afr": "AFRIKAANS", "zul": "ZULU", "xho": "XHOSA", "sot": "SOTHO",
+                     "tsn": "TSWANA", "tso": "TSONGA", "swh": "SWAHILI", "sna": "SHONA", "fra": "FRENCH"}
+            languages = [getattr(Language, names[code]) for code in _LINGUA_CODES]
             _lingua_detector = LanguageDetectorBuilder.from_languages(*languages).build()
         return _lingua_detector
 
@@ -102,49 +103,44 @@ def _lingua_detect(texts: Sequence[str]) -> list[str | None]:
     return out
 
 
-def _text_analysis_detector() -> Any:
-    """The text-analysis language identifier (engines/langid.py), if this build has it."""
-    try:
-        from engines import langid  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    for name in ("detect_batch", "detect_many", "detect", "detect_language", "identify"):
-        fn = getattr(langid, name, None)
-        if callable(fn):
-            return fn
-    return None
+_identifier_lock = threading.Lock()
+_identifier: Any = None
+MIN_LANGUAGE_CONFIDENCE = 0.5
 
 
-def _code_of(result: Any) -> str | None:
-    if result is None:
-        return None
-    if isinstance(result, str):
-        code = result
-    elif isinstance(result, dict):
-        code = result.get("language") or result.get("code") or result.get("lang") or ""
-    elif isinstance(result, (tuple, list)) and result:
-        code = result[0]
-    else:
-        code = getattr(result, "language", None) or getattr(result, "code", None) or ""
-    try:
-        return normalise_language(str(code)) if code else None
-    except ValueError:
-        return None
+def _text_analysis_identifier() -> Any:
+    """The text-analysis language identifier (``engines.langid``: lingua + an n-gram model that separates
+    nso/sot/tsn and ssw/zul/xho), or None when this build lacks it."""
+    global _identifier
+    with _identifier_lock:
+        if _identifier is None:
+            try:
+                from engines.langid import LanguageIdentifier
+            except ImportError:
+                _identifier = False
+            else:
+                _identifier = LanguageIdentifier()
+        return _identifier or None
 
 
 def detect_languages(texts: Sequence[str]) -> list[str | None]:
-    """ISO 639-3 code (or None when unsure) per text."""
+    """ISO 639-3 code per text, or None when the identifier is unsure (confidence below 0.5)."""
     if not texts:
         return []
-    detector = _text_analysis_detector()
-    if detector is not None:
-        try:
-            if getattr(detector, "__name__", "").endswith(("batch", "many")):
-                return [_code_of(r) for r in detector(list(texts))]
-            return [_code_of(detector(t)) for t in texts]
-        except Exception:  # noqa: BLE001 - fall back to lingua rather than fail an upload
-            pass
-    return _lingua_detect(texts)
+    identifier = _text_analysis_identifier()
+    if identifier is None:
+        return _lingua_detect(texts)
+    guesses = identifier.detect_many(list(texts))
+    return [g.language if g.confidence >= MIN_LANGUAGE_CONFIDENCE else None for g in guesses]
+
+
+_LINGUA_CODES = ("eng", "afr", "zul", "xho", "sot", "tsn", "tso", "swh", "sna", "fra")
+
+
+def detectable_languages() -> tuple[str, ...]:
+    """Languages the ingest-time detector can assign to a chunk."""
+    identifier = _text_analysis_identifier()
+    return tuple(identifier.languages) if identifier is not None else _LINGUA_CODES
 
 
 def dominant_language(languages: Sequence[str | None], weights: Sequence[int] | None = None) -> str | None:

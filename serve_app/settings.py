@@ -93,6 +93,10 @@ class Settings(BaseSettings):
         default=None,
         description="Directory of the embedded Chroma store (default `<data_dir>/chroma`). One process only.",
     )
+    knowledge_lock_wait_seconds: float = Field(
+        default=30.0, ge=0,
+        description="How long a starting KnowledgeStore waits for another process to release the embedded store.",
+    )
     search_chunk_chars: int = Field(default=800, ge=100, description="Largest chunk of a document, in characters.")
     search_chunk_overlap_chars: int = Field(
         default=150, ge=0, description="Characters (whole sentences) a chunk repeats from the previous one."

@@ -81,3 +81,28 @@ def write_audio(samples: np.ndarray, rate: int, out: Path, fmt: str | None = Non
 def convert(wav: Path, ext: str, out_dir: Path, channels: int = 1) -> Path:
     samples, rate = read_pcm(wav)
     return write_audio(samples, rate, out_dir / f"{wav.stem}.{ext}", ext, channels)
+
+
+def tone_music(seconds: float, rate: int = 16000, seed: int = 0) -> np.ndarray:
+    """A synthetic music bed: a chord melody (a new chord every 0.4 s) with a soft drum; float32."""
+    t = np.arange(int(seconds * rate)) / rate
+    notes = [261.6, 293.7, 329.6, 349.2, 392.0, 440.0, 493.9, 523.3]
+    out = np.zeros_like(t)
+    step = int(0.4 * rate)
+    for i, start in enumerate(range(0, len(t), step)):
+        tt = t[start:start + step] - t[start]
+        f0 = notes[i % len(notes)]
+        out[start:start + step] = sum(np.sin(2 * np.pi * f * tt) for f in (f0, f0 * 1.26, f0 * 1.5)) / 3 * np.exp(-2 * tt)
+    out += 0.3 * np.random.default_rng(seed).standard_normal(len(t)) * (np.mod(t, 0.5) < 0.03)
+    return (0.4 * out).astype(np.float32)
+
+
+def speech_16k(text: str, folder: Path, name: str, voice: str = "en", speed: int = 150) -> np.ndarray:
+    """espeak-ng speech as 16 kHz mono float32."""
+    from engines.audio import load_audio
+
+    return load_audio(espeak(text, folder / f"{name}.wav", voice, speed))
+
+
+def silence(seconds: float, rate: int = 16000) -> np.ndarray:
+    return np.zeros(int(seconds * rate), dtype=np.float32)

@@ -173,10 +173,8 @@ def upload(
                TimeRemainingColumn())
     with Progress(*columns, console=console) as progress:
         bytes_task = progress.add_task(f"{len(files)} file(s)", total=total)
-        files_task = progress.add_task("files", total=len(files), visible=False)
 
         def done(result: UploadResult) -> None:
-            progress.advance(files_task)
             if not result.ok:
                 progress.console.print(f"[red]failed[/] {result.path}: {result.detail}")
 

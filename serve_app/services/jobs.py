@@ -18,7 +18,7 @@ import anyio
 
 from serve_app.context import AppContext
 from serve_app.db.models import Upload, new_uuid
-from serve_app.errors import BadRequest, NotFound, PayloadTooLarge, ServiceUnavailable
+from serve_app.errors import BadRequest, NotFound, PayloadTooLarge
 from serve_app.services import job_queue
 from serve_app.services.webhooks import check_webhook_url_async
 from serve_app.tokens import Principal
@@ -81,7 +81,7 @@ def _store(ctx: AppContext, caller: Principal, file_name: str, data: bytes) -> U
 
 
 async def v1_upload(ctx: AppContext, caller: Principal, file_name: str, audio_blob: str) -> dict[str, Any]:
-    data = decode_audio_blob(audio_blob, _limit_bytes(ctx))
+    data = await anyio.to_thread.run_sync(decode_audio_blob, audio_blob, _limit_bytes(ctx))  # ~1 s per GB
     row = await anyio.to_thread.run_sync(_store, ctx, caller, file_name, data)
     return {"upload_id": row.id, "customer_id": row.customer_id, "project_id": row.project_id}
 

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import httpx
-import psutil
 import pytest
 from sqlalchemy import func, select
 
@@ -151,16 +150,26 @@ def test_batch_end_to_end(serve_url: str, make_token, db, audio_dir: Path, tmp_p
         sum(records[f"batches/{batch_id}/call-{i}.wav"]["audio_length_seconds"] for i in range(3)), rel=1e-3)
 
 
-def _transcribing_workers() -> list[psutil.Process]:
-    """Ray workers of THIS test session currently running a batch file task."""
-    me = os.getpid()
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _transcribing_workers() -> list[int]:
+    """Pids of the Ray workers of THIS test session (descendants of this process) running a batch file task."""
+    me, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
         try:
-            if "ray::transcribe_batch_file" in " ".join(proc.info["cmdline"] or []) and \
-                    me in [p.pid for p in proc.parents()]:
-                found.append(proc)
-        except psutil.Error:
+            if not (entry / "cmdline").read_bytes().startswith(b"ray::batch-file-"):  # the task's name
+                continue
+            pid = ancestor = int(entry.name)
+            while ancestor > 1 and ancestor != me:
+                ancestor = _parent(ancestor)
+            if ancestor == me:
+                found.append(pid)
+        except (OSError, ValueError, IndexError):
             continue
     return found
 
@@ -184,12 +193,15 @@ def test_worker_killed_mid_batch_still_yields_each_result_once(serve_url: str, m
     _upload(created, audio_dir)
     assert httpx.post(f"{serve_url}{API}/{batch_id}/process", headers=_headers(token)).status_code == 202
 
+    # once a file is being transcribed (its attempt is recorded), SIGKILL every worker transcribing a file
     deadline, victims = time.time() + 300, []
     while not victims and time.time() < deadline:
-        victims = _transcribing_workers()
+        started = [i for i in _items(db, batch_id) if i.status == "PENDING" and i.attempts >= 1]
+        victims = _transcribing_workers() if started else []
         time.sleep(0.05)
     assert victims, "no batch task was seen running"
-    os.kill(victims[0].pid, signal.SIGKILL)  # a worker process of this session's Ray cluster
+    for victim in victims:
+        os.kill(victim, signal.SIGKILL)  # worker processes of this session's own Ray cluster
 
     assert _wait_status(serve_url, token, batch_id, {"COMPLETE", "PARTIAL", "FAILED"})["status"] == "COMPLETE"
     items = _assert_exactly_once(db, batch_id, len(PHRASES))

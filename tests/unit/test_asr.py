@@ -1,0 +1,260 @@
+"""Speech recognition engine and pipeline on the real Whisper base model (espeak-ng speech made in the test).
+
+Whisper base on 2 CPU cores takes a few seconds per clip: the clips are short and few.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engines import whisper_weights
+from engines.asr import SETTING, SpeechRecognizer
+from engines.audio import SAMPLE_RATE
+from engines.pipeline import TranscriptionPipeline, _silence_cut, get_pipeline
+from scripts.eval_wer import word_errors
+from serve_app.errors import BadRequest, GatewayTimeout, ServiceUnavailable
+from serve_app.settings import Settings
+from tests.speechdata import have_espeak, silence, speech_16k, tone_music, write_audio
+
+pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
+
+SENTENCES = [
+    "Please call me back when you have finished reading the report.",
+    "We need to buy bread, milk and eggs from the shop.",
+    "The children are playing football in the park after school.",
+    "My account number was sent to you by email last week.",
+    "The meeting will start at nine o'clock tomorrow morning.",
+    "Thank you for calling, your payment has been received.",
+    "The train to Pretoria leaves from platform number four.",
+    "Our office is closed on public holidays and on Sundays.",
+]
+
+
+@pytest.fixture(scope="module")
+def pipeline(settings: Settings) -> TranscriptionPipeline:
+    return get_pipeline(settings)
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, np.ndarray]:
+    folder = tmp_path_factory.mktemp("speech")
+    return {f"s{i}": speech_16k(text, folder, f"s{i}") for i, text in enumerate(SENTENCES)}
+
+
+def _wav(folder: Path, name: str, audio: np.ndarray) -> Path:
+    return write_audio(audio, SAMPLE_RATE, folder / f"{name}.wav")
+
+
+# ------------------------------------------------------------------------------------------ model weights
+
+
+def test_whisper_base_is_joined_verified_and_cached_once(tmp_path: Path) -> None:
+    target = whisper_weights.ensure_whisper_base(tmp_path)
+    model = target / "model.bin"
+    assert model.stat().st_size == whisper_weights.MODEL_SIZE
+    digest = hashlib.sha256(model.read_bytes()).hexdigest()
+    assert digest == whisper_weights.MODEL_SHA256
+    assert {p.name for p in target.iterdir()} >= {"config.json", "tokenizer.json", "vocabulary.txt", "model.bin"}
+    mtime = model.stat().st_mtime_ns
+    assert whisper_weights.ensure_whisper_base(tmp_path) == target
+    assert model.stat().st_mtime_ns == mtime  # not rewritten
+    assert [p.name for p in target.parent.iterdir()] == ["whisper-base"]  # no temporary folders left
+
+    with model.open("r+b") as f:  # a damaged cache is rebuilt
+        f.truncate(1000)
+    whisper_weights.ensure_whisper_base(tmp_path)
+    assert model.stat().st_size == whisper_weights.MODEL_SIZE
+
+
+def test_parts_that_do_not_match_the_pinned_hash_are_refused(tmp_path: Path, monkeypatch) -> None:
+    fake = []
+    for i in (1, 2):
+        d = tmp_path / f"part{i}"
+        d.mkdir()
+        (d / f"model.bin.part{i}").write_bytes(os.urandom(1024))
+        for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
+            (d / name).write_text("{}")
+        fake.append(d)
+    monkeypatch.setattr(whisper_weights, "package_data_dirs", lambda: fake)
+    with pytest.raises(ServiceUnavailable, match="corrupt"):
+        whisper_weights.ensure_whisper_base(tmp_path / "data")
+    assert not (tmp_path / "data" / "models" / "whisper-base").exists()
+    assert list((tmp_path / "data" / "models").iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------ languages
+
+
+def test_language_routes_are_honest() -> None:
+    recognizer = SpeechRecognizer("whisper-base-dir")
+    assert recognizer.route("eng").whisper_language == "en"
+    assert recognizer.route("AF").code == "afr"  # aliases and case
+    assert recognizer.route("fra").model_key == "default"
+    assert set(recognizer.detectable().values()) == {"afr", "eng", "fra"}
+    for code in ("zul", "sot", "cs-zul"):
+        with pytest.raises(BadRequest) as info:
+            recognizer.route(code)
+        assert SETTING in info.value.detail and "no speech model" in info.value.detail
+    with pytest.raises(BadRequest, match="Accepted codes"):
+        recognizer.route("klingon")
+
+
+def test_configured_languages_route_to_their_models() -> None:
+    recognizer = SpeechRecognizer("base", {"zul": "/models/zu", "sot": "/models/st"})
+    zul = recognizer.route("zul")
+    assert (zul.model_key, zul.model_ref, zul.whisper_language) == ("zul", "/models/zu", None)
+    assert recognizer.route("cs-zul").model_ref == "/models/zu"  # code-switched isiZulu uses the isiZulu model
+    assert recognizer.route("sot").model_ref == "/models/st"
+    assert "zul" not in recognizer.detectable().values()  # Whisper has no isiZulu token to detect
+
+
+def test_missing_configured_model_is_503_naming_the_setting() -> None:
+    recognizer = SpeechRecognizer("base", {"zul": "/nonexistent/whisper-zu"})
+    with pytest.raises(ServiceUnavailable, match=SETTING):
+        recognizer.model("zul")
+
+
+def test_configured_language_model_is_used(pipeline: TranscriptionPipeline, settings: Settings, clips,
+                                           tmp_path: Path) -> None:
+    """A per-language model (here: a second copy of Whisper base in its own directory) serves that language."""
+    model_dir = whisper_weights.ensure_whisper_base(tmp_path)
+    custom = TranscriptionPipeline(settings.model_copy(update={"whisper_language_models": {"afr": str(model_dir)}}))
+    record = custom.transcribe(_wav(tmp_path, "s0", clips["s0"]), "afr")
+    assert record["language_code"] == "afr"
+    assert record["model"] == str(model_dir)
+    assert custom.recognizer.loaded() == ["afr"]  # the default model was never needed
+
+
+# ------------------------------------------------------------------------------------------ transcription
+
+
+def test_english_with_auto_detection_and_word_timestamps(pipeline: TranscriptionPipeline, clips,
+                                                         tmp_path: Path) -> None:
+    audio = np.concatenate([silence(1.0), clips["s1"], silence(1.5), clips["s2"], silence(0.8)])
+    path = write_audio(audio, SAMPLE_RATE, tmp_path / "two.mp3", "mp3")
+    record = pipeline.transcribe(path, None)
+    assert record["language_code"] == "eng"
+    assert 0.5 < record["language_probability"] <= 1.0
+    errors, words = word_errors(SENTENCES[1] + " " + SENTENCES[2], record["transcription_text"])
+    assert errors / words <= 0.25, record["transcription_text"]
+    assert record["audio_length_seconds"] == pytest.approx(audio.size / SAMPLE_RATE, abs=0.1)
+    assert record["sample_rate"] == 22050 and record["channels"] == 1 and record["mime_type"] == "audio/mpeg"
+    assert record["diarisation_result"]["speaker_ids"] == []  # diarisation off: the spec's arrays are empty
+
+    times = [(w["start_time"], w["end_time"]) for w in record["words"]]
+    assert all(s <= e for s, e in times)
+    assert all(a[0] <= b[0] for a, b in zip(times, times[1:]))
+    assert times[0][0] >= 0.6  # the leading second of silence is not speech
+    assert times[-1][1] <= record["audio_length_seconds"] + 0.05
+
+    timeline = record["diarisation_result"]["timeline"]
+    assert timeline[0]["type"] == "silence" and timeline[-1]["type"] == "silence"
+    assert {i["type"] for i in timeline} == {"speech", "silence"}
+    assert all(a["end_time"] <= b["start_time"] + 1e-6 for a, b in zip(timeline, timeline[1:]))
+    spoken = " ".join(i["text"] for i in timeline if i["type"] == "speech")
+    assert spoken == record["transcription_text"]
+
+
+def test_silence_only_has_no_text(pipeline: TranscriptionPipeline, tmp_path: Path) -> None:
+    noise = (0.001 * np.random.default_rng(1).standard_normal(3 * SAMPLE_RATE)).astype(np.float32)
+    record = pipeline.transcribe(_wav(tmp_path, "quiet", noise), None)
+    assert record["transcription_text"] == ""
+    assert record["language_code"] == "und"
+    assert any("No speech" in w for w in record["warnings"])
+    assert [i["type"] for i in record["diarisation_result"]["timeline"]] == ["silence"]
+
+
+def test_long_audio_is_transcribed_in_windows_cut_in_silence(pipeline: TranscriptionPipeline, settings: Settings,
+                                                             clips, tmp_path: Path) -> None:
+    parts = []
+    for i in range(len(SENTENCES)):
+        parts += [clips[f"s{i}"], silence(1.2)]
+    audio = np.concatenate(parts)
+    assert audio.size / SAMPLE_RATE > 40
+    windowed = TranscriptionPipeline(settings.model_copy(update={"transcribe_window_seconds": 30.0}),
+                                     recognizer=pipeline.recognizer)
+    # where the windows fall: every cut lies in a pause between two sentences
+    windows = list(windowed._windows(iter([audio[i:i + 10 * SAMPLE_RATE]
+                                           for i in range(0, audio.size, 10 * SAMPLE_RATE)])))
+    assert len(windows) >= 2 and sum(w.audio.size for w in windows) == audio.size
+    for w in windows[:-1]:
+        cut = (w.offset + w.audio.size) / SAMPLE_RATE
+        assert float(np.abs(audio[int((cut - 0.1) * SAMPLE_RATE):int((cut + 0.1) * SAMPLE_RATE)]).max()) < 0.01
+
+    record = windowed.transcribe(_wav(tmp_path, "long", audio), "eng")
+    errors, words = word_errors(" ".join(SENTENCES), record["transcription_text"])
+    assert errors / words <= 0.3, record["transcription_text"]
+    last_start = sum(p.size for p in parts[:-2]) / SAMPLE_RATE
+    late = [w for w in record["words"] if w["start_time"] >= last_start - 0.3]
+    assert "holidays" in " ".join(w["word"].lower() for w in late)  # times of later windows are offset right
+
+
+def test_silence_cut_prefers_the_longest_pause_of_the_last_minute() -> None:
+    s = SAMPLE_RATE
+    chunks = [{"start": 0, "end": 50 * s}, {"start": 52 * s, "end": 80 * s}, {"start": 80 * s + s // 2,
+                                                                               "end": 119 * s}]
+    assert _silence_cut(chunks, 120 * s) == 51 * s  # the 2 s pause beats the 0.5 s one
+    assert _silence_cut([{"start": 0, "end": 120 * s}], 120 * s) == 120 * s  # unbroken speech: hard cut
+
+
+def test_music_is_marked_and_not_transcribed(pipeline: TranscriptionPipeline, clips, tmp_path: Path) -> None:
+    audio = np.concatenate([clips["s0"], silence(0.5), tone_music(8.0), silence(0.5), clips["s1"]])
+    music_start = (clips["s0"].size + 0.5 * SAMPLE_RATE) / SAMPLE_RATE
+    record = pipeline.transcribe(_wav(tmp_path, "hold", audio), "eng", detect_music=True)
+    music = [i for i in record["diarisation_result"]["timeline"] if i["type"] == "music"]
+    assert music, record["diarisation_result"]["timeline"]
+    assert music[0]["start_time"] == pytest.approx(music_start, abs=1.0)
+    assert music[0]["end_time"] - music[0]["start_time"] >= 6.0
+    assert any("Music detected" in w for w in record["warnings"])
+    for w in record["words"]:
+        middle = (w["start_time"] + w["end_time"]) / 2
+        assert not any(m["start_time"] <= middle <= m["end_time"] for m in music)
+    errors, words = word_errors(SENTENCES[0] + " " + SENTENCES[1], record["transcription_text"])
+    assert errors / words <= 0.35, record["transcription_text"]
+
+
+def test_diarisation_gives_every_word_a_speaker(pipeline: TranscriptionPipeline, clips, tmp_path: Path) -> None:
+    other = speech_16k("I would like to check the balance of my savings account please.", tmp_path, "f",
+                       voice="en+f4", speed=140)
+    audio = np.concatenate([clips["s2"], silence(0.7), other, silence(0.7), clips["s3"]])
+    record = pipeline.transcribe(_wav(tmp_path, "dialogue", audio), "eng", diarise=True)
+    result = record["diarisation_result"]
+    n = len(record["words"])
+    assert n > 10
+    assert len(result["starts"]) == len(result["ends"]) == len(result["speaker_ids"]) == len(result["words"]) == n
+    assert all(result["speaker_ids"]) and all(w["speaker_id"] for w in record["words"])
+    speech_items = [i for i in result["timeline"] if i["type"] == "speech"]
+    assert all(i["speaker_id"] for i in speech_items)
+    for item in speech_items:  # a speech item never mixes speakers
+        assert {w["speaker_id"] for w in item["words"]} == {item["speaker_id"]}
+
+
+def test_deadline_stops_the_work(pipeline: TranscriptionPipeline, clips, tmp_path: Path) -> None:
+    with pytest.raises(GatewayTimeout):
+        pipeline.transcribe(_wav(tmp_path, "s4", clips["s4"]), "eng", timeout_s=1e-4)
+
+
+def test_unknown_language_is_rejected_before_decoding(pipeline: TranscriptionPipeline, tmp_path: Path) -> None:
+    junk = tmp_path / "junk.wav"
+    junk.write_text("not audio")  # the language is checked first: 400, not 415
+    with pytest.raises(BadRequest, match="isiZulu"):
+        pipeline.transcribe(junk, "zul")
+
+
+def test_streaming_buffer_commits_segments_before_the_last_pause(pipeline: TranscriptionPipeline, clips) -> None:
+    audio = np.concatenate([clips["s5"], silence(1.0), clips["s6"]])
+    pause = (clips["s5"].size + 0.5 * SAMPLE_RATE) / SAMPLE_RATE
+    result = pipeline.transcribe_array(audio, None, offset=10.0, commit_before=audio.size / SAMPLE_RATE - 0.5)
+    assert result["language_code"] == "eng"
+    assert result["cut_seconds"] == pytest.approx(pause, abs=0.6)
+    assert result["final"] and result["pending"]
+    assert all(s["end_time"] <= 10.0 + result["cut_seconds"] for s in result["final"])
+    assert all(s["start_time"] >= 10.0 for s in result["final"])  # offsets are applied
+    final_text = " ".join(s["text"] for s in result["final"])
+    assert word_errors(SENTENCES[5], final_text)[0] / len(SENTENCES[5].split()) <= 0.35
+    assert "platform" in result["pending_text"].lower()

@@ -1,0 +1,233 @@
+"""Retrieval engine and KnowledgeStore deployment without HTTP: languages, BM25, fusion, Chroma, ownership."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engines.retrieval import (
+    Bm25Index,
+    ChunkStore,
+    FusionConfig,
+    Hit,
+    collection_name,
+    connect_chroma,
+    detect_languages,
+    fuse,
+    normalise_language,
+    tokenize,
+)
+from serve_app.errors import BadRequest, NotFound
+from serve_app.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("value,code", [
+    ("zu_ZA", "zul"), ("zu-ZA", "zul"), ("zu", "zul"), ("zul", "zul"), ("zul_Latn", "zul"), ("isiZulu", "zul"),
+    ("en_ZA", "eng"), ("eng_Latn", "eng"), ("af", "afr"), ("afr_Latn", "afr"), ("st_ZA", "sot"),
+    ("sot_Latn", "sot"), ("nso_Latn", "nso"), ("Sepedi", "nso"), ("tn", "tsn"), ("ss_ZA", "ssw"),
+    ("ts", "tso"), ("xh_ZA", "xho"), ("sw", "swh"), ("swa", "swh"), ("sna_Latn", "sna"), ("fr_FR", "fra"),
+    ("ven", "ven"), ("nr", "nbl"), ("cs-zul", "zul"), (None, None), ("", None), ("  ", None),
+])
+def test_language_spellings(value: str | None, code: str | None) -> None:
+    assert normalise_language(value) == code
+
+
+@pytest.mark.parametrize("value", ["xx_YY", "klingon", "de", "zz"])
+def test_unknown_language_names_what_is_accepted(value: str) -> None:
+    with pytest.raises(ValueError, match="unknown language .* ISO 639-3"):
+        normalise_language(value)
+
+
+def test_chunk_language_detection() -> None:
+    texts = ["The clinic is open from Monday to Friday and closes at four in the afternoon.",
+             "Umtholampilo uvulwa ngoMsombuluko kuya ngoLwesihlanu, uvalwa ngo-4 ntambama.",
+             "Die kliniek is oop van Maandag tot Vrydag en sluit om vieruur in die middag.",
+             "Tliliniki e bulwa ho tloha ka Mantaha ho isa ka Labohlano, e kwalwa ka hora ya bone."]
+    assert detect_languages(texts) == ["eng", "zul", "afr", "sot"]
+
+
+def test_tokenizer_keeps_numbers_names_and_drops_function_words() -> None:
+    assert tokenize("The grant is R2,190 per month.") == ["grant", "r2", "190", "per", "month"]
+    assert tokenize("Ward 23 on 4,000 sites") == ["ward", "23", "4000", "sites"]
+    assert tokenize("Amanzi azonqamuka nini eThekwini kuMandela?") == [
+        "amanzi", "azonqamuka", "ethekwini", "thekwini", "kumandela", "mandela"]
+    assert tokenize("Wie is die bestuurder?") == ["bestuurder"]
+
+
+def test_bm25_ranks_exact_names_and_filters_language() -> None:
+    ids = ["a", "b", "c"]
+    texts = ["Water notice for Ward 5 in Pinetown.", "Water notice for Ward 9 in Westville.",
+             "Amanzi azonqamuka eWadini 9 eWestville."]
+    metas = [{"language": "eng"}, {"language": "eng"}, {"language": "zul"}]
+    index = Bm25Index(ids, texts, metas)
+    ranked = [i for i, _ in index.search("Westville water", 3)]
+    assert ranked[0] == "b" and "c" in ranked  # "eWestville" is indexed as "westville" too
+    assert index.search("Pinetown", 3)[0][0] == "a"
+    assert [i for i, _ in index.search("Westville", 3, language="zul")] == ["c"]
+    assert index.search("unrelated words entirely", 3) == []
+    assert index.search("the is", 3) == []  # nothing but function words
+    assert Bm25Index([], [], []).search("anything", 3) == []
+
+
+def test_rrf_fusion_scores_ordering_and_language_boost() -> None:
+    def hits(*ids: str, lang: str = "eng") -> list[Hit]:
+        return [Hit(i, i, {"language": lang if i != "z" else "zul"}) for i in ids]
+
+    config = FusionConfig(rrf_k=60, language_boost=0.5)
+    fused = fuse(hits("a", "b", "c"), hits("b", "d"), config)
+    assert [h.id for h in fused] == ["b", "a", "d", "c"]
+    assert fused[0].score == pytest.approx((1 / 62 + 1 / 61) / (2 / 61), abs=1e-6)
+    assert all(x.score >= y.score for x, y in zip(fused, fused[1:]))
+    top = fuse(hits("a"), hits("a"), config)[0]
+    assert top.score == pytest.approx(1.0)
+    boosted = fuse(hits("a", "z"), [], config, language="zul")
+    assert [h.id for h in boosted] == ["z", "a"] and boosted[0].score <= 1.0
+
+
+def test_chunk_store_add_count_delete_with_explicit_vectors(tmp_path: Path) -> None:
+    store = ChunkStore(connect_chroma(path=str(tmp_path / "chroma")))
+    kb = str(uuid.uuid4())
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((30, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    for doc in ("d1", "d2", "d3"):
+        rows = range(int(doc[1]) * 10 - 10, int(doc[1]) * 10)
+        store.add(kb, 42, [f"{doc}:{i}" for i in rows], vectors[list(rows)], [f"text {i}" for i in rows],
+                  [{"document_id": doc, "language": "eng"} for _ in rows])
+    assert store.count(kb) == 30 and store.count(kb, "d2") == 10 and store.owner(kb) == 42
+    hit = store.vector_search(kb, vectors[13], 3)[0]
+    assert hit.id == "d2:13" and hit.similarity == pytest.approx(1.0, abs=1e-4)
+    generation = store.generation(kb)
+    assert store.delete_document(kb, "d2") == 10
+    assert store.generation(kb) != generation  # BM25 caches see the change
+    assert store.count(kb) == 20 and store.count(kb, "d2") == 0
+    assert all(h.metadata["document_id"] != "d2" for h in store.vector_search(kb, vectors[13], 30))
+    col = store.client.get_collection(collection_name(kb))
+    assert (col.configuration_json.get("embedding_function") or {}).get("name") != "default"
+    assert store.delete_kb(kb) and not store.exists(kb) and collection_name(kb) not in store.list_collections()
+    assert store.vector_search(kb, vectors[0], 3) == [] and store.count(kb) == 0 and not store.delete_kb(kb)
+
+
+def _store_settings(tmp_path: Path, **extra: object) -> dict:
+    return Settings(data_dir=tmp_path, knowledge_chroma_path=tmp_path / "chroma", knowledge_lock_wait_seconds=0,
+                    _env_file=None, **extra).model_dump(mode="json")
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from engines.embeddings import load_embedder
+
+    return load_embedder()
+
+
+def test_knowledge_store_ingest_query_delete_and_owner(tmp_path: Path, embedder) -> None:
+    from deployments.knowledge import KnowledgeStore
+
+    class Engine:  # the real embeddings engine, in-process
+        def embed(self, texts, kind="passage"):  # type: ignore[no-untyped-def]
+            return embedder.embed(texts, kind)
+
+    store = KnowledgeStore(_store_settings(tmp_path, search_chunk_chars=200, search_chunk_overlap_chars=50),
+                           embeddings=Engine())
+    kb = str(uuid.uuid4())
+    english = ("Soshanguve Block X Clinic is open from Monday to Friday, 07:30 to 19:00. It is closed on weekends. "
+               "The facility manager is Dr Pieter Venter.\n\nAntenatal visits are on Tuesdays and Thursdays. "
+               "Bring your clinic card.")
+    zulu = "Udoti uqoqwa eWadini 45 njalo ngoLwesithathu. Beka izikhwama zakho ngaphandle ngaphambi kuka-06:30."
+
+    async def scenario() -> None:
+        info = await store.add_document(kb, "doc-en", "clinic.txt", english, customer_id=7)
+        assert info["chunks"] >= 2 and info["language"] == "eng"
+        assert (await store.add_document(kb, "doc-zu", "udoti.txt", zulu, customer_id=7))["language"] == "zul"
+        assert store.count(kb) == info["chunks"] + 1
+
+        results = await store.query(kb, "Who is the manager of the Soshanguve clinic?", None, 3, customer_id=7)
+        assert results[0]["document_id"] == "doc-en" and "Pieter Venter" in results[0]["text"]
+        assert english[results[0]["start"]:results[0]["end"]] == results[0]["text"]
+        assert all(a["score"] >= b["score"] for a, b in zip(results, results[1:]))
+        assert 0 < results[0]["score"] <= 1
+
+        only_zulu = await store.query(kb, "clinic", "zu_ZA", 5, customer_id=7, strict_language=True)
+        assert [r["document_id"] for r in only_zulu] == ["doc-zu"]
+        lexical = await store.query(kb, "Lwesithathu", None, 5, mode="lexical")
+        assert lexical[0]["document_id"] == "doc-zu"
+
+        with pytest.raises(NotFound):  # another customer's knowledge base, even at this level
+            await store.query(kb, "clinic", None, 3, customer_id=8)
+        with pytest.raises(NotFound):
+            await store.add_document(kb, "doc-x", "x.txt", "Some text here.", customer_id=8)
+        with pytest.raises(BadRequest, match="language"):
+            await store.query(kb, "clinic", "xx_YY", 3)
+
+        assert await store.delete_document(kb, "doc-en") == info["chunks"]
+        assert store.count(kb, "doc-en") == 0 and store.count(kb) == 1
+        after = await store.query(kb, "Who is the manager of the Soshanguve clinic?", None, 5)
+        assert {r["document_id"] for r in after} == {"doc-zu"}  # BM25 cache rebuilt, no stale chunks
+        assert await store.delete_kb(kb) and not store.exists(kb)
+        assert await store.query(kb, "anything", None, 3) == []
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        store.close()
+
+
+def test_failed_ingest_leaves_no_vectors(tmp_path: Path, embedder) -> None:
+    """The embeddings backend fails half-way through a document: the chunks already stored are removed."""
+    from deployments import knowledge
+    from deployments.knowledge import KnowledgeStore
+
+    class FailsOnSecondBatch:
+        calls = 0
+
+        def embed(self, texts, kind="passage"):  # type: ignore[no-untyped-def]
+            FailsOnSecondBatch.calls += 1
+            if FailsOnSecondBatch.calls == 2:
+                raise RuntimeError("embedding replica died")
+            return embedder.embed(texts, kind)
+
+    store = KnowledgeStore(_store_settings(tmp_path, search_chunk_chars=100, search_chunk_overlap_chars=0),
+                           embeddings=FailsOnSecondBatch())
+    kb = str(uuid.uuid4())
+    text = " ".join(f"Sentence {i} is about ward {i} and its water supply." for i in range(knowledge.EMBED_BATCH * 3))
+
+    async def scenario() -> None:
+        await store.add_document(kb, "keep", "keep.txt", "Ward 1 keeps its water.", customer_id=1)
+        with pytest.raises(RuntimeError, match="replica died"):
+            await store.add_document(kb, "broken", "broken.txt", text, customer_id=1)
+
+    try:
+        asyncio.run(scenario())
+        assert store.count(kb, "broken") == 0 and store.count(kb) == 1
+    finally:
+        store.close()
+
+
+def test_embedded_store_has_one_owner_process(tmp_path: Path) -> None:
+    from deployments.knowledge import KnowledgeStore
+
+    settings = _store_settings(tmp_path)
+    store = KnowledgeStore(settings, embeddings=object())
+    try:
+        code = ("import sys; from deployments.knowledge import KnowledgeStore\n"
+                "try:\n    KnowledgeStore(eval(sys.argv[1]), embeddings=object())\n"
+                "except RuntimeError as e:\n    print(e); sys.exit(3)\n")
+        proc = subprocess.run([sys.executable, "-c", code, repr(settings)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 3, proc.stderr[-2000:]
+        assert "Another process owns the embedded Chroma store" in proc.stdout
+        second = KnowledgeStore(settings, embeddings=object())  # the same process shares its store
+        second.close()
+    finally:
+        store.close()
+    proc = subprocess.run([sys.executable, "-c", code, repr(settings)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]  # free again once closed

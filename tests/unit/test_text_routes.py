@@ -1,0 +1,126 @@
+"""Text routes through the ingress over in-process TextAnalysis + Embeddings deployments (no Ray)."""
+
+from __future__ import annotations
+
+import pytest
+
+EXAMPLES = [
+    {"intent": "balance", "example": "What is my account balance?"},
+    {"intent": "balance", "example": "How much money do I have?"},
+    {"intent": "greeting", "example": "Hello there"},
+    {"intent": "greeting", "example": "Good morning"},
+    {"intent": "outage", "example": "There is no electricity in my area"},
+    {"intent": "outage", "example": "The power has been off all day"},
+]
+
+
+@pytest.fixture(scope="module")
+def backends(settings):
+    from tests.conftest import build_local_backends
+
+    return build_local_backends(settings, ["embeddings", "text"])
+
+
+@pytest.fixture()
+def client(settings, backends):
+    from fastapi.testclient import TestClient
+
+    from serve_app.app import create_app
+    from serve_app.context import build_context, set_context
+
+    def make(**overrides):
+        s = settings.model_copy(update=overrides) if overrides else settings
+        set_context(build_context(s, backends))
+        return TestClient(create_app(), raise_server_exceptions=False)
+
+    yield make
+    set_context(None)
+
+
+@pytest.fixture()
+def headers(make_token):
+    return {"X-CLIENT-TOKEN": make_token("text-tests")}
+
+
+def test_entity_recognition_offsets(client, headers):
+    text = "Hello, my name is Thandi Nkosi and I live in Johannesburg 😀."
+    r = client().post("/api/v1/entity_recognition/process", json={"encoded_text": text}, headers=headers)
+    assert r.status_code == 200, r.text
+    ents = r.json()
+    assert ents and all(text[e["start"]:e["end"]] == e["word"] for e in ents)
+    assert {"entity": "location", "word": "Johannesburg"} in [{k: e[k] for k in ("entity", "word")} for e in ents]
+    zulu = "UMongameli uCyril Ramaphosa uvakashele eThekwini ngoMsombuluko."
+    ents = client().post("/api/v1/entity_recognition/process", json={"encoded_text": zulu}, headers=headers).json()
+    assert ("person", "Cyril Ramaphosa") in [(e["entity"], e["word"]) for e in ents]
+
+
+def test_sentiment_splits_sentences_keeping_leading_space(client, headers):
+    r = client().post("/api/v1/sentiment_analysis/process",
+                      json={"encoded_text": "I am so happy today. I am very sad and angry! The bus leaves at nine"},
+                      headers=headers)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == {"Id", "Sentiments"}
+    assert [s["text"] for s in body["Sentiments"]] == ["I am so happy today", " I am very sad and angry",
+                                                        " The bus leaves at nine"]
+    labels = [s["sentiment"][0]["label"] for s in body["Sentiments"]]
+    assert labels == ["positive", "negative", "neutral"]
+    assert all(0.33 < s["sentiment"][0]["score"] <= 1 for s in body["Sentiments"])
+
+
+@pytest.mark.parametrize("path", ["/api/v1/entity_recognition/process", "/api/v1/sentiment_analysis/process"])
+def test_empty_and_too_long_text_answer_400(client, headers, path):
+    c = client()
+    r = c.post(path, json={"encoded_text": "   "}, headers=headers)
+    assert r.status_code == 400 and "encoded_text" in r.json()["detail"]
+    r = c.post(path, json={"encoded_text": "word " * 2001}, headers=headers)
+    assert r.status_code == 400 and "2000" in r.json()["detail"]
+
+
+def test_classify_probabilities_in_input_order(client, headers):
+    inputs = ["Hi, good morning to you", "Please show my balance", "My lights are out, no power here"]
+    r = client().post("/api/v1/classify", json={"examples": EXAMPLES, "inputs": inputs}, headers=headers)
+    assert r.status_code == 200, r.text
+    results = r.json()
+    assert len(results) == 3
+    for res, want in zip(results, ["greeting", "balance", "outage"]):
+        probs = res["probabilities"]
+        assert [p["intent"] for p in probs] == ["balance", "greeting", "outage"]
+        assert abs(sum(p["score"] for p in probs) - 1) < 1e-6
+        assert max(probs, key=lambda p: p["score"])["intent"] == want
+
+
+def test_classify_validation_and_maintenance_switch(client, headers):
+    c = client()
+    one = EXAMPLES[:-1]  # "outage" has a single example
+    r = c.post("/api/v1/classify", json={"examples": one, "inputs": ["hi"]}, headers=headers)
+    assert r.status_code == 400 and "outage" in r.json()["detail"]
+    r = c.post("/api/v1/classify", json={"examples": EXAMPLES, "inputs": []}, headers=headers)
+    assert r.status_code == 400 and "inputs" in r.json()["detail"]
+    r = client(classify_enabled=False).post("/api/v1/classify", json={"examples": EXAMPLES, "inputs": ["hi"]},
+                                            headers=headers)
+    assert r.status_code == 503 and "maintenance" in r.json()["detail"]
+
+
+def test_language_detect_route(client, headers):
+    text = "Thobela, ke kgopela thušo ka kopo ya ka ya mošomo ka kgwedi ye."
+    r = client().post("/api/v1/language/detect", json={"text": text, "spans": True}, headers=headers)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["language"] == "nso" and body["nllb_code"] == "nso_Latn"
+    assert body["spans"] and all(text[s["start"]:s["end"]] == s["text"] for s in body["spans"])
+    r = client().post("/api/v1/language/detect", json={"text": ""}, headers=headers)
+    assert r.status_code == 400
+
+
+def test_models_listing_is_honest(client, headers):
+    r = client().get("/api/v1/models", headers=headers)
+    assert r.status_code == 200, r.text
+    caps = {c["capability"]: c for c in r.json()["capabilities"]}
+    ner = caps["entity_recognition"]
+    assert ner["installed"]
+    langs = {lang["code"]: lang for lang in ner["languages"]}
+    assert "spaCy" in langs["eng"]["model"]
+    assert langs["zul"]["model"] == "heuristic" and "heuristic" in langs["zul"]["note"]
+    lid = {lang["code"] for lang in caps["language_identification"]["languages"]}
+    assert lid == {"nso", "afr", "sot", "ssw", "tso", "tsn", "xho", "zul", "eng", "swh", "sna", "fra"}
