@@ -54,7 +54,6 @@ class StorageError(RuntimeError):
 
 _cache_lock = threading.Lock()
 _databases: dict[str, Database] = {}
-_pipelines: dict[str, Any] = {}
 
 
 def task_database(url: str) -> Database:
@@ -64,26 +63,12 @@ def task_database(url: str) -> Database:
         return _databases[url]
 
 
-def _pipeline_key(settings: Settings) -> str:
-    return settings.model_dump_json()
-
-
 def get_pipeline(settings: Settings) -> Any:
-    """One ``TranscriptionPipeline`` per worker process and model configuration (models load once)."""
-    from engines import pipeline as speech
+    """The worker process's ``TranscriptionPipeline`` for these settings (the speech engine caches one per
+    process and model configuration, so models load once per worker)."""
+    from engines.pipeline import get_pipeline as speech_pipeline
 
-    if hasattr(speech, "get_pipeline"):  # the speech engine's own per-process cache
-        return speech.get_pipeline(settings)
-    key = _pipeline_key(settings)
-    with _cache_lock:
-        pipeline = _pipelines.get(key)
-    if pipeline is None:
-        from engines.pipeline import TranscriptionPipeline
-
-        pipeline = TranscriptionPipeline(settings)
-        with _cache_lock:
-            pipeline = _pipelines.setdefault(key, pipeline)
-    return pipeline
+    return speech_pipeline(settings)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -91,32 +76,14 @@ def get_pipeline(settings: Settings) -> Any:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _as_dict(result: Any) -> dict[str, Any]:
-    if isinstance(result, dict):
-        return dict(result)
-    if hasattr(result, "model_dump"):
-        return result.model_dump(mode="json")
-    if hasattr(result, "__dataclass_fields__"):
-        import dataclasses
-
-        return dataclasses.asdict(result)
-    raise TypeError(f"unexpected transcription result type {type(result).__name__}")
-
-
-def build_record(result: Any, *, item_id: str, storage_url: str, bucket: str, blob_name: str,
+def build_record(result: dict[str, Any], *, item_id: str, storage_url: str, bucket: str, blob_name: str,
                  customer_id: int, project_id: int | None, keychain_id: int | None, size: int) -> dict[str, Any]:
-    """The spec's transcription record of one batch file, from the pipeline's result."""
+    """The spec's transcription record of one batch file: the pipeline's record plus where the file lives and
+    whose it is."""
     from serve_app.schemas.transcribe import TranscriptionRecord
 
-    data = _as_dict(result)
-    aliases = {"text": "transcription_text", "lang_code": "language_code", "language": "language_code",
-               "duration": "audio_length_seconds", "duration_seconds": "audio_length_seconds",
-               "diarisation": "diarisation_result"}
-    for alias, field in aliases.items():
-        if alias in data and field not in data:
-            data[field] = data[alias]
     fields = set(TranscriptionRecord.model_fields)
-    record = {k: v for k, v in data.items() if k in fields and v is not None}
+    record = {k: v for k, v in dict(result).items() if k in fields and v is not None}
     record.update(
         id=item_id, storage_url=storage_url, container_name=bucket, blob_name=blob_name,
         customer_id=customer_id, project_id=project_id, keychain_id=keychain_id, upload_file_size=size,

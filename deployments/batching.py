@@ -23,30 +23,26 @@ def _in_replica() -> bool:
 
 
 class _LocalBatcher:
+    """One batch at a time (like ``serve.batch``): requests arriving while a batch runs form the next one."""
+
     def __init__(self, fn: Callable[[Any, list[Any]], Awaitable[list[Any]]], max_size: int, wait_s: float):
         self.fn, self.max_size, self.wait_s = fn, max_size, wait_s
         self.pending: list[tuple[Any, asyncio.Future]] = []
-        self.flusher: asyncio.Task | None = None
+        self.drainer: asyncio.Task | None = None
 
     async def submit(self, owner: Any, item: Any) -> Any:
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self.pending.append((item, fut))
-        if len(self.pending) >= self.max_size:
-            self._flush(owner)
-        elif self.flusher is None or self.flusher.done():
-            self.flusher = asyncio.ensure_future(self._flush_later(owner))
+        if self.drainer is None or self.drainer.done():
+            self.drainer = asyncio.ensure_future(self._drain(owner))
         return await fut
 
-    async def _flush_later(self, owner: Any) -> None:
-        await asyncio.sleep(self.wait_s)
-        self._flush(owner)
-
-    def _flush(self, owner: Any) -> None:
-        batch, self.pending = self.pending[: self.max_size], self.pending[self.max_size:]
-        if batch:
-            asyncio.ensure_future(self._run(owner, batch))
-        if self.pending:
-            self.flusher = asyncio.ensure_future(self._flush_later(owner))
+    async def _drain(self, owner: Any) -> None:
+        while self.pending:
+            if len(self.pending) < self.max_size:
+                await asyncio.sleep(self.wait_s)  # let a batch gather
+            batch, self.pending = self.pending[: self.max_size], self.pending[self.max_size:]
+            await self._run(owner, batch)
 
     async def _run(self, owner: Any, batch: list[tuple[Any, asyncio.Future]]) -> None:
         try:

@@ -115,14 +115,18 @@ class ModelRegistry:
         self.file = self.models_dir / REGISTRY_FILE
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
+    def _locked(self, name: str = ".registry.lock") -> Iterator[None]:
         self.models_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.models_dir / ".registry.lock", "w") as lock:
+        with open(self.models_dir / name, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def conversion_lock(self) -> contextlib.AbstractContextManager[None]:
+        """Held while a replica converts a checkpoint, so replicas sharing a data dir convert it once."""
+        return self._locked(".convert.lock")
 
     def _read(self) -> dict[str, dict]:
         try:
@@ -298,13 +302,14 @@ def resolve(registry: ModelRegistry, ref: str, capability: str = "translation",
         return ModelEntry(path.resolve().name, capability, str(path.resolve()), fmt, str(path.resolve()))
     if fmt == "transformers":
         source = str(path.resolve())
-        for existing in registry.list(capability):  # converted before under another name
-            if existing.source == source and model_format(Path(existing.path)):
-                return existing
-        name = safe_name(path.resolve().name)
-        if registry.get(name) is not None:
-            name = f"{name}-{hashlib.sha1(source.encode()).hexdigest()[:8]}"
-        return add_local(registry, path, name, capability)
+        with registry.conversion_lock():
+            for existing in registry.list(capability):  # converted before (maybe by another replica)
+                if existing.source == source and model_format(Path(existing.path)):
+                    return existing
+            name = safe_name(path.resolve().name)
+            if registry.get(name) is not None:
+                name = f"{name}-{hashlib.sha1(source.encode()).hexdigest()[:8]}"
+            return add_local(registry, path, name, capability)
     if path.exists():
         raise ModelError(f"{path} is not a model directory (expected a CTranslate2 model.bin or a Hugging Face "
                          f"checkpoint).")

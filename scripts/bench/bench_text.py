@@ -99,13 +99,15 @@ class BareEngines:
 
         from engines.intent import intent_probabilities
 
+        # one embedding call for every text of the batch that is not cached yet (the bare-model limit)
+        found, missing = self.cache.lookup([t for req in requests
+                                            for t in [e["example"] for e in req["examples"]] + req["inputs"]])
+        if missing:
+            vecs = self.embedder.embed(missing, "query")
+            self.cache.store(missing, vecs)
+            found.update(zip(missing, vecs))
         for req in requests:
             texts = [e["example"] for e in req["examples"]] + req["inputs"]
-            found, missing = self.cache.lookup(texts)
-            if missing:
-                vecs = self.embedder.embed(missing, "query")
-                self.cache.store(missing, vecs)
-                found.update(zip(missing, vecs))
             mat = np.stack([found[t] for t in texts])
             n = len(req["examples"])
             intents = list(dict.fromkeys(e["intent"] for e in req["examples"]))

@@ -59,7 +59,9 @@ def test_async_job_through_serve(serve_url: str, make_token, db, speech: bytes) 
             time.sleep(1)
         done = got.json()
         assert done["status"] == "completed", done
-        assert done["language_id"] == "eng" and "weather" in done["text"].lower()
+        assert done["language_id"] == "eng"  # auto-detected
+        heard = {w.strip(".,") for w in done["text"].lower().split()}
+        assert len(heard & {"weather", "today", "sunny", "light", "breeze", "north"}) >= 3, done
 
         while not receiver.received and time.monotonic() < deadline:
             time.sleep(0.2)

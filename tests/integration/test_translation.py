@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 pytestmark = pytest.mark.integration
+APP = "translation-under-test"
 
 
 def test_no_model_answers_503_and_models_says_not_installed(serve_url, make_token):
@@ -52,7 +53,7 @@ def test_serve_deployment_batches_and_hot_reloads(serve_url, settings, tiny_nllb
 
     def deploy(model):
         return serve.run(deployment.options(user_config={"model": str(model)}).bind(app_settings),
-                         name="translation-under-test", route_prefix=None)
+                         name=APP, route_prefix=None)
 
     async def scenario() -> None:  # handles route from an event loop
         handle = await asyncio.to_thread(deploy, tiny_nllb.ct2_f32)
@@ -69,7 +70,13 @@ def test_serve_deployment_batches_and_hot_reloads(serve_url, settings, tiny_nllb
         assert [r["translated_text"] for r in after] == new[:6]
         assert (await handle.describe.remote())[0]["model"] == "other-ct2-f32"
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        serve.delete("translation-under-test")
+    async def run() -> None:
+        try:
+            await scenario()
+        finally:
+            await asyncio.to_thread(serve.delete, APP)
+            client = serve.context._get_global_client()  # drop the handles bound to this loop before it closes
+            for key in [k for k in client.handle_cache if k[1] == APP]:
+                await client.handle_cache.pop(key).shutdown_async()
+
+    asyncio.run(run())

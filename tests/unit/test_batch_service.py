@@ -94,3 +94,11 @@ def test_flow_runs_once_and_reports_every_file(client, make_token, db, tmp_path:
     with db.session() as s:
         items = list(s.scalars(select(BatchItem).where(BatchItem.batch_id == batch_id)))
     assert sorted(i.attempts for i in items) == [1, 1]
+
+
+def test_without_storage_or_runner_the_answer_is_a_clear_503(local_app, make_token):
+    client = local_app()  # no S3 endpoint configured, no batch runner deployed
+    token = make_token("batch-unit-nostorage")
+    r = client.post(API, headers=_h(token))
+    assert r.status_code == 503 and "KHULUMA_S3_ENDPOINT_URL" in r.json()["detail"]
+    assert client.post(f"{API}/whatever/process", headers=_h(token)).status_code == 503

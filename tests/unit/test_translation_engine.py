@@ -114,3 +114,17 @@ def test_transformers_backend_decodes_the_same_tokens_as_ctranslate2(tiny_nllb):
         assert h.segments[0].tokens[0] == tgt  # forced_bos_token_id
         assert [s.tokens for s in h.segments] == [s.tokens for s in c.segments]
         assert h.text.split() == c.text.split()
+
+
+def test_tokenizer_json_is_used_when_the_sentencepiece_file_is_missing(tiny_nllb, tmp_path, ct2_f32):
+    import shutil
+
+    copy = shutil.copytree(tiny_nllb.ct2_f32, tmp_path / "no-spm")
+    (copy / "sentencepiece.bpe.model").unlink()
+    engine = CTranslate2Translator(copy, "no-spm", OPTS, compute_type="float32")
+    text = "Sawubona umuntu omkhulu. The house is big"
+    assert engine.source_tokens(text, "zul_Latn") == ct2_f32.source_tokens(text, "zul_Latn")
+    [a], [b] = engine.translate_batch([(text, "zul_Latn", "xho_Latn")]), ct2_f32.translate_batch(
+        [(text, "zul_Latn", "xho_Latn")])
+    assert [s.tokens for s in a.segments] == [s.tokens for s in b.segments]
+    assert a.text.split() == b.text.split()

@@ -1,0 +1,135 @@
+"""Cluster mode: the KnowledgeStore against a real Chroma server (``chroma run``) started by the test."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engines.retrieval import collection_name, connect_chroma
+from tests.conftest import free_port
+
+KB = "/api/v1/search/knowledgebase"
+CHROMA = Path(sys.executable).with_name("chroma")
+
+
+class ChromaServer:
+    def __init__(self, path: Path) -> None:
+        self.path, self.port = path, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
+        self.proc = subprocess.Popen([str(CHROMA), "run", "--path", str(self.path), "--host", "127.0.0.1",
+                                      "--port", str(self.port)], env=env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                if httpx.get(f"{self.url}/api/v2/heartbeat", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        raise RuntimeError("chroma server did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+            self.proc = None
+
+
+@pytest.fixture()
+def chroma_server(tmp_path: Path) -> Iterator[ChromaServer]:
+    if not CHROMA.exists() and shutil.which("chroma") is None:
+        pytest.fail("the chroma CLI (chromadb package) is not installed")
+    server = ChromaServer(tmp_path / "chroma-server")
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_service_on_a_chroma_server(local_app, make_token, chroma_server: ChromaServer) -> None:
+    from serve_app.context import current_context
+
+    client = local_app(capabilities=["embeddings", "knowledge"], chroma_url=chroma_server.url)
+    store = current_context().backends.knowledge._target
+    assert store.mode == "server"
+    headers = {"X-CLIENT-TOKEN": make_token(f"kb-cluster-{uuid.uuid4().hex[:6]}")}
+    kb_id = client.post(KB, headers=headers, json={"knowledgebase_name": "cluster"}).json()["id"]
+
+    def upload(name: str, text: str):  # type: ignore[no-untyped-def]
+        return client.post(f"{KB}/{kb_id}/document", headers=headers,
+                           files={"file": (name, io.BytesIO(text.encode()), "text/plain")})
+
+    keep = upload("library.txt", "Tembisa Public Library is open Monday to Friday from 09:00 to 17:00.").json()
+    drop = upload("refuse.txt", "Refuse is collected in Ward 17 every Tuesday before 06:30.").json()
+    hits = client.post(f"{KB}/{kb_id}/query", headers=headers, json={"query": "When is refuse collected?"}).json()
+    assert hits["search_result"][0]["document_id"] == drop["id"]
+
+    # what the server itself holds, through a client of our own
+    observer = connect_chroma(url=chroma_server.url)
+    collection = observer.get_collection(collection_name(kb_id))
+    assert collection.metadata["customer_id"] > 0
+    assert len(collection.get(where={"document_id": drop["id"]})["ids"]) == 1
+
+    assert client.delete(f"{KB}/document/{drop['id']}", headers=headers).status_code == 200
+    assert collection.get(where={"document_id": drop["id"]})["ids"] == []
+    assert len(collection.get(where={"document_id": keep["id"]})["ids"]) == 1
+
+    # the vector store goes away: an upload fails with 503 and leaves no row behind
+    chroma_server.stop()
+    down = upload("later.txt", "Ward 9 has no water on 28 May.")
+    assert down.status_code == 503, down.text
+    assert "vector store" in down.json()["detail"]
+    assert [d["id"] for d in client.get(f"{KB}/{kb_id}/documents", headers=headers).json()] == [keep["id"]]
+    from sqlalchemy import select
+
+    from serve_app.db.models import Document
+
+    with current_context().db.session() as s:
+        assert s.scalars(select(Document.id).where(Document.knowledgebase_id == kb_id)).all() == [keep["id"]]
+    chroma_server.start()  # same data directory and port
+    collection = connect_chroma(url=chroma_server.url).get_collection(collection_name(kb_id))
+    assert {m["document_id"] for m in collection.get()["metadatas"]} == {keep["id"]}
+
+    assert client.delete(f"{KB}/{kb_id}", headers=headers).status_code == 200
+    assert collection_name(kb_id) not in [c.name for c in connect_chroma(url=chroma_server.url).list_collections()]
+    store.close()
+
+
+def test_two_replicas_share_the_server_without_stale_bm25(tmp_path: Path, chroma_server: ChromaServer) -> None:
+    from deployments.knowledge import KnowledgeStore
+    from serve_app.settings import Settings
+
+    settings = Settings(data_dir=tmp_path, chroma_url=chroma_server.url, _env_file=None).model_dump(mode="json")
+    writer, reader = KnowledgeStore(settings), KnowledgeStore(settings)
+    kb = str(uuid.uuid4())
+
+    async def scenario() -> None:
+        await writer.add_document(kb, "a", "a.txt", "Idas Vallei has no water on 19 May.", customer_id=3)
+        first = await reader.query(kb, "Idas Vallei", None, 5, mode="lexical")
+        assert [r["document_id"] for r in first] == ["a"]
+        await writer.add_document(kb, "b", "b.txt", "Idas Vallei library lends six books.", customer_id=3)
+        second = await reader.query(kb, "Idas Vallei library", None, 5, mode="lexical")
+        assert second[0]["document_id"] == "b"  # the reader's BM25 index followed the generation token
+        await writer.delete_document(kb, "b")
+        third = await reader.query(kb, "Idas Vallei library", None, 5, mode="lexical")
+        assert [r["document_id"] for r in third] == ["a"]
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        writer.close()
+        reader.close()

@@ -1,0 +1,270 @@
+"""Synchronous and streaming transcription routes over the in-process Transcription deployment (no Ray)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engines.audio import SAMPLE_RATE
+from scripts.eval_wer import word_errors
+from serve_app.db.models import UsageRecord
+from tests.speechdata import FORMATS, convert, espeak, have_espeak, read_pcm, silence, write_audio
+
+pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
+
+TEXT = "Good morning, how can I help you today?"
+SECOND = "The train to Pretoria leaves from platform number four."
+SPEC_FIELDS = {"id", "storage_url", "container_name", "blob_name", "customer_id", "project_id", "keychain_id",
+               "upload_file_size", "audio_length_seconds", "sample_rate", "channels", "frame_rate", "mime_type",
+               "language_code", "diarisation_result", "transcription_text"}
+
+
+@pytest.fixture(scope="module")
+def speech(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("route-audio")
+    wav = espeak(TEXT, folder / "hello.wav")
+    files = {ext: convert(wav, ext, folder) for ext in FORMATS}
+    files["wav"] = wav
+    files["second"] = espeak(SECOND, folder / "second.wav")
+    return files
+
+
+@pytest.fixture()
+def client(local_app):
+    return local_app(capabilities=["transcription"])
+
+
+@pytest.fixture()
+def headers(make_token) -> dict[str, str]:
+    return {"X-CLIENT-TOKEN": make_token("speech-co", "calls")}
+
+
+def _usage(db, route: str) -> list[tuple[str, float]]:
+    with db.session() as s:
+        rows = s.query(UsageRecord).filter(UsageRecord.route == route).order_by(UsageRecord.id).all()
+        return [(r.status, r.seconds_transcribed) for r in rows]
+
+
+def _wer(text: str) -> float:
+    errors, words = word_errors(TEXT, text)
+    return errors / words
+
+
+def test_sync_file_returns_the_full_record(client, headers, speech, db) -> None:
+    before = len(_usage(db, "transcribe_sync"))
+    with speech["mp3"].open("rb") as f:
+        r = client.post("/api/v2alpha/transcribe/sync/file?lang_code=eng",
+                        files={"file": ("greeting.mp3", f, "audio/mpeg")}, headers=headers)
+    assert r.status_code == 200, r.text
+    record = r.json()
+    assert SPEC_FIELDS <= set(record)
+    assert record["blob_name"] == "greeting.mp3"
+    assert record["upload_file_size"] == speech["mp3"].stat().st_size
+    assert record["mime_type"] == "audio/mpeg" and record["sample_rate"] == 22050 and record["channels"] == 1
+    assert record["frame_rate"] == 22050
+    assert record["audio_length_seconds"] == pytest.approx(read_pcm(speech["wav"])[0].size / 22050, abs=0.1)
+    assert record["language_code"] == "eng"
+    assert record["transcription_status"] == "COMPLETED" and record["error_message"] is None
+    assert _wer(record["transcription_text"]) <= 0.3, record["transcription_text"]
+    assert record["words"] and all(w["end_time"] >= w["start_time"] for w in record["words"])
+    assert set(record["diarisation_result"]) >= {"starts", "ends", "speaker_ids", "words", "timeline"}
+    usage = _usage(db, "transcribe_sync")
+    assert len(usage) == before + 1
+    assert usage[-1] == ("successful", pytest.approx(record["audio_length_seconds"]))
+
+
+@pytest.mark.parametrize("ext", list(FORMATS))
+def test_fast_route_accepts_every_format(client, headers, speech, ext: str) -> None:
+    with speech[ext].open("rb") as f:
+        r = client.post("/api/v2alpha/transcribe/fast?lang_code=eng", files={"upload": (f"hello.{ext}", f)},
+                        headers=headers)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["lang_code"] == "eng" and body["diarisation"] == {}
+    assert _wer(body["text"]) <= 0.35, (ext, body["text"])
+
+
+def test_fast_detects_the_language_when_absent(client, headers, speech) -> None:
+    with speech["opus"].open("rb") as f:
+        r = client.post("/api/v2alpha/transcribe/fast", files={"upload": ("hello.opus", f)}, headers=headers)
+    assert r.status_code == 200, r.text
+    assert r.json()["lang_code"] == "eng"
+
+
+def test_diarise_and_music_on_the_sync_route(client, headers, speech, tmp_path: Path) -> None:
+    from tests.speechdata import tone_music
+
+    voice, _ = read_pcm(speech["wav"])
+    hold = np.concatenate([tone_music(7.0, 22050), np.zeros(11025, np.float32), voice])
+    path = write_audio(hold, 22050, tmp_path / "on-hold.flac", "flac")
+    with path.open("rb") as f:
+        r = client.post("/api/v2alpha/transcribe/sync/file?lang_code=eng&diarise=true&detect_music=true",
+                        files={"file": ("on-hold.flac", f)}, headers=headers)
+    assert r.status_code == 200, r.text
+    record = r.json()
+    types = [i["type"] for i in record["diarisation_result"]["timeline"]]
+    assert types[0] == "music" and "speech" in types
+    assert any("Music detected" in w for w in record["warnings"])
+    assert record["diarisation_result"]["speaker_ids"] and all(record["diarisation_result"]["speaker_ids"])
+    assert _wer(record["transcription_text"]) <= 0.35, record["transcription_text"]
+
+
+def test_api_url_sync_with_translate_warns_without_a_translation_model(client, headers, speech) -> None:
+    with speech["wav"].open("rb") as f:
+        r = client.post("/v1/transcribe/sync?lang_code=fra&translate=true", files={"file": ("x.wav", f)},
+                        headers=headers)
+    assert r.status_code == 200, r.text
+    record = r.json()
+    assert record["language_code"] == "fra"
+    assert record["translation"] is None
+    assert any("Translation to English is not available" in w for w in record["warnings"])
+
+
+def test_api_url_sync_english_translation_is_the_transcript(client, headers, speech) -> None:
+    with speech["wav"].open("rb") as f:
+        r = client.post("/v1/transcribe/sync?lang_code=eng&translate=true", files={"file": ("x.wav", f)},
+                        headers=headers)
+    assert r.status_code == 200, r.text
+    assert r.json()["translation"] == r.json()["transcription_text"]
+
+
+def test_v1_base64_sync(client, headers, speech, db) -> None:
+    blob = base64.b64encode(speech["flac"].read_bytes()).decode()
+    r = client.post("/api/v1/transcribe/sync", json={"file_name": "a.flac", "audio_blob": blob, "file_size": 0},
+                    headers=headers)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == {"message", "text", "language_id"}
+    assert body["language_id"] == "eng" and _wer(body["text"]) <= 0.3
+    assert r.headers["Deprecation"] == "true"
+
+
+def test_v1_bad_base64_is_400(client, headers, db) -> None:
+    before = len(_usage(db, "transcribe_v1_sync"))
+    r = client.post("/api/v1/transcribe/sync", json={"file_name": "a.wav", "audio_blob": "%%% not base64 %%%",
+                                                     "file_size": 0}, headers=headers)
+    assert r.status_code == 400
+    assert "audio_blob" in r.json()["detail"]
+    assert _usage(db, "transcribe_v1_sync")[before:] == [("failed", 0.0)]
+
+
+def test_missing_token_is_401(client, speech) -> None:
+    with speech["wav"].open("rb") as f:
+        r = client.post("/api/v2alpha/transcribe/sync/file", files={"file": ("x.wav", f)})
+    assert r.status_code == 401
+
+
+def test_not_audio_is_415(client, headers, db) -> None:
+    r = client.post("/api/v2alpha/transcribe/sync/file", files={"file": ("x.mp3", b"<html>not audio</html>" * 20)},
+                    headers=headers)
+    assert r.status_code == 415
+    assert "not audio" in r.json()["detail"]
+    r = client.post("/api/v2alpha/transcribe/fast", files={"upload": ("x.mp3", b"\x00\x01garbage" * 100)},
+                    headers=headers)
+    assert r.status_code == 415
+    assert _usage(db, "transcribe_fast")[-1] == ("failed", 0.0)
+
+
+def test_empty_and_missing_file_are_400(client, headers) -> None:
+    r = client.post("/api/v2alpha/transcribe/sync/file", files={"file": ("x.wav", b"")}, headers=headers)
+    assert r.status_code == 400 and "empty" in r.json()["detail"]
+    r = client.post("/api/v2alpha/transcribe/sync/file", files={"upload": ("x.wav", b"RIFF")}, headers=headers)
+    assert r.status_code == 400 and "'file'" in r.json()["detail"]
+
+
+def test_language_without_a_model_is_400_naming_the_setting(client, headers, speech) -> None:
+    for code in ("zul", "sot", "cs-zul"):
+        with speech["wav"].open("rb") as f:
+            r = client.post(f"/api/v2alpha/transcribe/sync/file?lang_code={code}", files={"file": ("x.wav", f)},
+                            headers=headers)
+        assert r.status_code == 400
+        assert "KHULUMA_WHISPER_LANGUAGE_MODELS" in r.json()["detail"]
+    with speech["wav"].open("rb") as f:
+        r = client.post("/api/v2alpha/transcribe/sync/file?lang_code=xx", files={"file": ("x.wav", f)},
+                        headers=headers)
+    assert r.status_code == 400 and "Accepted codes" in r.json()["detail"]
+
+
+def test_upload_over_the_limit_is_413(local_app, headers) -> None:
+    client = local_app(capabilities=["transcription"], max_request_mb=0.05)
+    big = b"\x00" * (200 * 1024)
+    r = client.post("/api/v2alpha/transcribe/sync/file", files={"file": ("big.wav", big)}, headers=headers)
+    assert r.status_code == 413
+    assert "limit" in r.json()["detail"]
+
+
+def test_sync_timeout_is_504_and_fast_timeout_is_503(local_app, headers, speech) -> None:
+    client = local_app(capabilities=["transcription"], sync_timeout_seconds=0.001, fast_timeout_seconds=0.001)
+    with speech["wav"].open("rb") as f:
+        r = client.post("/api/v2alpha/transcribe/sync/file", files={"file": ("x.wav", f)}, headers=headers)
+    assert r.status_code == 504 and "limit" in r.json()["detail"]
+    with speech["wav"].open("rb") as f:
+        r = client.post("/api/v2alpha/transcribe/fast", files={"upload": ("x.wav", f)}, headers=headers)
+    assert r.status_code == 503 and "limit" in r.json()["detail"]
+
+
+def test_models_listing_tells_the_language_truth(client, headers) -> None:
+    r = client.get("/api/v1/models", headers=headers)
+    entry = next(c for c in r.json()["capabilities"] if c["capability"] == "transcription")
+    assert entry["installed"] and entry["model"] == "whisper-base"
+    languages = {lang["code"]: lang for lang in entry["languages"]}
+    assert all(languages[c]["supported"] for c in ("afr", "eng", "fra"))
+    assert not any(languages[c]["supported"] for c in ("zul", "sot", "cs-zul"))
+    assert "KHULUMA_WHISPER_LANGUAGE_MODELS" in languages["zul"]["note"]
+
+
+# ------------------------------------------------------------------------------------------ streaming
+
+
+def _pcm_frames(speech: dict[str, Path], seconds_of_silence: float = 0.5) -> list[bytes]:
+    from engines.audio import load_audio
+
+    audio = np.concatenate([load_audio(speech["wav"]), silence(seconds_of_silence), load_audio(speech["second"])])
+    pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+    step = SAMPLE_RATE * 2 // 5  # 200 ms frames
+    return [pcm[i:i + step] for i in range(0, len(pcm), step)]
+
+
+def test_stream_partial_and_final_results(client, headers, speech, db) -> None:
+    before = len(_usage(db, "transcribe_stream"))
+    messages = []
+    with client.websocket_connect("/ws/stream-transcribe?lang_code=eng", headers=headers) as ws:
+        assert ws.receive_json()["type"] == "ready"
+        for frame in _pcm_frames(speech):
+            ws.send_bytes(frame)
+        ws.send_text("EOS")
+        while True:
+            message = ws.receive_json()
+            messages.append(message)
+            if message["type"] == "final":
+                break
+    kinds = [m["type"] for m in messages]
+    assert "partial" in kinds
+    final = messages[-1]
+    assert final["language_code"] == "eng"
+    assert final["audio_length_seconds"] > 4
+    errors, words = word_errors(TEXT + " " + SECOND, final["text"])
+    assert errors / words <= 0.35, final["text"]
+    starts = [s["start_time"] for s in final["segments"]]
+    assert starts == sorted(starts)
+    assert _usage(db, "transcribe_stream")[before:] == [("successful", pytest.approx(final["audio_length_seconds"], abs=1e-3))]
+
+
+def test_stream_rejects_bad_input(client, headers) -> None:
+    with client.websocket_connect("/ws/stream-transcribe?lang_code=zul", headers=headers) as ws:
+        message = ws.receive_json()
+        assert message["type"] == "error" and "KHULUMA_WHISPER_LANGUAGE_MODELS" in message["detail"]
+    with client.websocket_connect("/ws/stream-transcribe", headers=headers) as ws:
+        assert ws.receive_json()["type"] == "ready"
+        ws.send_text("hello?")
+        message = ws.receive_json()
+        assert message["type"] == "error" and "EOS" in message["detail"]
+    with client.websocket_connect("/ws/stream-transcribe", headers=headers) as ws:
+        assert ws.receive_json()["type"] == "ready"
+        ws.send_text(json.dumps({"type": "end"}))
+        final = ws.receive_json()
+        assert final["type"] == "final" and final["text"] == ""
