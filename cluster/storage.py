@@ -87,6 +87,23 @@ def _free_ports(count: int, host: str, *, grpc_offset_for_last: int = 10_000) ->
     return ports
 
 
+def _ports_free(ports: list[int], host: str) -> bool:
+    """Whether every port (and the admin gRPC pair of the last) can be bound now."""
+    held: list[socket.socket] = []
+    try:
+        for port in [*ports, ports[-1] + 10_000]:
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the Go listener does (TIME_WAIT is fine)
+            held.append(s)
+            s.bind((host, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        for s in held:
+            s.close()
+
+
 def service_policy() -> dict[str, Any]:
     """IAM policy attached to the service identity. Scoped STS credentials are the intersection of this and
     their session policy, so the identity needs an IAM policy (SeaweedFS's legacy ``actions`` alone grant
@@ -154,8 +171,9 @@ class LocalSeaweedFS:
         config.write_text(json.dumps(seaweedfs_s3_config(self.access_key, self.secret_key), indent=1))
         config.chmod(0o600)
         last_error = ""
-        for _attempt in range(3):  # a port taken between probing and binding: try other ports
-            ports = _free_ports(9, self.host)
+        for attempt in range(3):  # a port taken between probing and binding: try other ports
+            ports = self._saved_ports() if attempt == 0 else None
+            ports = ports or _free_ports(9, self.host)
             with open(self.log_path, "ab") as out:
                 self._process = subprocess.Popen(self._command(ports), stdout=out, stderr=subprocess.STDOUT,
                                                  stdin=subprocess.DEVNULL, start_new_session=True)
@@ -167,10 +185,24 @@ class LocalSeaweedFS:
                 self._terminate()
                 continue
             self.endpoint_url = endpoint
+            self._ports_file.write_text(json.dumps(ports))
             atexit.register(self.stop)
             log.info("SeaweedFS S3 gateway at %s (data %s)", endpoint, self.data_dir)
             return endpoint
         raise ServiceUnavailable(f"SeaweedFS did not start: {last_error}")
+
+    @property
+    def _ports_file(self) -> Path:
+        return self.data_dir / "ports.json"
+
+    def _saved_ports(self) -> list[int] | None:
+        """The ports of the previous run, if still free: the endpoint (and the upload credentials handed out,
+        whose URLs carry it) stays the same across restarts."""
+        try:
+            ports = [int(p) for p in json.loads(self._ports_file.read_text())]
+        except (OSError, ValueError, TypeError):
+            return None
+        return ports if len(ports) == 9 and _ports_free(ports, self.host) else None
 
     def _wait_ready(self, endpoint: str) -> None:
         from botocore.exceptions import BotoCoreError, ClientError

@@ -50,14 +50,15 @@ class Transcription:
         return True
 
     async def reconfigure(self, config: dict[str, Any] | None) -> None:
-        """``model``: default Whisper model (null: the setting); ``language_models``: code -> model."""
+        """``model``: default Whisper model (null: the setting); ``language_models``: code -> model, added to
+        the ``whisper_language_models`` setting."""
         config = dict(config or {})
-        update: dict[str, Any] = {}
-        if "model" in config:
-            update["whisper_model"] = config["model"] or None
-        if "language_models" in config:
-            update["whisper_language_models"] = dict(config["language_models"] or {})
-        settings = self.settings.model_copy(update=update) if update else self.settings
+        settings = self.settings.model_copy(update={
+            "whisper_model": config.get("model") or self.settings.whisper_model,
+            # entries add to (or override) the setting's map; an empty map keeps the setting's languages
+            "whisper_language_models": {**self.settings.whisper_language_models,
+                                        **dict(config.get("language_models") or {})},
+        })
         async with self._reload:
             if settings == self.pipeline.settings:
                 self.user_config = config

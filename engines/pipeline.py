@@ -389,6 +389,7 @@ class TranscriptionPipeline:
         """Check an uncertain audio detection against the transcript's text language; re-run once if the
         text is clearly in another language that has a model."""
         detection = result.detection
+        chosen = result.route.code if result.route else ""
         text = result.text
         if detection is None or detection.probability >= UNCERTAIN_DETECTION or len(text.split()) < 4:
             return result
@@ -397,20 +398,19 @@ class TranscriptionPipeline:
             return result
         guess = identifier.detect(text)
         routes = self.recognizer.routes()
-        if guess.language == result.route.code or guess.confidence < LANGID_CONFIDENCE:  # type: ignore[union-attr]
+        if guess.language == chosen or guess.confidence < LANGID_CONFIDENCE:
             return result
         if guess.language not in routes:
             name = LANGUAGES[guess.language].name if guess.language in LANGUAGES else guess.language
             result.warnings.append(f"The transcript looks like {name}, which has no speech model here "
-                                   f"({SETTING}); it was transcribed as {result.route.code}.")  # type: ignore[union-attr]
+                                   f"({SETTING}); it was transcribed as {chosen}.")
             return result
-        log.info("language %s (p=%.2f) overruled by text LID %s (%.2f)", result.route.code,  # type: ignore[union-attr]
-                 detection.probability, guess.language, guess.confidence)
+        log.info("language %s (p=%.2f) overruled by text LID %s (%.2f)", chosen, detection.probability,
+                 guess.language, guess.confidence)
         again = self._pass(windows, routes[guess.language], deadline,
                            Detection(guess.language, float(guess.confidence), [(guess.language, guess.confidence)]))
-        again.warnings.insert(0, f"Audio language detection was uncertain ({result.route.code}, "  # type: ignore[union-attr]
-                                 f"p={detection.probability:.2f}); the transcript's language "
-                                 f"({guess.language}) was used.")
+        again.warnings.insert(0, f"Audio language detection was uncertain ({chosen}, p={detection.probability:.2f});"
+                                 f" the transcript's language ({guess.language}) was used.")
         return again
 
     # ------------------------------------------------------------------ optional stages

@@ -375,11 +375,8 @@ class ChunkStore:
         col = self._collection(kb_id)
         if col is None:
             return []
-        total = int(col.count())
-        if total == 0:
-            return []
         result = col.query(query_embeddings=np.asarray(embedding, dtype=np.float32).reshape(1, -1),
-                           n_results=min(k, total), where={"language": language} if language else None,
+                           n_results=k, where={"language": language} if language else None,
                            include=["documents", "metadatas", "distances"])
         hits = []
         for chunk_id, text, meta, dist in zip(result["ids"][0], result["documents"][0], result["metadatas"][0],

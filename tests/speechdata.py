@@ -92,7 +92,8 @@ def tone_music(seconds: float, rate: int = 16000, seed: int = 0) -> np.ndarray:
     for i, start in enumerate(range(0, len(t), step)):
         tt = t[start:start + step] - t[start]
         f0 = notes[i % len(notes)]
-        out[start:start + step] = sum(np.sin(2 * np.pi * f * tt) for f in (f0, f0 * 1.26, f0 * 1.5)) / 3 * np.exp(-2 * tt)
+        chord = sum(np.sin(2 * np.pi * f * tt) for f in (f0, f0 * 1.26, f0 * 1.5)) / 3
+        out[start:start + step] = chord * np.exp(-2 * tt)
     out += 0.3 * np.random.default_rng(seed).standard_normal(len(t)) * (np.mod(t, 0.5) < 0.03)
     return (0.4 * out).astype(np.float32)
 

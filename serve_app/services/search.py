@@ -17,6 +17,7 @@ Rules kept here:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
 from datetime import timedelta
@@ -157,8 +158,8 @@ async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: 
     doc_id: str = await _db(ctx, insert)
     try:
         indexed = await knowledge.add_document(kb_id, doc_id, upload.filename, extracted.text, caller.customer_id)
-    except BaseException:
-        await _remove_document(ctx, kb_id, doc_id)
+    except BaseException:  # failed or cancelled (client gone): nothing of it may stay
+        await asyncio.shield(_remove_document(ctx, kb_id, doc_id))
         raise
 
     def finish(session: Session) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:

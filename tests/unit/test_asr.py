@@ -260,3 +260,24 @@ def test_streaming_buffer_commits_segments_before_the_last_pause(pipeline: Trans
     final_text = " ".join(s["text"] for s in result["final"])
     assert word_errors(SENTENCES[5], final_text)[0] / len(SENTENCES[5].split()) <= 0.35
     assert "platform" in result["pending_text"].lower()
+
+
+def test_uncertain_detection_is_confirmed_by_the_text_language(pipeline: TranscriptionPipeline, clips) -> None:
+    pytest.importorskip("engines.langid")
+    from engines.asr import Detection, SpeechSegment
+    from engines.pipeline import _Pass, _Window
+
+    audio = clips["s3"]
+    window = _Window(0, audio, pipeline.recognizer.speech_chunks(audio))
+    routes = pipeline.recognizer.routes()
+    afrikaans = SpeechSegment(0.0, 3.0, "Die kinders speel sokker in die park na skool en ons koop brood en melk.")
+    uncertain = _Pass(route=routes["eng"], detection=Detection("eng", 0.55, [("eng", 0.55), ("afr", 0.45)]),
+                      segments=[afrikaans], samples=audio.size)
+    again = pipeline._confirm_language(uncertain, lambda: iter([window]), None)
+    assert again.route is not None and again.route.code == "afr"
+    assert "uncertain" in again.warnings[0]
+    assert again.segments  # the audio was transcribed again, as Afrikaans
+
+    certain = _Pass(route=routes["eng"], detection=Detection("eng", 0.95, [("eng", 0.95)]), segments=[afrikaans],
+                    samples=audio.size)
+    assert pipeline._confirm_language(certain, lambda: iter([window]), None) is certain

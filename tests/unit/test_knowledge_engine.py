@@ -110,6 +110,9 @@ def test_chunk_store_add_count_delete_with_explicit_vectors(tmp_path: Path) -> N
     assert store.generation(kb) != generation  # BM25 caches see the change
     assert store.count(kb) == 20 and store.count(kb, "d2") == 0
     assert all(h.metadata["document_id"] != "d2" for h in store.vector_search(kb, vectors[13], 30))
+    store.delete_document(kb, "d1")
+    store.delete_document(kb, "d3")
+    assert store.count(kb) == 0 and store.vector_search(kb, vectors[0], 3) == []  # empty, still there
     col = store.client.get_collection(collection_name(kb))
     assert (col.configuration_json.get("embedding_function") or {}).get("name") != "default"
     assert store.delete_kb(kb) and not store.exists(kb) and collection_name(kb) not in store.list_collections()

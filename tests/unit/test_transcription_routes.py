@@ -251,7 +251,8 @@ def test_stream_partial_and_final_results(client, headers, speech, db) -> None:
     assert errors / words <= 0.35, final["text"]
     starts = [s["start_time"] for s in final["segments"]]
     assert starts == sorted(starts)
-    assert _usage(db, "transcribe_stream")[before:] == [("successful", pytest.approx(final["audio_length_seconds"], abs=1e-3))]
+    seconds = final["audio_length_seconds"]
+    assert _usage(db, "transcribe_stream")[before:] == [("successful", pytest.approx(seconds, abs=1e-3))]
 
 
 def test_stream_rejects_bad_input(client, headers) -> None:

@@ -1,0 +1,92 @@
+"""Transcription through the real Ray Serve application (few tests: each one costs real CPU time)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from scripts.eval_wer import word_errors
+from tests.speechdata import convert, espeak, have_espeak
+
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")]
+
+TEXT = "Thank you for calling, your payment has been received."
+
+
+@pytest.fixture(scope="module")
+def audio(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("integration-audio")
+    wav = espeak(TEXT, folder / "thanks.wav")
+    return {"wav": wav, "mp3": convert(wav, "mp3", folder), "opus": convert(wav, "opus", folder),
+            "aiff": convert(wav, "aiff", folder)}
+
+
+@pytest.fixture(scope="module")
+def headers(make_token) -> dict[str, str]:
+    return {"X-CLIENT-TOKEN": make_token("serve-speech", "calls")}
+
+
+def _wer(text: str) -> float:
+    errors, words = word_errors(TEXT, text)
+    return errors / words
+
+
+def test_sync_file_fast_and_v1_through_serve(serve_url: str, headers, audio) -> None:
+    with httpx.Client(base_url=serve_url, headers=headers, timeout=300) as client:
+        r = client.post("/api/v2alpha/transcribe/sync/file?diarise=true",
+                        files={"file": ("thanks.mp3", audio["mp3"].read_bytes(), "audio/mpeg")})
+        assert r.status_code == 200, r.text
+        record = r.json()
+        assert record["language_code"] == "eng" and record["mime_type"] == "audio/mpeg"
+        assert _wer(record["transcription_text"]) <= 0.3, record["transcription_text"]
+        assert len(record["diarisation_result"]["speaker_ids"]) == len(record["words"]) > 0
+
+        r = client.post("/api/v2alpha/transcribe/fast?lang_code=eng",
+                        files={"upload": ("thanks.opus", audio["opus"].read_bytes())})
+        assert r.status_code == 200, r.text
+        assert _wer(r.json()["text"]) <= 0.3
+
+        r = client.post("/v1/transcribe/sync?translate=true&lang_code=eng",
+                        files={"file": ("thanks.aiff", audio["aiff"].read_bytes())})
+        assert r.status_code == 200, r.text
+        assert r.json()["translation"] == r.json()["transcription_text"]
+
+        blob = base64.b64encode(audio["wav"].read_bytes()).decode()
+        r = client.post("/api/v1/transcribe/sync", json={"file_name": "t.wav", "audio_blob": blob, "file_size": 0})
+        assert r.status_code == 200, r.text
+        assert r.json()["language_id"] == "eng" and r.headers["Deprecation"] == "true"
+
+
+def test_errors_through_serve(serve_url: str, headers) -> None:
+    with httpx.Client(base_url=serve_url, headers=headers, timeout=120) as client:
+        r = client.post("/api/v2alpha/transcribe/sync/file", files={"file": ("x.ogg", b"definitely not audio" * 9)})
+        assert r.status_code == 415
+        r = client.post("/api/v2alpha/transcribe/fast?lang_code=sot", files={"upload": ("x.wav", b"RIFF0000")})
+        assert r.status_code == 400 and "KHULUMA_WHISPER_LANGUAGE_MODELS" in r.json()["detail"]
+        r = client.post("/api/v1/transcribe/sync", json={"file_name": "x", "audio_blob": "***", "file_size": 0})
+        assert r.status_code == 400
+
+
+def test_stream_through_serve(serve_url: str, headers, audio) -> None:
+    from websockets.sync.client import connect
+
+    from engines.audio import load_audio
+
+    pcm = (np.clip(load_audio(audio["wav"]), -1, 1) * 32767).astype("<i2").tobytes()
+    url = serve_url.replace("http://", "ws://") + "/ws/stream-transcribe?lang_code=eng"
+    with connect(url, additional_headers=headers, open_timeout=60, close_timeout=10) as ws:
+        assert json.loads(ws.recv(timeout=60))["type"] == "ready"
+        for i in range(0, len(pcm), 6400):
+            ws.send(pcm[i:i + 6400])
+        ws.send("EOS")
+        while True:
+            message = json.loads(ws.recv(timeout=300))
+            if message["type"] == "final":
+                break
+            assert message["type"] in ("partial", "segment"), message
+    assert _wer(message["text"]) <= 0.3, message["text"]
