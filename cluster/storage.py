@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import functools
 import json
 import logging
 import os
@@ -255,6 +256,7 @@ class LocalSeaweedFS:
 # --------------------------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=32)  # boto3 clients are thread-safe and costly to build: one per configuration
 def _boto_client(service: str, endpoint: str, access_key: str, secret_key: str, region: str, *,
                  session_token: str | None = None, connect_timeout: float = 10, read_timeout: float = 120,
                  retries: int = 4) -> Any:
@@ -432,10 +434,13 @@ def _federation_token(settings: Settings, batch_id: str, prefix: str, seconds: i
             Policy=json.dumps(upload_session_policy(settings.s3_bucket, prefix)),
             DurationSeconds=seconds,
         )
-    except (BotoCoreError, ClientError) as exc:
+    except ClientError as exc:  # the service answered: it does not issue them (remembered for this process)
         log.warning("Storage at %s issues no STS federation tokens (%s): batch credentials carry the POST "
                     "policy only.", endpoint, exc)
         _sts_unsupported.add(endpoint)
+        return None
+    except BotoCoreError as exc:  # a network hiccup: this credential goes without temporary keys
+        log.warning("STS call to %s failed (%s): this batch credential carries the POST policy only.", endpoint, exc)
         return None
     c = result["Credentials"]
     return {"access_key_id": c["AccessKeyId"], "secret_access_key": c["SecretAccessKey"],

@@ -298,13 +298,18 @@ class KnowledgeStore:
         only = lang if strict_language else None
         pool = max(self.candidates, top_k * 4)
 
-        vector_hits: list[Hit] = []
-        if mode in ("hybrid", "vector"):
+        async def by_meaning() -> list[Hit]:
+            if mode not in ("hybrid", "vector"):
+                return []
             vector = np.asarray(await self.embeddings.call("embed", [text], "query"), dtype=np.float32)[0]
-            vector_hits = await _store_call(self.store.vector_search, kb_id, vector, pool, only)
-        lexical_hits: list[Hit] = []
-        if mode in ("hybrid", "lexical"):
-            lexical_hits = await _store_call(self._lexical, kb_id, text, pool, only)
+            return await _store_call(self.store.vector_search, kb_id, vector, pool, only)
+
+        async def by_words() -> list[Hit]:
+            if mode not in ("hybrid", "lexical"):
+                return []
+            return await _store_call(self._lexical, kb_id, text, pool, only)
+
+        vector_hits, lexical_hits = await asyncio.gather(by_meaning(), by_words())  # BM25 while embedding
 
         if mode == "vector":  # cosine similarity is the score; the language boost applies to it
             for hit in vector_hits:

@@ -131,7 +131,8 @@ def main() -> None:
             (warm / p.name).write_bytes(p.read_bytes())
         total_audio = audio_seconds(files)
         cores = os.cpu_count() or 1
-        print(f"{args.files} files, {total_audio:.1f} s of speech in total, {cores} CPU cores")
+        print(f"{args.files} files, {total_audio:.1f} s of speech in total, {cores} CPU cores, load average "
+              f"{os.getloadavg()[0]:.1f} at start")
 
         print("bare faster-whisper, sequential ...", flush=True)
         bare = bare_faster_whisper(settings, files)
@@ -149,7 +150,7 @@ def main() -> None:
         storage.stop()
 
     bare_fpm = 60 * len(files) / bare
-    print()
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end (other processes share these cores)")
     print(f"{'mode':<34}{'seconds':>9}{'files/min':>11}{'x realtime':>12}{'vs bare':>9}")
     print(f"{'bare faster-whisper, sequential':<34}{bare:>9.1f}{bare_fpm:>11.1f}{total_audio / bare:>12.1f}"
           f"{1.0:>9.2f}")
