@@ -136,7 +136,8 @@ class KnowledgeStore:
                 self.close()
                 raise
         self.store = ChunkStore(client)
-        self.bm25 = Bm25Cache(self.store, max_entries=s.search_bm25_cache_kbs)
+        # deltas of our own writes are exact only when we are the only writer (the embedded store)
+        self.bm25 = Bm25Cache(self.store, max_entries=s.search_bm25_cache_kbs, exact_deltas=self.mode == "embedded")
         self._write_lock = asyncio.Lock()  # one writer at a time inside this replica
 
     def close(self) -> None:
@@ -251,21 +252,24 @@ class KnowledgeStore:
         ids = [f"{document_id}:{c.index}" for c in chunks]
         metadatas = [{"document_id": document_id, "filename": filename, "chunk_index": c.index, "start": c.start,
                       "end": c.end, "language": lang or UNDETERMINED} for c, lang in zip(chunks, languages)]
+        texts = [c.text for c in chunks]
         async with self._write_lock:
             await self._check_owner(kb_id, customer_id)
-            await _store_call(self.store.add, kb_id, customer_id, ids, embeddings,
-                                    [c.text for c in chunks], metadatas)
+            change = await _store_call(self.store.add, kb_id, customer_id, ids, embeddings, texts, metadatas)
+            await asyncio.to_thread(self.bm25.added, kb_id, change, ids, texts, metadatas)
 
     async def _undo(self, kb_id: str, document_id: str) -> None:
         try:
-            await asyncio.shield(_store_call(self.store.delete_document, kb_id, document_id))
+            await asyncio.shield(self.delete_document(kb_id, document_id))
         except Exception:  # noqa: BLE001 - report the original error, log this one
             log.exception("could not remove the vectors of failed document %s", document_id)
 
     async def delete_document(self, kb_id: str, document_id: str) -> int:
         """Remove a document's vectors; returns how many chunks were removed."""
         async with self._write_lock:
-            return await _store_call(self.store.delete_document, kb_id, document_id)
+            removed, change = await _store_call(self.store.delete_document, kb_id, document_id)
+            self.bm25.removed(kb_id, change, document_id)
+        return removed
 
     async def delete_kb(self, kb_id: str) -> bool:
         async with self._write_lock:
@@ -322,11 +326,8 @@ class KnowledgeStore:
 
     def _lexical(self, kb_id: str, text: str, k: int, language: str | None) -> list[Hit]:
         index = self.bm25.get(kb_id)
-        hits = []
-        for chunk_id, _score in index.search(text, k, language):
-            i = index.position[chunk_id]
-            hits.append(Hit(chunk_id, index.texts[i], dict(index.metadatas[i])))
-        return hits
+        return [Hit(chunk_id, chunk_text_, meta) for chunk_id, _, chunk_text_, meta in
+                index.search_chunks(text, k, language)]
 
     def count(self, kb_id: str, document_id: str | None = None) -> int:
         """Chunks stored for a knowledge base (or one of its documents): what the vector store really holds."""

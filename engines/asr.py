@@ -133,7 +133,7 @@ class SpeechRecognizer:
         cpu_threads: int = 0,
         beam_size: int = 5,
         temperature_fallback: bool = True,
-        download_root: Path | None = None,
+        download_root: Path | None = None,  # Hugging Face cache to look in (default: the standard HF cache)
     ) -> None:
         self.default_ref = str(default_model)
         self.default_name = default_model_name

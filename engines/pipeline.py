@@ -39,7 +39,7 @@ import numpy as np
 
 from engines.asr import (DEFAULT_MODEL, LANGUAGES, SETTING, Detection, Route, SpeechRecognizer, SpeechSegment,
                          WordTiming, normalise_code)
-from engines.audio import SAMPLE_RATE, AudioInfo, iter_audio, load_audio, probe
+from engines.audio import SAMPLE_RATE, iter_audio, load_audio, probe
 from serve_app.errors import ApiError, BadRequest, GatewayTimeout
 from serve_app.settings import Settings
 
@@ -476,7 +476,6 @@ def build_recognizer(settings: Settings) -> SpeechRecognizer:
         cpu_threads=settings.whisper_cpu_threads,
         beam_size=settings.whisper_beam_size,
         temperature_fallback=settings.whisper_temperature_fallback,
-        download_root=settings.data_dir / "models" / "hf",
     )
 
 

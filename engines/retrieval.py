@@ -187,33 +187,70 @@ def tokenize(text: str) -> list[str]:
 
 
 class Bm25Index:
-    """BM25 over one knowledge base's chunks (immutable; rebuilt when the knowledge base changes)."""
+    """BM25 over one knowledge base's chunks.
 
-    def __init__(self, ids: list[str], texts: list[str], metadatas: list[dict[str, Any]]) -> None:
-        import bm25s
+    The corpus (text, metadata and token ids per chunk) can change by whole documents (:meth:`add`,
+    :meth:`remove_document`); the bm25s index is rebuilt from the cached token ids at the next search after a
+    change, so nothing is fetched from Chroma or tokenized again.
+    """
 
-        self.ids, self.texts, self.metadatas = ids, texts, metadatas
-        self.position = {chunk_id: i for i, chunk_id in enumerate(ids)}
-        self._retriever = bm25s.BM25() if ids else None
-        if self._retriever is not None:
-            self._retriever.index([tokenize(t) for t in texts], show_progress=False)
+    def __init__(self, ids: list[str] = (), texts: list[str] = (), metadatas: list[dict[str, Any]] = ()) -> None:
+        self.vocab: dict[str, int] = {}
+        self.chunks: dict[str, tuple[str, dict[str, Any], np.ndarray]] = {}
+        self._retriever: Any = None
+        self._order: list[str] = []
+        self._lock = threading.Lock()
+        self.add(list(ids), list(texts), list(metadatas))
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.chunks)
+
+    def add(self, ids: list[str], texts: list[str], metadatas: list[dict[str, Any]]) -> None:
+        with self._lock:
+            for chunk_id, text, meta in zip(ids, texts, metadatas):
+                token_ids = [self.vocab.setdefault(t, len(self.vocab)) for t in tokenize(text)]
+                self.chunks[chunk_id] = (text, dict(meta), np.asarray(token_ids, dtype=np.int32))
+            self._retriever = None
+
+    def remove_document(self, document_id: str) -> None:
+        with self._lock:
+            for chunk_id in [c for c, (_, m, _) in self.chunks.items() if m.get("document_id") == document_id]:
+                del self.chunks[chunk_id]
+            self._retriever = None
+
+    def _build(self) -> None:  # caller holds the lock
+        import bm25s
+        from bm25s.tokenization import Tokenized
+
+        order = list(self.chunks)
+        retriever = bm25s.BM25()
+        retriever.index(Tokenized(ids=[self.chunks[c][2].tolist() for c in order], vocab=self.vocab),
+                        show_progress=False)
+        self._retriever, self._order = retriever, order
 
     def search(self, query: str, k: int, language: str | None = None) -> list[tuple[str, float]]:
         """Top ``k`` (id, score) with a positive score; ``language`` keeps only chunks in that language."""
-        tokens = tokenize(query)
-        if self._retriever is None or not tokens:
-            return []
-        scores = self._retriever.get_scores(tokens)
-        if language is not None:
-            mask = np.array([m.get("language") == language for m in self.metadatas], dtype=bool)
-            scores = np.where(mask, scores, 0.0)
-        k = min(k, len(scores))
-        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(self.ids[i], float(scores[i])) for i in top if scores[i] > 0]
+        return [(chunk_id, score) for chunk_id, score, _, _ in self.search_chunks(query, k, language)]
+
+    def search_chunks(self, query: str, k: int, language: str | None = None
+                      ) -> list[tuple[str, float, str, dict[str, Any]]]:
+        """Like :meth:`search`, with each chunk's text and metadata."""
+        with self._lock:
+            token_ids = [self.vocab[t] for t in tokenize(query) if t in self.vocab]
+            if not self.chunks or not token_ids:
+                return []
+            if self._retriever is None:
+                self._build()
+            order = self._order
+            scores = self._retriever.get_scores(token_ids)
+            if language is not None:
+                mask = np.array([self.chunks[c][1].get("language") == language for c in order], dtype=bool)
+                scores = np.where(mask, scores, 0.0)
+            k = min(k, len(scores))
+            top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+            top = top[np.argsort(-scores[top], kind="stable")]
+            return [(order[i], float(scores[i]), self.chunks[order[i]][0], dict(self.chunks[order[i]][1]))
+                    for i in top if scores[i] > 0]
 
 
 # --- fusion --------------------------------------------------------------------------------------------------
@@ -326,30 +363,37 @@ class ChunkStore:
         col = self._collection(kb_id)
         return None if col is None else str((col.metadata or {}).get("generation"))
 
-    def _touch(self, col: Any) -> None:
+    def _touch(self, col: Any) -> tuple[str | None, str]:
+        """New generation token; returns (previous, new)."""
         meta = dict(col.metadata or {})
+        previous = meta.get("generation")
         meta["generation"] = uuid.uuid4().hex
         col.modify(metadata=meta)
+        return (str(previous) if previous is not None else None), meta["generation"]
 
     def add(self, kb_id: str, customer_id: int | None, ids: list[str], embeddings: np.ndarray,
-            texts: list[str], metadatas: list[dict[str, Any]]) -> None:
+            texts: list[str], metadatas: list[dict[str, Any]]) -> tuple[str | None, str]:
+        """Store chunks; returns the collection's (previous, new) generation."""
         col = self._collection(kb_id, create=True, customer_id=customer_id)
         try:
             for lo in range(0, len(ids), self.max_batch):
                 hi = lo + self.max_batch
                 col.add(ids=ids[lo:hi], embeddings=np.asarray(embeddings[lo:hi], dtype=np.float32),
                         documents=texts[lo:hi], metadatas=metadatas[lo:hi])
-        finally:
+        except BaseException:
             self._touch(col)
+            raise
+        return self._touch(col)
 
-    def delete_document(self, kb_id: str, document_id: str) -> int:
+    def delete_document(self, kb_id: str, document_id: str) -> tuple[int, tuple[str | None, str] | None]:
+        """Remove a document's chunks; returns (how many, the (previous, new) generation or None)."""
         col = self._collection(kb_id)
         if col is None:
-            return 0
+            return 0, None
         before = col.count()
         col.delete(where={"document_id": document_id})
-        self._touch(col)
-        return before - col.count()
+        change = self._touch(col)
+        return before - col.count(), change
 
     def delete_kb(self, kb_id: str) -> bool:
         from chromadb.errors import NotFoundError
@@ -406,35 +450,59 @@ class ChunkStore:
 
 
 class Bm25Cache:
-    """BM25 indexes of recently queried knowledge bases, rebuilt when the collection's generation changes."""
+    """BM25 corpora of recently used knowledge bases, keyed by the collection's generation token.
 
-    def __init__(self, store: ChunkStore, max_entries: int = 16) -> None:
+    A knowledge base whose generation changed is reloaded from Chroma (another replica wrote it). Writes made by
+    this process are applied as deltas instead (:meth:`added`, :meth:`removed`): exact when this process is the
+    only writer (the embedded store); with ``exact_deltas=False`` (a shared Chroma server) the entry is dropped.
+    """
+
+    def __init__(self, store: ChunkStore, max_entries: int = 16, exact_deltas: bool = True) -> None:
         self.store = store
         self.max_entries = max_entries
+        self.exact_deltas = exact_deltas
         self._entries: OrderedDict[str, tuple[str, Bm25Index]] = OrderedDict()
         self._lock = threading.Lock()
-        self._building: dict[str, threading.Lock] = {}
+        self._loading: dict[str, threading.Lock] = {}
 
     def get(self, kb_id: str) -> Bm25Index:
-        generation = self.store.generation(kb_id)  # read before the texts: a later write changes it again
+        generation = str(self.store.generation(kb_id))  # read before the texts: a later write changes it again
         with self._lock:
             entry = self._entries.get(kb_id)
             if entry and entry[0] == generation:
                 self._entries.move_to_end(kb_id)
                 return entry[1]
-            build_lock = self._building.setdefault(kb_id, threading.Lock())
-        with build_lock:  # one build per knowledge base at a time
+            load_lock = self._loading.setdefault(kb_id, threading.Lock())
+        with load_lock:  # one load per knowledge base at a time
             with self._lock:
                 entry = self._entries.get(kb_id)
                 if entry and entry[0] == generation:
                     return entry[1]
             index = Bm25Index(*self.store.all_chunks(kb_id))
-            with self._lock:
-                self._entries[kb_id] = (str(generation), index)
-                self._entries.move_to_end(kb_id)
-                while len(self._entries) > self.max_entries:
-                    self._entries.popitem(last=False)
+            self._put(kb_id, generation, index)
             return index
+
+    def _put(self, kb_id: str, generation: str, index: Bm25Index) -> None:
+        with self._lock:
+            self._entries[kb_id] = (generation, index)
+            self._entries.move_to_end(kb_id)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+    def _delta(self, kb_id: str, change: tuple[str | None, str] | None, apply: Any) -> None:
+        with self._lock:
+            entry = self._entries.pop(kb_id, None)
+        if entry is None or change is None or not self.exact_deltas or entry[0] != str(change[0]):
+            return  # unknown state: the next query reloads from Chroma
+        apply(entry[1])
+        self._put(kb_id, change[1], entry[1])
+
+    def added(self, kb_id: str, change: tuple[str | None, str] | None, ids: list[str], texts: list[str],
+              metadatas: list[dict[str, Any]]) -> None:
+        self._delta(kb_id, change, lambda index: index.add(ids, texts, metadatas))
+
+    def removed(self, kb_id: str, change: tuple[str | None, str] | None, document_id: str) -> None:
+        self._delta(kb_id, change, lambda index: index.remove_document(document_id))
 
     def drop(self, kb_id: str) -> None:
         with self._lock:

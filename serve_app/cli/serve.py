@@ -128,8 +128,21 @@ def ray_env() -> dict[str, str]:
         "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
         "RAY_SERVE_ENABLE_HA_PROXY": "1",
     }
+    # HAProxy's metrics/stats listeners default to fixed ports (9101, 8404): take free ones so two services
+    # (or a service and the tests) can run on one machine.
+    for name in ("RAY_SERVE_HAPROXY_METRICS_PORT", "RAY_SERVE_HAPROXY_STATS_PORT"):
+        env[name] = os.environ.get(name) or str(_free_port())
+        os.environ[name] = env[name]  # the same value for this process and its workers
     env.update({k: v for k, v in os.environ.items() if k.startswith("RAY_SERVE_")})
     return env
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _start_ray(settings: Settings, address: str | None, num_cpus: int | None, cfg: dict[str, Any],

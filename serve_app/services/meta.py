@@ -21,6 +21,7 @@ CAPABILITIES = {
     "translation": "translation",
     "knowledge_base_search": "knowledge",
     "transcription": "transcription",
+    "batch_transcription": "batch",
 }
 
 

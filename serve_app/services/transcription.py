@@ -26,7 +26,7 @@ import anyio
 from fastapi import Request, WebSocket, WebSocketDisconnect
 
 from serve_app.context import AppContext
-from serve_app.errors import (ApiError, BadRequest, GatewayTimeout, PayloadTooLarge, ServiceUnavailable)
+from serve_app.errors import ApiError, BadRequest, GatewayTimeout, PayloadTooLarge, ServiceUnavailable
 from serve_app.services.usage import record_usage
 from serve_app.tokens import Principal
 from serve_app.uploads import receive_file, sanitize_filename

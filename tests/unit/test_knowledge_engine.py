@@ -77,6 +77,24 @@ def test_bm25_ranks_exact_names_and_filters_language() -> None:
     assert Bm25Index([], [], []).search("anything", 3) == []
 
 
+def test_bm25_corpus_deltas_match_a_fresh_index() -> None:
+    texts = {f"d{d}:{i}": f"Ward {d * 10 + i} in Umlazi has no water on {i + 1} May." for d in range(3) for i in range(4)}
+    metas = {cid: {"document_id": cid.split(":")[0], "language": "eng"} for cid in texts}
+    grown = Bm25Index()
+    for d in range(3):
+        ids = [c for c in texts if c.startswith(f"d{d}:")]
+        grown.add(ids, [texts[c] for c in ids], [metas[c] for c in ids])
+        assert grown.search("Ward 12", 1)  # searches in between rebuild from cached tokens
+    grown.remove_document("d1")
+    kept = [c for c in texts if not c.startswith("d1:")]
+    fresh = Bm25Index(kept, [texts[c] for c in kept], [metas[c] for c in kept])
+    for query in ("Ward 23 water", "Umlazi 3 May", "Ward 12"):
+        got, want = grown.search(query, 5), fresh.search(query, 5)
+        assert [c for c, _ in got] == [c for c, _ in want]
+        assert np.allclose([x for _, x in got], [x for _, x in want])
+    assert not any(c.startswith("d1:") for c, _ in grown.search("Ward 12 Umlazi water", 20))
+
+
 def test_rrf_fusion_scores_ordering_and_language_boost() -> None:
     def hits(*ids: str, lang: str = "eng") -> list[Hit]:
         return [Hit(i, i, {"language": lang if i != "z" else "zul"}) for i in ids]
@@ -106,7 +124,8 @@ def test_chunk_store_add_count_delete_with_explicit_vectors(tmp_path: Path) -> N
     hit = store.vector_search(kb, vectors[13], 3)[0]
     assert hit.id == "d2:13" and hit.similarity == pytest.approx(1.0, abs=1e-4)
     generation = store.generation(kb)
-    assert store.delete_document(kb, "d2") == 10
+    removed, (previous, new) = store.delete_document(kb, "d2")
+    assert removed == 10 and previous == generation and new == store.generation(kb)
     assert store.generation(kb) != generation  # BM25 caches see the change
     assert store.count(kb) == 20 and store.count(kb, "d2") == 0
     assert all(h.metadata["document_id"] != "d2" for h in store.vector_search(kb, vectors[13], 30))
@@ -172,6 +191,10 @@ def test_knowledge_store_ingest_query_delete_and_owner(tmp_path: Path, embedder)
 
         assert await store.delete_document(kb, "doc-en") == info["chunks"]
         assert store.count(kb, "doc-en") == 0 and store.count(kb) == 1
+        # our own writes were applied to the cached BM25 corpus: it matches the store without a reload
+        generation, cached = store.bm25._entries[kb]
+        assert generation == store.store.generation(kb)
+        assert set(cached.chunks) == set(store.store.all_chunks(kb)[0])
         after = await store.query(kb, "Who is the manager of the Soshanguve clinic?", None, 5)
         assert {r["document_id"] for r in after} == {"doc-zu"}  # BM25 cache rebuilt, no stale chunks
         assert await store.delete_kb(kb) and not store.exists(kb)
