@@ -253,10 +253,18 @@ class KnowledgeStore:
         metadatas = [{"document_id": document_id, "filename": filename, "chunk_index": c.index, "start": c.start,
                       "end": c.end, "language": lang or UNDETERMINED} for c, lang in zip(chunks, languages)]
         texts = [c.text for c in chunks]
+        def write() -> None:
+            change = self.store.add(kb_id, customer_id, ids, embeddings, texts, metadatas)
+            self.bm25.added(kb_id, change, ids, texts, metadatas)
+
         async with self._write_lock:
             await self._check_owner(kb_id, customer_id)
-            change = await _store_call(self.store.add, kb_id, customer_id, ids, embeddings, texts, metadatas)
-            await asyncio.to_thread(self.bm25.added, kb_id, change, ids, texts, metadatas)
+            task = asyncio.ensure_future(_store_call(write))
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:  # finish the write before anyone undoes it, then give up
+                await asyncio.gather(task, return_exceptions=True)
+                raise
 
     async def _undo(self, kb_id: str, document_id: str) -> None:
         try:

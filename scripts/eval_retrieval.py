@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import uuid
@@ -169,4 +170,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # as Ray Serve sets it for a replica (robust on a busy machine)
     main()

@@ -19,6 +19,8 @@ What runs, in one go:
    which builds the BM25 index, is reported apart. Then the service stops and the SAME Chroma directory is
    opened directly: the bare ``collection.query`` with the precomputed query vectors, and a bare
    ``collection.add`` of the same chunks into a fresh store (1,000 per call) for the ingest ratio.
+
+All processes run with OMP_NUM_THREADS=1, as Ray Serve sets it for a replica with one CPU or less.
 """
 
 from __future__ import annotations
@@ -37,8 +39,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-import numpy as np
+# Ray Serve runs each replica with OMP_NUM_THREADS = its CPU share (1 here); do the same in these processes.
+# With the OpenMP default (one spinning thread per core) e5 slows down ~40x whenever another process is busy.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import httpx  # noqa: E402
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -366,5 +372,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
     main()

@@ -31,7 +31,7 @@ call("classify", client.classify, {
     "inputs": ["Hi, how are you?", "Goodbye my friend"],
 })
 call("translate", client.translate, {"input_text": "Hello", "source_lang": "eng_Latn", "target_lang": "zul_Latn"})
-kb = call("create_knowledgebase", client.create_knowledgebase, {"knowledgebase_name": "contract-kb"})
+kb = call("create_knowledgebase", client.create_knowledgebase, "contract-kb")  # the SDK wraps the name
 if kb:
     doc_info = call("create_documents", client.create_documents, doc, kb["id"])
     call("get_documents", client.get_documents, kb["id"])

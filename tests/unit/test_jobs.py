@@ -400,7 +400,8 @@ def test_job_in_flight_resumes_after_worker_crash(tmp_path_factory, make_jobs, s
         assert (row.job_status, row.attempts) == ("processing", 1)  # the dead worker's lease still holds
         row = wait_until(lambda: (row := job(db, upload_id)).job_status == "completed" and row)
         assert row.attempts == 2 and row.lease_until is None
-        assert row.result["language_id"] == "eng" and "weather" in row.result["text"].lower()
+        heard = set(row.result["text"].lower().replace(".", " ").split())
+        assert row.result["language_id"] == "eng" and len({"weather", "sunny", "light", "breeze", "north"} & heard) >= 3
         assert row.result is not None and not job_queue.finish(db, claimed, result={}, error=None, status_code=200)
         headers, body = wait_until(lambda: receiver.received and receiver.received[0])[0:2]
         assert json.loads(body)["upload_id"] == upload_id
