@@ -166,24 +166,56 @@ ya ka ho ba sa tsa wa ke ha hore mme empa eng kae neng jwang mang sena seo tse t
 efe kang hobane kapa hape feela kaofela bokae hoo moo
 """.split())
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|\w+", re.UNICODE)
-_PREFIXED_NAME = re.compile(r"^([a-z]{1,3})([A-Z]\w{2,})$")  # uMandela, eThekwini, kwaZulu, ngoMandela
+# uMandela, eThekwini, kwaZulu, ngoMandela: a lower-case class prefix glued to a capitalised name
+_PREFIXED_NAME = re.compile(r"(?<!\w)[a-z]{1,3}([A-Z]\w{2,})(?!\w)")
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens for BM25 (numbers whole, function words dropped, prefixed names also stemmed)."""
-    tokens: list[str] = []
-    for raw in _TOKEN.findall(text):
-        if raw[0].isdigit():
-            tokens.append(raw.replace(",", ""))
-            continue
-        word = raw.lower()
-        if word in _STOPWORDS or (len(word) == 1 and not word.isdigit()):
-            continue
-        tokens.append(word)
-        prefixed = _PREFIXED_NAME.match(raw)
-        if prefixed:
-            tokens.append(prefixed.group(2).lower())
+    """Lower-cased word tokens for BM25: numbers whole (thousands separators dropped), function words and single
+    letters dropped, and the stems of prefixed names added (``eThekwini`` -> ``ethekwini``, ``thekwini``)."""
+    tokens = [t.replace(",", "") if t[0].isdigit() else t for t in _TOKEN.findall(text.lower())
+              if t not in _STOPWORDS and (len(t) > 1 or t.isdigit())]
+    tokens.extend(stem.lower() for stem in _PREFIXED_NAME.findall(text))
     return tokens
+
+
+_fast_bm25: Any = None
+
+
+def _bm25_class() -> Any:
+    """``bm25s.BM25`` with its documented ``build_index_from_ids`` hook vectorised in numpy (the stock one loops
+    over documents in Python: ~6 s instead of ~1 s for 100k chunks). Same Lucene BM25 scores."""
+    global _fast_bm25
+    if _fast_bm25 is None:
+        import bm25s
+        import scipy.sparse as sparse
+
+        class FastBM25(bm25s.BM25):
+            def build_index_from_ids(self, unique_token_ids, corpus_token_ids, show_progress=True,  # type: ignore[no-untyped-def]
+                                     leave_progress=False):
+                if self.method != "lucene":
+                    return super().build_index_from_ids(unique_token_ids, corpus_token_ids, show_progress,
+                                                        leave_progress)
+                self.nonoccurrence_array = None  # only BM25L/BM25+ use it
+                n_docs, n_vocab = len(corpus_token_ids), len(unique_token_ids)
+                lengths = np.fromiter((len(d) for d in corpus_token_ids), dtype=np.int64, count=n_docs)
+                flat = (np.concatenate([np.asarray(d, dtype=np.int64) for d in corpus_token_ids])
+                        if n_docs else np.zeros(0, dtype=np.int64))
+                docs = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
+                keys, tf = np.unique(docs * n_vocab + flat, return_counts=True)
+                doc_idx, voc_idx = keys // n_vocab, keys % n_vocab
+                df = np.bincount(voc_idx, minlength=n_vocab)
+                idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+                avg = float(lengths.mean()) if n_docs else 1.0
+                tf = tf.astype(np.float64)
+                tfc = tf / (self.k1 * ((1 - self.b) + self.b * lengths[doc_idx] / avg) + tf)
+                matrix = sparse.csc_matrix(((idf[voc_idx] * tfc).astype(self.dtype), (doc_idx, voc_idx)),
+                                           shape=(n_docs, n_vocab), dtype=self.dtype)
+                return {"data": matrix.data, "indices": matrix.indices, "indptr": matrix.indptr,
+                        "num_docs": n_docs}
+
+        _fast_bm25 = FastBM25
+    return _fast_bm25
 
 
 class Bm25Index:
@@ -219,13 +251,12 @@ class Bm25Index:
             self._retriever = None
 
     def _build(self) -> None:  # caller holds the lock
-        import bm25s
         from bm25s.tokenization import Tokenized
 
         order = list(self.chunks)
-        retriever = bm25s.BM25()
-        retriever.index(Tokenized(ids=[self.chunks[c][2].tolist() for c in order], vocab=self.vocab),
-                        show_progress=False)
+        retriever = _bm25_class()()
+        retriever.index(Tokenized(ids=[self.chunks[c][2] for c in order], vocab=dict(self.vocab)),
+                        create_empty_token=False, show_progress=False)
         self._retriever, self._order = retriever, order
 
     def search(self, query: str, k: int, language: str | None = None) -> list[tuple[str, float]]:
