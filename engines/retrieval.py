@@ -191,8 +191,8 @@ def _bm25_class() -> Any:
         import scipy.sparse as sparse
 
         class FastBM25(bm25s.BM25):
-            def build_index_from_ids(self, unique_token_ids, corpus_token_ids, show_progress=True,  # type: ignore[no-untyped-def]
-                                     leave_progress=False):
+            def build_index_from_ids(  # type: ignore[no-untyped-def]
+                    self, unique_token_ids, corpus_token_ids, show_progress=True, leave_progress=False):
                 if self.method != "lucene":
                     return super().build_index_from_ids(unique_token_ids, corpus_token_ids, show_progress,
                                                         leave_progress)

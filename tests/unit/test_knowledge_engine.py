@@ -97,7 +97,8 @@ def test_vectorised_bm25_build_scores_like_stock_bm25s() -> None:
 
 
 def test_bm25_corpus_deltas_match_a_fresh_index() -> None:
-    texts = {f"d{d}:{i}": f"Ward {d * 10 + i} in Umlazi has no water on {i + 1} May." for d in range(3) for i in range(4)}
+    texts = {f"d{d}:{i}": f"Ward {d * 10 + i} in Umlazi has no water on {i + 1} May."
+             for d in range(3) for i in range(4)}
     metas = {cid: {"document_id": cid.split(":")[0], "language": "eng"} for cid in texts}
     grown = Bm25Index()
     for d in range(3):
