@@ -125,20 +125,13 @@ def iter_audio(path: Path, block_seconds: float = 30.0, info: AudioInfo | None =
     with _open(path) as container:
         stream = _audio_stream(container)
         resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
-        try:
+        def resampled():
             for frame in _frames(container, stream):
-                for out in resampler.resample(frame):
-                    samples = out.to_ndarray().reshape(-1)
-                    while samples.size:
-                        take = min(block - filled, samples.size)
-                        buffer[filled:filled + take] = samples[:take]
-                        filled += take
-                        samples = samples[take:]
-                        if filled == block:
-                            yield buffer.copy()
-                            emitted += block
-                            filled = 0
-            for out in resampler.resample(None):  # flush the resampler
+                yield from resampler.resample(frame)
+            yield from resampler.resample(None)  # flush the resampler
+
+        try:
+            for out in resampled():
                 samples = out.to_ndarray().reshape(-1)
                 while samples.size:
                     take = min(block - filled, samples.size)
