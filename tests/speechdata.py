@@ -107,3 +107,14 @@ def speech_16k(text: str, folder: Path, name: str, voice: str = "en", speed: int
 
 def silence(seconds: float, rate: int = 16000) -> np.ndarray:
     return np.zeros(int(seconds * rate), dtype=np.float32)
+
+
+# Short call-centre sentences for batch/job tests and benchmarks (espeak-ng English is clear to Whisper base).
+CALL_PHRASES = [
+    "good morning, the weather today is sunny and warm",
+    "please call me back tomorrow about the invoice",
+    "the train to the city leaves at seven o'clock",
+    "thank you for calling, how can I help you",
+    "my account number is one two three four five",
+    "we will deliver the parcel on friday afternoon",
+]

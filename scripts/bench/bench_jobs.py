@@ -27,14 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-PHRASES = [
-    "good morning, the weather today is sunny and warm",
-    "please call me back tomorrow about the invoice",
-    "the train to the city leaves at seven o'clock",
-    "thank you for calling, how can I help you",
-    "my account number is one two three four five",
-    "we will deliver the parcel on friday afternoon",
-]
+from tests.speechdata import CALL_PHRASES as PHRASES  # noqa: E402
 
 
 def main() -> None:

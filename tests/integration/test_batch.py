@@ -26,14 +26,7 @@ from serve_app.db.models import BatchItem, UsageRecord
 pytestmark = pytest.mark.integration
 
 API = "/api/v2alpha/transcribe/batch"
-PHRASES = [
-    "good morning, the weather today is sunny and warm",
-    "please call me back tomorrow about the invoice",
-    "the train to the city leaves at seven o'clock",
-    "thank you for calling, how can I help you",
-    "my account number is one two three four five",
-    "we will deliver the parcel on friday afternoon",
-]
+from tests.speechdata import CALL_PHRASES as PHRASES  # noqa: E402
 
 
 def _speak(text: str, path: Path) -> None:
