@@ -11,7 +11,6 @@ the range.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +20,7 @@ from sqlalchemy import select
 from serve_app.context import AppContext
 from serve_app.db.models import UsageRecord
 from serve_app.errors import BadRequest
+from serve_app.schemas.usage import UsageCounters
 from serve_app.tokens import Principal
 
 INTERVALS = ("minute", "hour", "day", "week", "month")
@@ -70,14 +70,8 @@ def count_buckets(start: datetime, end: datetime, interval: str) -> int:
     return int((bucket_start(end, interval) - first) / _STEP[interval]) + 1
 
 
-@dataclass
-class Counters:
-    total_invocations: int = 0
-    total_successful_invocations: int = 0
-    total_failed_invocations: int = 0
-    total_pending_invocations: int = 0
-    total_seconds_transcribed: float = 0.0
-    total_tokens: int = 0
+class Counters(UsageCounters):
+    """The report's counters (fields from the response schema), accumulated one usage record at a time."""
 
     def add(self, status: str, seconds: float, tokens: int) -> None:
         self.total_invocations += 1
@@ -91,7 +85,7 @@ class Counters:
         self.total_tokens += int(tokens or 0)
 
     def as_dict(self) -> dict[str, Any]:
-        out = dict(self.__dict__)
+        out = self.model_dump()
         out["total_seconds_transcribed"] = round(out["total_seconds_transcribed"], 3)
         return out
 
