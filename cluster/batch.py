@@ -93,10 +93,19 @@ def build_record(result: dict[str, Any], *, item_id: str, storage_url: str, buck
     return TranscriptionRecord(**record).model_dump(mode="json")
 
 
+def batch_storage(settings: Settings, batch: Batch) -> Settings:
+    """``settings`` pointing at the bucket the batch's files were uploaded to (it may differ from the configured
+    bucket after a configuration change, or for a batch resumed by another service instance)."""
+    if batch.bucket and batch.bucket != settings.s3_bucket:
+        return settings.model_copy(update={"s3_bucket": batch.bucket})
+    return settings
+
+
 def placeholder_record(item: BatchItem, batch: Batch, settings: Settings, reason: str | None) -> dict[str, Any]:
     """What the results route shows for a file that failed (``error_message`` says why) or is still pending."""
     from cluster.storage import object_url
 
+    settings = batch_storage(settings, batch)
     return {
         "id": item.id, "storage_url": object_url(settings, item.blob_name), "container_name": settings.s3_bucket,
         "blob_name": item.blob_name, "customer_id": batch.customer_id, "project_id": batch.project_id,
@@ -164,6 +173,7 @@ def process_item(settings_dict: dict[str, Any], item_id: str) -> str:
         assert batch is not None
         blob_name, lang, diarise = item.blob_name, batch.language_code, bool(batch.diarise)
         owner = (batch.customer_id, batch.project_id, batch.keychain_id)
+        settings = batch_storage(settings, batch)
 
     with tempfile.TemporaryDirectory(prefix="khuluma-batch-") as tmp:
         path = Path(tmp) / _local_name(blob_name)

@@ -178,7 +178,9 @@ class Settings(BaseSettings):
         description="S3-compatible endpoint. Unset: `khuluma serve` starts a local SeaweedFS on 127.0.0.1.",
     )
     s3_region: str = Field(default="us-east-1", description="S3 region.")
-    s3_bucket: str = Field(default="khuluma-batches", description="Bucket for batch uploads.")
+    s3_bucket: str = Field(
+        default="khuluma-batches", description="Bucket for new batch uploads (each batch remembers its own bucket)."
+    )
     s3_access_key: str = Field(default="khuluma", description="S3 access key.")
     s3_secret_key: str = Field(default="khuluma-secret", description="S3 secret key.")
     s3_public_endpoint_url: str | None = Field(

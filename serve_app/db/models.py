@@ -131,6 +131,8 @@ class Batch(Base):
     status: Mapped[str] = mapped_column(String(16), default="CREATED")
     language_code: Mapped[str | None] = mapped_column(String(16), nullable=True)
     diarise: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The bucket the files were uploaded to (NULL: the configured one); a batch always reads from it.
+    bucket: Mapped[str | None] = mapped_column(String(255), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
     items: Mapped[list[BatchItem]] = relationship(back_populates="batch", cascade="all, delete-orphan")

@@ -59,7 +59,8 @@ async def create(ctx: AppContext, caller: Principal, lang_code: str | None) -> d
     def insert() -> None:
         with ctx.db.session() as s:
             s.add(Batch(id=batch_id, customer_id=caller.customer_id, project_id=caller.project_id,
-                        keychain_id=caller.token_id, status="CREATED", language_code=language))
+                        keychain_id=caller.token_id, status="CREATED", language_code=language,
+                        bucket=ctx.settings.s3_bucket))
 
     await anyio.to_thread.run_sync(insert)
     return {"batch_id": batch_id, "blob_endpoint": blob_endpoint(ctx.settings, batch_id),
@@ -97,13 +98,15 @@ def _start_processing(db: Database, batch: Batch, keys: list[str], diarise: bool
 
 async def process(ctx: AppContext, caller: Principal, batch_id: str, diarise: bool) -> int:
     """Returns 202 when processing starts, 204 when it already ran or runs."""
+    from cluster.batch import batch_storage
     from cluster.storage import batch_prefix, list_objects
 
     runner = ctx.backends.require("batch")
     batch = await anyio.to_thread.run_sync(_owned, ctx.db, caller, batch_id)
     if batch.status != "CREATED":
         return 204
-    objects = await anyio.to_thread.run_sync(_storage_call, list_objects, ctx.settings, batch_prefix(batch_id))
+    storage = batch_storage(ctx.settings, batch)
+    objects = await anyio.to_thread.run_sync(_storage_call, list_objects, storage, batch_prefix(batch_id))
     if not objects:
         raise BadRequest("No files have been uploaded to this batch yet: upload them to its blob_endpoint with "
                          "its sas_token (see docs/batch.md), then call process.")

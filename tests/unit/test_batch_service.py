@@ -19,13 +19,49 @@ API = "/api/v2alpha/transcribe/batch"
 
 
 @pytest.fixture()
-def client(local_app, seaweedfs: str):
+def batch_db(tmp_path: Path, settings):
+    """A database of this test's own: the session's Ray Serve app (integration tests) shares the session
+    database, and its BatchRunner's sweep would otherwise resume these batches too."""
+    from serve_app.db.session import Database
+
+    isolated = settings.model_copy(update={"data_dir": tmp_path / "data"})
+    isolated.ensure_dirs()
+    return isolated, Database(isolated.db_url)
+
+
+@pytest.fixture()
+def db(batch_db):
+    return batch_db[1]
+
+
+@pytest.fixture()
+def make_token(db):
+    from serve_app.tokens import create_token
+
+    return lambda customer="acme", project="default": create_token(db, customer, project)[0]
+
+
+@pytest.fixture()
+def app_for(local_app, batch_db, seaweedfs: str):
+    """A TestClient over the in-process batch runner with the given bucket; the runners stop afterwards."""
     from serve_app.context import current_context
 
-    test_client = local_app(capabilities=["batch"], s3_endpoint_url=seaweedfs, s3_bucket="khuluma-test-batch")
-    runner = current_context().backends.batch._target
-    yield test_client
-    runner.close()
+    runners = []
+
+    def make(bucket: str = "khuluma-test-batch"):
+        test_client = local_app(capabilities=["batch"], data_dir=batch_db[0].data_dir, s3_endpoint_url=seaweedfs,
+                                s3_bucket=bucket)
+        runners.append(current_context().backends.batch._target)
+        return test_client
+
+    yield make
+    for runner in runners:
+        runner.close()
+
+
+@pytest.fixture()
+def client(app_for):
+    return app_for()
 
 
 def _h(token: str) -> dict[str, str]:
@@ -84,9 +120,10 @@ def test_flow_runs_once_and_reports_every_file(client, make_token, db, tmp_path:
         t.join()
     assert sorted(codes) == [202, 204, 204, 204]  # one run, whatever the concurrency
 
-    assert _wait_final(client, token, batch_id) == "PARTIAL"
+    final = _wait_final(client, token, batch_id)
     records = {r["blob_name"].rsplit("/", 1)[-1]: r for r in
                client.get(f"{API}/{batch_id}/transcriptions", headers=_h(token)).json()}
+    assert final == "PARTIAL", records
     assert records["hello.wav"]["transcription_status"] == "COMPLETED"
     assert "hello" in records["hello.wav"]["transcription_text"].lower()
     assert records["photo.jpg"]["transcription_status"] == "FAILED" and records["photo.jpg"]["error_message"]
@@ -96,9 +133,31 @@ def test_flow_runs_once_and_reports_every_file(client, make_token, db, tmp_path:
     assert sorted(i.attempts for i in items) == [1, 1]
 
 
-def test_without_storage_or_runner_the_answer_is_a_clear_503(local_app, make_token):
-    client = local_app()  # no S3 endpoint configured, no batch runner deployed
+def test_without_storage_or_runner_the_answer_is_a_clear_503(local_app, batch_db, make_token):
+    client = local_app(data_dir=batch_db[0].data_dir)  # no S3 endpoint configured, no batch runner deployed
     token = make_token("batch-unit-nostorage")
     r = client.post(API, headers=_h(token))
     assert r.status_code == 503 and "KHULUMA_S3_ENDPOINT_URL" in r.json()["detail"]
     assert client.post(f"{API}/whatever/process", headers=_h(token)).status_code == 503
+
+
+def test_a_batch_keeps_reading_the_bucket_it_was_created_with(app_for, make_token, tmp_path: Path):
+    if shutil.which("espeak-ng") is None:
+        pytest.skip("espeak-ng is not installed")
+    token = make_token("batch-unit-bucket")
+    first = app_for("khuluma-test-bucket-a")
+    body = first.post(API, params={"lang_code": "eng"}, headers=_h(token)).json()
+    assert "/khuluma-test-bucket-a/" in body["blob_endpoint"]
+    folder = tmp_path / "files"
+    folder.mkdir()
+    subprocess.run(["espeak-ng", "-v", "en", "-w", str(folder / "hello.wav"), "hello, this is a short test call"],
+                   check=True)
+    assert all(r.ok for r in upload_directory(decode_token(body["sas_token"]), folder))
+
+    # the operator changes KHULUMA_S3_BUCKET before the batch is processed: the batch still finds its files
+    second = app_for("khuluma-test-bucket-b")
+    assert second.post(f"{API}/{body['batch_id']}/process", headers=_h(token)).status_code == 202
+    assert _wait_final(second, token, body["batch_id"]) == "COMPLETE"
+    (record,) = second.get(f"{API}/{body['batch_id']}/transcriptions", headers=_h(token)).json()
+    assert record["container_name"] == "khuluma-test-bucket-a" and "/khuluma-test-bucket-a/" in record["storage_url"]
+    assert "hello" in record["transcription_text"].lower()

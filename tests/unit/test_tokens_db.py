@@ -20,8 +20,20 @@ TABLES = {"customers", "projects", "api_tokens", "knowledge_bases", "documents",
           "batch_items", "usage_records"}
 
 
+def _schema_drift(db: Database) -> list:
+    """What the migrated database lacks or has beyond the SQLAlchemy models (empty: migrations match models)."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from serve_app.db.models import Base
+
+    with db.engine.connect() as conn:
+        return compare_metadata(MigrationContext.configure(conn), Base.metadata)
+
+
 def _exercise(db: Database) -> None:
     assert TABLES <= set(inspect(db.engine).get_table_names())
+    assert _schema_drift(db) == []
     token, info = create_token(db, "cust-a", "proj-1", name="ci")
     token2, info2 = create_token(db, "cust-a", "proj-2")
     other, info3 = create_token(db, "cust-b")
