@@ -53,6 +53,22 @@ def load_class(target: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
+def build_in_process(settings: Settings, capabilities: list[str] | None = None) -> Any:
+    """The deployment classes as plain objects in this process (no Ray), wired as Serve wires them; ``Backends``
+    for the ingress. ``capabilities`` (``Backends`` field names) picks some; None: all. Fast tests and the
+    plain-uvicorn side of the benchmarks use it."""
+    from serve_app.backends import Backends
+
+    settings_dict = settings.model_dump(mode="json")
+    wanted = set(capabilities or [s.backend for s in SPECS])
+    objs: dict[str, Any] = {}
+    for spec in SPECS:
+        if spec.backend in wanted:
+            deps = {need: objs[need] for need in spec.needs if need in objs}
+            objs[spec.backend] = load_class(spec.target)(settings_dict, **deps)
+    return Backends.wrap(**objs)
+
+
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in override.items():

@@ -60,34 +60,19 @@ def make_token(db):
     return make
 
 
-def build_local_backends(settings: Settings, capabilities: list[str] | None = None):
-    """Instantiate the deployment classes in-process, wired as Serve would wire them."""
-    from deployments.app import SPECS, load_class
-    from serve_app.backends import Backends
-
-    settings_dict = settings.model_dump(mode="json")
-    wanted = set(capabilities or [s.backend for s in SPECS])
-    objs: dict[str, Any] = {}
-    for spec in SPECS:
-        if spec.backend not in wanted:
-            continue
-        deps = {need: objs[need] for need in spec.needs if need in objs}
-        objs[spec.backend] = load_class(spec.target)(settings_dict, **deps)
-    return Backends.wrap(**objs)
-
-
 @pytest.fixture()
 def local_app(settings: Settings):
     """A TestClient factory over the ingress with the given in-process capabilities (default: none)."""
     from fastapi.testclient import TestClient
 
+    from deployments.app import build_in_process
     from serve_app.app import create_app
     from serve_app.backends import Backends
     from serve_app.context import build_context, set_context
 
     def make(capabilities: list[str] | None = None, **overrides: Any) -> TestClient:
         s = settings.model_copy(update=overrides) if overrides else settings
-        backends = build_local_backends(s, capabilities) if capabilities else Backends()
+        backends = build_in_process(s, capabilities) if capabilities else Backends()
         set_context(build_context(s, backends))
         return TestClient(create_app(), raise_server_exceptions=False)
 

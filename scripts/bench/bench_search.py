@@ -49,7 +49,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_serve_overhead import free_port, wait_healthy  # noqa: E402
+from _plain import free_port, wait_healthy  # noqa: E402
 
 DOC_CHUNKS = 1000  # chunks per synthetic document (and per bare add call)
 NOISE = 0.02

@@ -10,50 +10,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-
-import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 from _load import load, table  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(url: str, timeout: float = 300) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            if httpx.get(f"{url}/api/v1/health", timeout=5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"{url} did not come up")
-
-
-PLAIN = """
-import sys
-sys.path.insert(0, {root!r})
-import uvicorn
-from serve_app.app import create_app
-from serve_app.backends import Backends
-from serve_app.context import build_context, set_context
-from serve_app.settings import Settings
-set_context(build_context(Settings(data_dir={data!r}), Backends()))
-uvicorn.run(create_app(), host="127.0.0.1", port={port}, log_level="warning", access_log=False)
-"""
+from _plain import free_port, plain_server, wait_healthy  # noqa: E402
 
 
 def main() -> None:
@@ -90,29 +55,29 @@ def main() -> None:
     serve_url = f"http://127.0.0.1:{serve_port}"
     wait_healthy(serve_url)
 
-    plain_port = free_port()
-    plain = subprocess.Popen([sys.executable, "-c", PLAIN.format(root=str(ROOT), data=data, port=plain_port)])
-    plain_url = f"http://127.0.0.1:{plain_port}"
     try:
-        wait_healthy(plain_url)
-        rows = []
-        for label, path, hdrs in (("health", "/api/v1/health", None), ("auth route", "/ws/stream-transcribe", headers)):
-            plain_res = load("GET", plain_url + path, concurrency=args.concurrency, duration=args.duration,
-                             headers=hdrs)
-            serve_res = load("GET", serve_url + path, concurrency=args.concurrency, duration=args.duration,
-                             headers=hdrs)
-            rows.append((f"{label}: plain uvicorn", plain_res.row()))
-            rows.append((f"{label}: Ray Serve", serve_res.row()))
-            rows.append((f"{label}: Serve/plain", {"req/s": f"{serve_res.rps / plain_res.rps:.2f}x",
-                                                   "p50 ms": f"{serve_res.pct(50) / plain_res.pct(50):.2f}x",
-                                                   "p99 ms": f"{serve_res.pct(99) / plain_res.pct(99):.2f}x",
-                                                   "errors": "", "n": ""}))
+        with plain_server({"data_dir": data}) as plain_url:
+            rows = _compare(plain_url, serve_url, headers, args)
         print(f"\nconcurrency={args.concurrency} duration={args.duration}s cores={os.cpu_count()}")
         print(table(rows))
     finally:
-        plain.terminate()
         serve.shutdown()
         ray.shutdown()
+
+
+def _compare(plain_url: str, serve_url: str, headers: dict[str, str], args: argparse.Namespace) -> list:
+    """Rows of the table: each route through plain uvicorn, through Serve, and their ratio."""
+    rows = []
+    for label, path, hdrs in (("health", "/api/v1/health", None), ("auth route", "/ws/stream-transcribe", headers)):
+        plain_res = load("GET", plain_url + path, concurrency=args.concurrency, duration=args.duration, headers=hdrs)
+        serve_res = load("GET", serve_url + path, concurrency=args.concurrency, duration=args.duration, headers=hdrs)
+        rows.append((f"{label}: plain uvicorn", plain_res.row()))
+        rows.append((f"{label}: Ray Serve", serve_res.row()))
+        rows.append((f"{label}: Serve/plain", {"req/s": f"{serve_res.rps / plain_res.rps:.2f}x",
+                                               "p50 ms": f"{serve_res.pct(50) / plain_res.pct(50):.2f}x",
+                                               "p99 ms": f"{serve_res.pct(99) / plain_res.pct(99):.2f}x",
+                                               "errors": "", "n": ""}))
+    return rows
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ import argparse
 import itertools
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,24 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 from _load import load, table  # noqa: E402
-from bench_serve_overhead import free_port, wait_healthy  # noqa: E402
-
-PLAIN = """
-import sys
-sys.path.insert(0, {root!r})
-import uvicorn
-from deployments.embeddings import Embeddings
-from deployments.text import TextAnalysis
-from serve_app.app import create_app
-from serve_app.backends import Backends
-from serve_app.context import build_context, set_context
-from serve_app.settings import Settings
-settings = Settings(**{settings!r})
-emb = Embeddings(settings.model_dump(mode="json"))
-text = TextAnalysis(settings.model_dump(mode="json"), embeddings=emb)
-set_context(build_context(settings, Backends.wrap(text=text, embeddings=emb)))
-uvicorn.run(create_app(), host="127.0.0.1", port={port}, log_level="warning", access_log=False)
-"""
+from _plain import free_port, plain_server, wait_healthy  # noqa: E402
 
 NER_TEXTS = [
     "President Cyril Ramaphosa visited Durban on Monday with officials from Eskom.",
@@ -161,19 +143,13 @@ def main() -> None:
                     headers=headers, data_factory=lambda: next(it), warmup=16)
 
     results: dict[str, dict] = {name: {} for name in routes}
-    port = free_port()
-    plain = subprocess.Popen([sys.executable, "-c", PLAIN.format(root=str(ROOT), settings=settings, port=port)])
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}")
+    with plain_server(settings, ["embeddings", "text"]) as url:
         for name in routes:
             fn, items = bare_fns[name]
             before = engines.requests_per_s(fn, items, args.concurrency)
-            results[name]["service"] = through(f"http://127.0.0.1:{port}", name)
+            results[name]["service"] = through(url, name)
             after = engines.requests_per_s(fn, items, args.concurrency)
             results[name]["bare"] = (before + after) / 2  # the machine is shared: average out drift
-    finally:
-        plain.terminate()
-        plain.wait()
     if args.ray:
         for name, res in _through_ray(settings, through, list(routes)).items():
             results[name]["ray"] = res

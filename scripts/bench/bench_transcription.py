@@ -23,7 +23,6 @@ import concurrent.futures as cf
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,16 +34,12 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
 
+from _plain import free_port  # noqa: E402
 from scripts.eval_wer import SENTENCES  # noqa: E402
 
 DECODE = {"beam_size": 5, "word_timestamps": True, "vad_filter": True, "condition_on_previous_text": False}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_files(folder: Path, files: int, sentences: int) -> list[tuple[Path, float]]:

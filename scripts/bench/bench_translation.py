@@ -19,7 +19,6 @@ import argparse
 import itertools
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,21 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 from _load import load, table  # noqa: E402
-from bench_serve_overhead import free_port, wait_healthy  # noqa: E402
-
-PLAIN = """
-import sys
-sys.path.insert(0, {root!r})
-import uvicorn
-from deployments.translation import Translation
-from serve_app.app import create_app
-from serve_app.backends import Backends
-from serve_app.context import build_context, set_context
-from serve_app.settings import Settings
-settings = Settings(**{settings!r})
-set_context(build_context(settings, Backends.wrap(translation=Translation(settings.model_dump(mode="json")))))
-uvicorn.run(create_app(), host="127.0.0.1", port={port}, log_level="warning", access_log=False)
-"""
+from _plain import free_port, plain_server, wait_healthy  # noqa: E402
 
 PAIRS = [("eng_Latn", "zul_Latn"), ("zul_Latn", "eng_Latn"), ("afr_Latn", "xho_Latn"), ("sot_Latn", "eng_Latn"),
          ("eng_Latn", "tsn_Latn"), ("nso_Latn", "afr_Latn")]
@@ -119,18 +104,12 @@ def main() -> None:
                     duration=args.duration, headers=headers, data_factory=lambda: next(bodies), warmup=32)
 
     engine = BareCT2(model_dir, requests, args.beam, args.max_length, args.threads)
-    port = free_port()
-    plain = subprocess.Popen([sys.executable, "-c", PLAIN.format(root=str(ROOT), settings=settings, port=port)])
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}")
+    with plain_server(settings, ["translation"]) as url:
         # bare before and after the service run (the machine is shared: average out drift)
         bare_same = [engine.sentences_per_s(args.concurrency)]
         bare_32 = engine.sentences_per_s(32)
-        res = through(f"http://127.0.0.1:{port}")
+        res = through(url)
         bare_same.append(engine.sentences_per_s(args.concurrency))
-    finally:
-        plain.terminate()
-        plain.wait()
     bare = sum(bare_same) / len(bare_same)
     blank = {"p50 ms": "", "p99 ms": "", "errors": "", "n": ""}
     rows = [(f"bare ctranslate2, batches of {args.concurrency}", {"sent/s": round(bare, 1), **blank}),

@@ -16,9 +16,9 @@ EXAMPLES = [
 
 @pytest.fixture(scope="module")
 def backends(settings):
-    from tests.conftest import build_local_backends
+    from deployments.app import build_in_process
 
-    return build_local_backends(settings, ["embeddings", "text"])
+    return build_in_process(settings, ["embeddings", "text"])
 
 
 @pytest.fixture()

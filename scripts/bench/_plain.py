@@ -1,0 +1,65 @@
+"""The plain-uvicorn side of the benchmarks: the same ingress and deployment classes in one process, no Ray."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# argv: settings as JSON, capabilities (Backends field names, comma-separated; empty: none), port
+SERVER = """
+import json, sys
+import uvicorn
+from deployments.app import build_in_process
+from serve_app.app import create_app
+from serve_app.backends import Backends
+from serve_app.context import build_context, set_context
+from serve_app.settings import Settings
+settings = Settings(**json.loads(sys.argv[1]))
+capabilities = [c for c in sys.argv[2].split(",") if c]
+set_context(build_context(settings, build_in_process(settings, capabilities) if capabilities else Backends()))
+uvicorn.run(create_app(), host="127.0.0.1", port=int(sys.argv[3]), log_level="warning", access_log=False)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, timeout: float = 300) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{url}/api/v1/health", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"{url} did not come up")
+
+
+@contextmanager
+def plain_server(settings: dict[str, Any], capabilities: list[str] = ()) -> Iterator[str]:
+    """Run the ingress under plain uvicorn with these in-process capabilities; yields its base URL."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(settings, default=str), ",".join(capabilities),
+                             str(port)], cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait()
