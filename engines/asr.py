@@ -132,7 +132,8 @@ class SpeechRecognizer:
         compute_type: str = "int8",
         cpu_threads: int = 0,
         beam_size: int = 5,
-        temperature_fallback: bool = True,
+        temperature_fallback: bool = False,
+        seed: int = 1234,
         download_root: Path | None = None,  # Hugging Face cache to look in (default: the standard HF cache)
     ) -> None:
         self.default_ref = str(default_model)
@@ -142,7 +143,9 @@ class SpeechRecognizer:
         self.compute_type = compute_type
         self.cpu_threads = cpu_threads or (os.cpu_count() or 1)
         self.beam_size = beam_size
+        # The fallback samples; off by default so the same audio always gives the same transcript.
         self.temperatures = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0) if temperature_fallback else (0.0,)
+        self.seed = seed
         self.download_root = download_root
         self._models: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -285,6 +288,10 @@ class SpeechRecognizer:
         model = self.model(route.model_key)
         pieces, _ = collect_chunks(audio, chunks)
         speech = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+        if len(self.temperatures) > 1:
+            import ctranslate2
+
+            ctranslate2.set_random_seed(self.seed)  # the sampling fallback repeats itself for the same audio
         segments, _info = model.transcribe(
             speech,
             language=route.whisper_language,

@@ -476,13 +476,14 @@ def build_recognizer(settings: Settings) -> SpeechRecognizer:
         cpu_threads=settings.whisper_cpu_threads,
         beam_size=settings.whisper_beam_size,
         temperature_fallback=settings.whisper_temperature_fallback,
+        seed=settings.whisper_seed,
     )
 
 
 _pipelines: dict[str, TranscriptionPipeline] = {}
 _pipelines_lock = threading.Lock()
 _PIPELINE_KEYS = {"data_dir", "whisper_model", "whisper_language_models", "whisper_compute_type", "whisper_device",
-                  "whisper_cpu_threads", "whisper_beam_size", "whisper_temperature_fallback",
+                  "whisper_cpu_threads", "whisper_beam_size", "whisper_temperature_fallback", "whisper_seed",
                   "transcribe_window_seconds", "diarisation_threshold"}
 
 

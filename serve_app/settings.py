@@ -135,9 +135,14 @@ class Settings(BaseSettings):
     )
     whisper_beam_size: int = Field(default=5, ge=1, description="Beam size for Whisper decoding (1: greedy).")
     whisper_temperature_fallback: bool = Field(
-        default=True,
+        default=False,
         description="Re-decode a 30 s window at higher temperatures when the first pass looks like a hallucination "
-        "(Whisper's default; better text on hard audio, slower). False: one greedy/beam pass only.",
+        "(Whisper's own default; sometimes better text on hard audio, slower). The fallback samples, so it is off "
+        "by default: the same audio then always gives the same transcript. When on, sampling is seeded with "
+        "`whisper_seed` before every file.",
+    )
+    whisper_seed: int = Field(
+        default=1234, description="Random seed for Whisper's sampling fallback (only used when it is switched on)."
     )
     transcribe_window_seconds: float = Field(
         default=300.0, ge=30.0,
