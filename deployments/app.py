@@ -8,42 +8,50 @@ serve`` passes the same overrides as ``args["deployments"]`` so both paths behav
 from __future__ import annotations
 
 import importlib
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 from ray import serve
 from ray.serve import Application
 
-from serve_app.settings import Settings
+from contracts.settings import Settings
 
 
 @dataclass(frozen=True)
 class DeploymentSpec:
     name: str  # Serve deployment name (what serve.yaml refers to)
     target: str  # "module:Class"
-    backend: str  # Backends field the ingress reaches it by
-    needs: tuple[str, ...] = ()  # other backends handed to its constructor
+    backend: str  # the ingress's typed-handle field (serve_app.context.Clients) it is reached by
+    sections: tuple[str, ...]  # settings sections its replicas are bound with (never secrets)
+    needs: tuple[str, ...] = ()  # other deployments whose handles it is given
     options: dict[str, Any] = field(default_factory=dict)
 
 
 # Defaults sized for a 2-core machine; serve.yaml overrides any of them.
 SPECS: tuple[DeploymentSpec, ...] = (
-    DeploymentSpec("Embeddings", "deployments.embeddings:Embeddings", "embeddings",
+    DeploymentSpec("Embeddings", "deployments.embeddings:Embeddings", "embeddings", ("embeddings",),
                    options={"ray_actor_options": {"num_cpus": 0.25}, "max_ongoing_requests": 64}),
-    DeploymentSpec("TextAnalysis", "deployments.text:TextAnalysis", "text", needs=("embeddings",),
+    DeploymentSpec("TextAnalysis", "deployments.text:TextAnalysis", "text", ("text", "embeddings"),
+                   needs=("embeddings",),
                    options={"ray_actor_options": {"num_cpus": 0.25}, "max_ongoing_requests": 64}),
-    DeploymentSpec("Translation", "deployments.translation:Translation", "translation",
+    DeploymentSpec("Translation", "deployments.translation:Translation", "translation", ("translation",),
                    options={"ray_actor_options": {"num_cpus": 0.25}, "max_ongoing_requests": 64}),
     DeploymentSpec("Transcription", "deployments.transcription:Transcription", "transcription",
-                   needs=("text", "translation"),
+                   ("whisper", "transcription"), needs=("text", "translation"),
                    options={"ray_actor_options": {"num_cpus": 0.5}, "max_ongoing_requests": 16}),
-    DeploymentSpec("KnowledgeStore", "deployments.knowledge:KnowledgeStore", "knowledge", needs=("embeddings",),
+    DeploymentSpec("KnowledgeStore", "deployments.knowledge:KnowledgeStore", "knowledge", ("search", "embeddings"),
+                   needs=("embeddings",),
                    options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2}}),
-    DeploymentSpec("Jobs", "deployments.jobs:Jobs", "jobs", needs=("transcription",),
+    DeploymentSpec("Jobs", "deployments.jobs:Jobs", "jobs", ("jobs", "webhooks", "transcription"),
+                   needs=("transcription",),
                    options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.1}}),
     DeploymentSpec("BatchRunner", "deployments.batch:BatchRunner", "batch",
+                   ("batch", "s3", "whisper", "transcription"),
                    options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.05}}),
 )
+# The ingress validates requests, signs upload credentials and meters usage; it runs no model.
+INGRESS_SECTIONS = ("text", "translation", "search", "transcription", "jobs", "webhooks", "s3", "batch")
 INGRESS_OPTIONS: dict[str, Any] = {"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2},
                                    "max_ongoing_requests": 256}
 
@@ -53,20 +61,40 @@ def load_class(target: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
-def build_in_process(settings: Settings, capabilities: list[str] | None = None) -> Any:
-    """The deployment classes as plain objects in this process (no Ray), wired as Serve wires them; ``Backends``
-    for the ingress. ``capabilities`` (``Backends`` field names) picks some; None: all. Fast tests and the
-    plain-uvicorn side of the benchmarks use it."""
-    from serve_app.backends import Backends
+class _Handles:
+    """Root of the local-testing-mode application: hands out the handles it was bound with."""
 
-    settings_dict = settings.model_dump(mode="json")
+    def __init__(self, **handles: Any) -> None:
+        self._handles = handles
+
+    def handles(self) -> dict[str, Any]:
+        return self._handles
+
+
+def build_local(settings: Settings, capabilities: list[str] | None = None) -> dict[str, Any]:
+    """The deployments in this process under Serve's local testing mode (no Ray cluster), wired as in
+    :func:`build_app`; returns their handles by typed-handle field. ``capabilities`` picks some (None: all). The
+    fast tests and the plain-uvicorn side of the benchmarks use it."""
     wanted = set(capabilities or [s.backend for s in SPECS])
-    objs: dict[str, Any] = {}
+    bound = _bind(settings, {spec.name: {} for spec in SPECS}, wanted)
+    root = serve.deployment(_Handles, name="LocalHandles").bind(**bound)
+    handle = serve.run(root, name=f"khuluma-local-{next(_local_apps)}", route_prefix=None, _local_testing_mode=True)
+    return handle.handles.remote().result()
+
+
+_local_apps = itertools.count()
+
+
+def _bind(settings: Settings, options: dict[str, dict[str, Any]], wanted: set[str]) -> dict[str, Any]:
+    """Bind every wanted deployment, with its own settings sections and the handles it needs."""
+    bound: dict[str, Any] = {}
     for spec in SPECS:
-        if spec.backend in wanted:
-            deps = {need: objs[need] for need in spec.needs if need in objs}
-            objs[spec.backend] = load_class(spec.target)(settings_dict, **deps)
-    return Backends.wrap(**objs)
+        if spec.backend not in wanted:
+            continue
+        deps = {need: bound[need] for need in spec.needs if need in bound}
+        deployment = serve.deployment(load_class(spec.target), name=spec.name).options(**options[spec.name])
+        bound[spec.backend] = deployment.bind(settings.for_replica(spec.sections), **deps)
+    return bound
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -120,30 +148,22 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
     """Serve application builder (``import_path: deployments.app:build_app``).
 
     args:
-      settings:     Settings fields (override KHULUMA_* environment variables)
+      settings:     Settings fields (override KHULUMA_* environment variables; secrets only from the environment or
+                    KHULUMA_SECRETS_FILE: the replicas read them there, so they never pass through Ray)
       deployments:  per-deployment option overrides, keyed by deployment name
       capabilities: backends to deploy (default: all)
     """
     args = dict(args or {})
     settings = Settings(**(args.get("settings") or {}))
-    settings_dict = settings.model_dump(mode="json")
     options = deployment_options(args.get("deployments"))
     wanted = set(args.get("capabilities") or [s.backend for s in SPECS])
     _check_cluster_gpus(options)
+    bound = _bind(settings, options, wanted)
 
-    bound: dict[str, Any] = {}
-    for spec in SPECS:
-        if spec.backend not in wanted:
-            continue
-        cls = load_class(spec.target)
-        deps = {need: bound[need] for need in spec.needs if need in bound}
-        deployment = serve.deployment(cls, name=spec.name).options(**options[spec.name])
-        bound[spec.backend] = deployment.bind(settings_dict, **deps)
-
-    from serve_app.ingress import Ingress
+    from serve_app.ingress import Ingress  # the composition root binds the ingress (import-linter allows this one)
 
     ingress = serve.deployment(Ingress, name="Ingress").options(**options["Ingress"])
-    return ingress.bind(settings_dict, **bound)
+    return ingress.bind(settings.for_replica(INGRESS_SECTIONS), **bound)
 
 
 def _check_cluster_gpus(options: dict[str, dict[str, Any]]) -> None:

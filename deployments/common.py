@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from serve_app.settings import Settings
+from contracts.logs import configure_logging
+from contracts.settings import Settings
+
+__all__ = ["configure_logging", "load_settings"]
 
 
-def load_settings(settings: dict[str, Any] | Settings | None) -> Settings:
-    """Deployments receive the driver's settings as a dict (the ingress and every replica agree)."""
-    if isinstance(settings, Settings):
-        return settings
-    return Settings(**(settings or {}))
-
-
-def configure_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
+def load_settings(bound: dict[str, Any] | Settings | None) -> Settings:
+    """A replica's settings: the non-secret sections it was bound with, then its own environment (secrets)."""
+    if isinstance(bound, Settings):
+        return bound
+    return Settings.from_bound(bound)

@@ -13,11 +13,11 @@ from engines.embeddings import Kind, load_embedder
 class Embeddings:
     def __init__(self, settings: dict[str, Any] | None = None) -> None:
         self.settings = load_settings(settings)
-        self.model_name = self.settings.embedding_model
+        self.model_name = self.settings.embeddings.model
         self.engine = load_embedder(self.model_name)
 
     def reconfigure(self, config: dict[str, Any]) -> None:
-        model = (config or {}).get("model") or self.settings.embedding_model
+        model = (config or {}).get("model") or self.settings.embeddings.model
         if model != self.model_name:
             self.engine = load_embedder(model)
             self.model_name = model

@@ -27,11 +27,11 @@ import httpx
 
 from deployments.common import configure_logging, load_settings
 from serve_app.backends import as_backend
-from serve_app.db.models import utcnow
-from serve_app.db.session import Database
-from serve_app.errors import ApiError, ServiceUnavailable, find_api_error
-from serve_app.services import job_queue
-from serve_app.services.job_queue import ClaimedJob, DueWebhook
+from persistence.models import utcnow
+from persistence.session import Database
+from contracts.errors import DomainError, Unavailable, find_domain_error
+from persistence import jobs as job_queue
+from persistence.jobs import ClaimedJob, DueWebhook
 from serve_app.services.webhooks import deliver, retry_delay
 
 log = logging.getLogger("khuluma.jobs")
@@ -127,10 +127,10 @@ class Jobs:
         self._wake = asyncio.Event()
         if ready is not None:
             ready.set()
-        timeout = httpx.Timeout(self.settings.webhook_timeout_seconds)
+        timeout = httpx.Timeout(self.settings.webhooks.timeout_seconds)
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False) as client:
             self._client = client
-            log.info("jobs worker %s started (concurrency %d)", self.worker, self.settings.job_concurrency)
+            log.info("jobs worker %s started (concurrency %d)", self.worker, self.settings.jobs.concurrency)
             while not self._stopping:
                 try:
                     await self._tick()
@@ -145,7 +145,7 @@ class Jobs:
                 task.cancel()
 
     async def _sleep_seconds(self) -> float:
-        poll = self.settings.job_poll_seconds
+        poll = self.settings.jobs.poll_seconds
         try:
             due = await asyncio.to_thread(job_queue.next_due, self.db)
         except Exception:  # noqa: BLE001
@@ -156,16 +156,16 @@ class Jobs:
 
     async def _tick(self) -> None:
         s = self.settings
-        for upload_id in await asyncio.to_thread(job_queue.fail_exhausted, self.db, s.job_max_attempts):
+        for upload_id in await asyncio.to_thread(job_queue.fail_exhausted, self.db, s.jobs.max_attempts):
             log.warning("job %s failed: too many attempts", upload_id)
-        free = max(0, s.job_concurrency - len(self._jobs))
+        free = max(0, s.jobs.concurrency - len(self._jobs))
         if free:
-            for job in await asyncio.to_thread(job_queue.claim_jobs, self.db, free, s.job_lease_seconds,
-                                               s.job_max_attempts):
+            for job in await asyncio.to_thread(job_queue.claim_jobs, self.db, free, s.jobs.lease_seconds,
+                                               s.jobs.max_attempts):
                 self._spawn(self._jobs, self._process(job))
         free = WEBHOOK_CONCURRENCY - len(self._hooks)
         if free > 0:
-            hold = s.webhook_timeout_seconds + 30.0
+            hold = s.webhooks.timeout_seconds + 30.0
             for hook in await asyncio.to_thread(job_queue.claim_webhooks, self.db, free, hold):
                 self._spawn(self._hooks, self._deliver(hook))
 
@@ -183,7 +183,7 @@ class Jobs:
     # ------------------------------------------------------------------ one job
 
     async def _keep_lease(self, lease: _Lease) -> None:
-        interval = max(0.05, self.settings.job_lease_seconds / 3)
+        interval = max(0.05, self.settings.jobs.lease_seconds / 3)
         while True:
             try:
                 await asyncio.wait_for(lease.stop.wait(), interval)
@@ -191,7 +191,7 @@ class Jobs:
             except (asyncio.TimeoutError, TimeoutError):
                 pass
             renewed = await asyncio.to_thread(job_queue.renew_lease, self.db, lease.job,
-                                              self.settings.job_lease_seconds)
+                                              self.settings.jobs.lease_seconds)
             if renewed is None:
                 lease.lost = True
                 log.warning("job %s: lease lost (another worker took it over)", lease.job.upload_id)
@@ -207,7 +207,7 @@ class Jobs:
         seconds = 0.0
         try:
             if self.transcription is None:
-                raise ServiceUnavailable("The transcription capability is not deployed.")
+                raise Unavailable("The transcription capability is not deployed.")
             record = await self.transcription.transcribe(job.path, job.language_code, False, False, False)
             result = job_queue.summarize_record(record)
             seconds = result["audio_length_seconds"]
@@ -217,7 +217,7 @@ class Jobs:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - every failure is reported to the client
-            api_error = exc if isinstance(exc, ApiError) else find_api_error(exc)
+            api_error = exc if isinstance(exc, DomainError) else find_domain_error(exc)
             if api_error is not None:
                 error, status_code = api_error.detail, api_error.status_code
             else:
@@ -228,8 +228,8 @@ class Jobs:
             await keeper
         if lease.lost:
             return
-        if status_code in TRANSIENT_STATUS and job.attempts < self.settings.job_max_attempts:
-            delay = min(self.settings.job_lease_seconds, 5.0 * job.attempts)
+        if status_code in TRANSIENT_STATUS and job.attempts < self.settings.jobs.max_attempts:
+            delay = min(self.settings.jobs.lease_seconds, 5.0 * job.attempts)
             if await asyncio.to_thread(job_queue.requeue, self.db, lease.job, delay):
                 log.warning("job %s: %s; retrying in %.0f s", job.upload_id, error, delay)
             return
@@ -245,11 +245,11 @@ class Jobs:
         s = self.settings
         attempt = hook.attempts + 1
         outcome = await deliver(self._client, hook.url, hook.payload, hook.secret, attempt,
-                                s.webhook_allow_private)
+                                s.webhooks.allow_private)
         retry_in = None
         if not outcome.delivered and not outcome.permanent:
-            retry_in = retry_delay(attempt, s.webhook_backoff_seconds, s.webhook_backoff_max_seconds,
-                                   s.webhook_retry_seconds)
+            retry_in = retry_delay(attempt, s.webhooks.backoff_seconds, s.webhooks.backoff_max_seconds,
+                                   s.webhooks.retry_seconds)
         await asyncio.to_thread(job_queue.webhook_outcome, self.db, hook, delivered=outcome.delivered,
                                 retry_in=retry_in)
         if outcome.delivered:

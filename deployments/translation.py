@@ -19,7 +19,7 @@ from deployments.batching import batched
 from deployments.common import load_settings
 from engines.model_registry import ModelEntry, ModelError, ModelRegistry, install_hint, resolve
 from engines.translation import DecodeOptions, TranslationOutput, Translator, UnsupportedLanguage, load_translator
-from serve_app.errors import BadRequest, ServiceUnavailable
+from contracts.errors import InvalidInput, Unavailable
 from serve_app.services.translate import LANGUAGES
 
 log = logging.getLogger("khuluma.translation")
@@ -34,21 +34,21 @@ class Translation:
         self.engine: Translator | None = None
         self.entry: ModelEntry | None = None
         self.model_ref: str | None = None
-        self.options = DecodeOptions(beam_size=self.settings.translation_beam_size,
-                                     max_length=self.settings.translation_max_length)
+        self.options = DecodeOptions(beam_size=self.settings.translation.beam_size,
+                                     max_length=self.settings.translation.max_length)
         self.load_error: str | None = None
         self._reload_lock = asyncio.Lock()
-        self._apply(self.settings.translation_model, self.options)
+        self._apply(self.settings.translation.model, self.options)
 
     # ----------------------------------------------------------------------------------- model loading
 
     def _load(self, ref: str, options: DecodeOptions) -> tuple[Translator, ModelEntry]:
         s = self.settings
-        prefer = "transformers" if s.translation_backend == "transformers" else "ctranslate2"
+        prefer = "transformers" if s.translation.backend == "transformers" else "ctranslate2"
         entry = resolve(self.registry, ref, "translation", prefer=prefer)
         try:
-            engine = load_translator(entry.path, entry.backend, entry.name, options, s.translation_device,
-                                     s.translation_compute_type, s.translation_threads)
+            engine = load_translator(entry.path, entry.backend, entry.name, options, s.translation.device,
+                                     s.translation.compute_type, s.translation.threads)
         except ImportError as exc:
             raise ModelError(f"The {entry.backend} backend needs the `transformers` extra "
                              f"(pip install 'khuluma[transformers]'): {exc}") from exc
@@ -80,9 +80,9 @@ class Translation:
     async def reconfigure(self, config: dict[str, Any] | None) -> None:
         """Serve ``user_config``: ``model`` (null: the setting), optional ``beam_size`` and ``max_length``."""
         config = dict(config or {})
-        ref = config.get("model") or self.settings.translation_model
-        options = replace(self.options, beam_size=int(config.get("beam_size") or self.settings.translation_beam_size),
-                          max_length=int(config.get("max_length") or self.settings.translation_max_length))
+        ref = config.get("model") or self.settings.translation.model
+        options = replace(self.options, beam_size=int(config.get("beam_size") or self.settings.translation.beam_size),
+                          max_length=int(config.get("max_length") or self.settings.translation.max_length))
         async with self._reload_lock:
             if ref == self.model_ref and (self.engine is not None or not ref) and self.load_error is None:
                 if self.engine is not None:  # same model: new decoding options apply to the next batch
@@ -100,8 +100,8 @@ class Translation:
         engine = self.engine
         if engine is None:
             if self.load_error:
-                raise ServiceUnavailable(f"The translation model could not be loaded: {self.load_error}")
-            raise ServiceUnavailable(NOT_INSTALLED)
+                raise Unavailable(f"The translation model could not be loaded: {self.load_error}")
+            raise Unavailable(NOT_INSTALLED)
         return engine
 
     async def translate(self, text: str, source: str, target: str) -> str:
@@ -125,22 +125,22 @@ class Translation:
     def _check(engine: Translator, source: str, target: str) -> None:
         missing = [c for c in (source, target) if c not in engine.languages]
         if missing:
-            raise BadRequest(f"The installed translation model {engine.name} does not support "
+            raise InvalidInput(f"The installed translation model {engine.name} does not support "
                              f"{', '.join(missing)}.")
 
     @batched(max_batch_size=32, batch_wait_timeout_s=0.01)
     async def _translate_batched(self, items: list[tuple[str, str, str]]) -> list[TranslationOutput | Exception]:
         engine = self.engine  # this batch stays on this model even if a reload swaps the reference meanwhile
         if engine is None:
-            return [ServiceUnavailable(NOT_INSTALLED) for _ in items]
+            return [Unavailable(NOT_INSTALLED) for _ in items]
         ok = [i for i, (_, src, tgt) in enumerate(items) if src in engine.languages and tgt in engine.languages]
         results: list[TranslationOutput | Exception] = [
-            BadRequest(f"The installed translation model {engine.name} does not support this language pair.")
+            InvalidInput(f"The installed translation model {engine.name} does not support this language pair.")
             for _ in items]
         try:
             outputs = await asyncio.to_thread(engine.translate_batch, [items[i] for i in ok])
         except UnsupportedLanguage as exc:
-            return [BadRequest(str(exc)) for _ in items]
+            return [InvalidInput(str(exc)) for _ in items]
         for i, output in zip(ok, outputs):
             results[i] = output
         return results

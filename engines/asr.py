@@ -17,7 +17,7 @@ code        language               model
 size name that faster-whisper can load from its cache: nothing is downloaded here when offline). Any code may be
 configured (e.g. ``xho``). Models load lazily, once, and are shared by every thread of the process.
 
-A request for a code without a model is a :class:`BadRequest` (400) that names the setting to configure.
+A request for a code without a model is a :class:`InvalidInput` (400) that names the setting to configure.
 
 Auto-detection (:meth:`SpeechRecognizer.detect`) runs Whisper's language detection on up to 30 s of speech and
 keeps only the languages that have a model (afr/eng/fra with Whisper base, plus configured languages that have a
@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from serve_app.errors import BadRequest, GatewayTimeout, ServiceUnavailable
+from contracts.errors import InvalidInput, TimedOut, Unavailable
 
 log = logging.getLogger("khuluma.asr")
 
@@ -175,13 +175,13 @@ class SpeechRecognizer:
         if code in LANGUAGES:
             lang = LANGUAGES[code]
             target = "zul" if code == "cs-zul" else code
-            raise BadRequest(
+            raise InvalidInput(
                 f"lang_code '{code}' ({lang.name}) has no speech model on this server: Whisper base does not "
                 f"cover it. An operator can configure one with {SETTING}='{{\"{target}\": \"<model directory or "
                 f"Hugging Face id>\"}}' (a faster-whisper / CTranslate2 Whisper model fine-tuned for "
                 f"{LANGUAGES[target].name}). Languages available now: {', '.join(sorted(routes))}."
             )
-        raise BadRequest(
+        raise InvalidInput(
             f"Invalid request: field 'lang_code': unsupported language code '{lang_code}'. "
             f"Accepted codes: {', '.join(LANGUAGES)} (available on this server: {', '.join(sorted(routes))})."
         )
@@ -222,7 +222,7 @@ class SpeechRecognizer:
         except Exception as exc:  # noqa: BLE001 - missing directory, no network for a hub id, bad files
             which = "default Whisper model (KHULUMA_WHISPER_MODEL)" if key == DEFAULT_MODEL else \
                 f"speech model for '{key}' ({SETTING})"
-            raise ServiceUnavailable(
+            raise Unavailable(
                 f"The {which} '{ref}' could not be loaded: {type(exc).__name__}: {exc}. Point the setting at a "
                 f"faster-whisper (CTranslate2) model directory."
             ) from None
@@ -278,7 +278,7 @@ class SpeechRecognizer:
         """Segments of the speech ``chunks`` of ``audio`` (samples), times in seconds from ``offset``.
 
         Only speech is decoded: the chunks are packed end to end and times are mapped back. ``deadline``
-        (``time.time()``) raises :class:`GatewayTimeout` between segments once passed.
+        (``time.time()``) raises :class:`TimedOut` between segments once passed.
         """
         if not chunks:
             return
@@ -304,7 +304,7 @@ class SpeechRecognizer:
         )
         for segment in restore_speech_timestamps(segments, chunks, SAMPLE_RATE):
             if deadline is not None and time.time() > deadline:
-                raise GatewayTimeout("Transcription took longer than the time limit.")
+                raise TimedOut("Transcription took longer than the time limit.")
             words = [WordTiming(w.word, round(float(w.start) + offset, 3), round(float(w.end) + offset, 3),
                                 round(float(w.probability), 4)) for w in (segment.words or [])]
             yield SpeechSegment(round(float(segment.start) + offset, 3), round(float(segment.end) + offset, 3),

@@ -7,7 +7,7 @@
   230 MB per hour), for the steps that need it all (diarisation, music detection).
 
 Errors are the service's: no audio stream, a file FFmpeg cannot parse, or a format outside the allow-list ->
-:class:`UnsupportedMediaType` (415); an empty file or one with no samples -> :class:`BadRequest` (400).
+:class:`UnsupportedMedia` (415); an empty file or one with no samples -> :class:`InvalidInput` (400).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-from serve_app.errors import BadRequest, UnsupportedMediaType
+from contracts.errors import InvalidInput, UnsupportedMedia
 
 log = logging.getLogger("khuluma.audio")
 
@@ -66,11 +66,11 @@ def _mime_type(format_name: str, codec: str, has_video: bool) -> str:
 def _open(path: Path) -> av.container.InputContainer:
     size = path.stat().st_size
     if size == 0:
-        raise BadRequest("The uploaded file is empty (0 bytes).")
+        raise InvalidInput("The uploaded file is empty (0 bytes).")
     try:
         return av.open(str(path), options={"format_whitelist": ",".join(ALLOWED_DEMUXERS)})
     except av.FFmpegError as exc:
-        raise UnsupportedMediaType(
+        raise UnsupportedMedia(
             f"Unsupported media type: the file is not audio in a supported format ({SUPPORTED_FORMATS}) "
             f"or it is corrupt ({type(exc).__name__})."
         ) from None
@@ -79,7 +79,7 @@ def _open(path: Path) -> av.container.InputContainer:
 def _audio_stream(container: av.container.InputContainer) -> av.audio.stream.AudioStream:
     if not container.streams.audio:
         kinds = ", ".join(sorted({s.type for s in container.streams})) or "none"
-        raise UnsupportedMediaType(f"Unsupported media type: the file has no audio stream (streams: {kinds}).")
+        raise UnsupportedMedia(f"Unsupported media type: the file has no audio stream (streams: {kinds}).")
     return container.streams.audio[0]
 
 
@@ -144,7 +144,7 @@ def iter_audio(path: Path, block_seconds: float = 30.0, info: AudioInfo | None =
                         filled = 0
         except av.FFmpegError as exc:
             if emitted + filled == 0:
-                raise UnsupportedMediaType(
+                raise UnsupportedMedia(
                     f"Unsupported media type: the audio stream could not be decoded ({type(exc).__name__}); "
                     f"the file is corrupt or not in a supported format ({SUPPORTED_FORMATS})."
                 ) from None
@@ -191,7 +191,7 @@ def load_audio(path: Path, info: AudioInfo | None = None) -> np.ndarray:
         audio[n:n + chunk.size] = chunk
         n += chunk.size
     if n == 0:
-        raise BadRequest("The audio file contains no samples (zero-length audio).")
+        raise InvalidInput("The audio file contains no samples (zero-length audio).")
     return audio[:n] if n == audio.size else audio[:n].copy()
 
 

@@ -4,8 +4,8 @@ The format is chosen from the file name's extension, then the declared content t
 (``%PDF``, a zip holding ``word/document.xml``, ``<html``). Extraction uses maintained libraries: pypdf,
 python-docx, html2text, charset-normalizer for text encodings; CSV and JSON use the standard library.
 
-Errors: a format we do not read, or a file the parser cannot read -> :class:`UnsupportedMediaType` (415);
-a readable file without any text (e.g. a scanned PDF without a text layer) -> :class:`BadRequest` (400).
+Errors: a format we do not read, or a file the parser cannot read -> :class:`UnsupportedMedia` (415);
+a readable file without any text (e.g. a scanned PDF without a text layer) -> :class:`InvalidInput` (400).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from serve_app.errors import BadRequest, UnsupportedMediaType
+from contracts.errors import InvalidInput, UnsupportedMedia
 
 SUPPORTED_EXTENSIONS: dict[str, str] = {
     ".txt": "text", ".text": "text", ".md": "markdown", ".markdown": "markdown",
@@ -65,7 +65,7 @@ def detect_kind(filename: str, content_type: str | None, head: bytes) -> str:
     if not suffix and _looks_like_text(head):
         return "text"
     shown = suffix or mime or "unknown type"
-    raise UnsupportedMediaType(f"Unsupported document type ({shown}). Supported: {SUPPORTED_LABEL}.")
+    raise UnsupportedMedia(f"Unsupported document type ({shown}). Supported: {SUPPORTED_LABEL}.")
 
 
 def extract_text(path: Path, filename: str, content_type: str | None = None) -> ExtractedText:
@@ -76,16 +76,16 @@ def extract_text(path: Path, filename: str, content_type: str | None = None) -> 
     reader = _READERS[kind]
     try:
         text = reader(path)
-    except (UnsupportedMediaType, BadRequest):
+    except (UnsupportedMedia, InvalidInput):
         raise
     except Exception as exc:  # noqa: BLE001 - any parser failure means "we cannot read this file"
-        raise UnsupportedMediaType(
+        raise UnsupportedMedia(
             f"Could not read '{filename}' as {kind.upper()}: {type(exc).__name__}: {str(exc)[:200]}"
         ) from None
     text = normalise_whitespace(text)
     if not text.strip():
         hint = " (a scanned PDF without a text layer? OCR is not supported)" if kind == "pdf" else ""
-        raise BadRequest(f"Field 'file': the document '{filename}' contains no text{hint}.")
+        raise InvalidInput(f"Field 'file': the document '{filename}' contains no text{hint}.")
     return ExtractedText(text=text, kind=kind, mime_type=MIME_TYPES[kind])
 
 
@@ -110,13 +110,13 @@ def decode_bytes(data: bytes) -> str:
     except UnicodeDecodeError:
         pass
     if b"\x00" in data[:8192]:
-        raise UnsupportedMediaType("The file is binary, not text.")
+        raise UnsupportedMedia("The file is binary, not text.")
     from charset_normalizer import from_bytes
 
     matches = from_bytes(data)
     best = matches.best()
     if best is None:
-        raise UnsupportedMediaType("The file's text encoding could not be recognised.")
+        raise UnsupportedMedia("The file's text encoding could not be recognised.")
     # Short Latin texts fit several code pages equally well; Windows-1252 is what Southern African
     # (Afrikaans, English, Bantu-language) legacy files use, so it wins a tie.
     tied = [m for m in matches if m.chaos == best.chaos and m.coherence == best.coherence]
@@ -128,7 +128,7 @@ def decode_bytes(data: bytes) -> str:
 def _read_text(path: Path) -> str:
     data = path.read_bytes()
     if not _looks_like_text(data[:8192]):
-        raise UnsupportedMediaType("The file is binary, not text.")
+        raise UnsupportedMedia("The file is binary, not text.")
     return decode_bytes(data)
 
 
@@ -137,17 +137,17 @@ def _read_pdf(path: Path) -> str:
 
     reader = PdfReader(str(path))
     if reader.is_encrypted and not reader.decrypt(""):
-        raise UnsupportedMediaType("The PDF is password-protected.")
+        raise UnsupportedMedia("The PDF is password-protected.")
     pages = [(page.extract_text() or "") for page in reader.pages]
     return "\n\n".join(p.strip() for p in pages if p.strip())
 
 
 def _read_docx(path: Path) -> str:
     if not zipfile.is_zipfile(path):
-        raise UnsupportedMediaType("Not a .docx file (not a zip archive; old binary .doc is not supported).")
+        raise UnsupportedMedia("Not a .docx file (not a zip archive; old binary .doc is not supported).")
     with zipfile.ZipFile(path) as zf:
         if "word/document.xml" not in zf.namelist():
-            raise UnsupportedMediaType("Not a .docx file (the archive has no word/document.xml).")
+            raise UnsupportedMedia("Not a .docx file (the archive has no word/document.xml).")
     import docx
 
     document = docx.Document(str(path))
@@ -229,7 +229,7 @@ def _read_json(path: Path) -> str:
     try:
         value = json.loads(_read_text(path))
     except json.JSONDecodeError as exc:
-        raise UnsupportedMediaType(f"The file is not valid JSON: {exc}") from None
+        raise UnsupportedMedia(f"The file is not valid JSON: {exc}") from None
     return _join_json_fields(value)
 
 
@@ -240,7 +240,7 @@ def _read_jsonl(path: Path) -> str:
             try:
                 values.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise UnsupportedMediaType(f"Line {number} is not valid JSON: {exc}") from None
+                raise UnsupportedMedia(f"Line {number} is not valid JSON: {exc}") from None
     return "\n\n".join(_join_json_fields(v) for v in values)
 
 

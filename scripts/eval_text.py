@@ -60,7 +60,7 @@ def main() -> None:
     table("Sentiment (3 classes)", ["language", "n", "accuracy", "macro-F1"],
           [[k, str(s.n), f"{s.accuracy:.3f}", f"{s.macro_f1:.3f}"] for k, s in sent.items()], args.markdown)
 
-    ner = evaluate_ner(EntityRecogniser(args.ner_model), identifier)
+    ner = evaluate_ner(EntityRecogniser(args.text.ner_model), identifier)
     table("NER (exact span + type; person/location/organisation/date)",
           ["language", "sentences", "precision", "recall", "F1", "text[start:end]==word"],
           [[k, str(s.sentences), f"{s.precision:.3f}", f"{s.recall:.3f}", f"{s.f1:.3f}", str(s.offsets_ok)]

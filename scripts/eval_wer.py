@@ -84,7 +84,7 @@ def evaluate(languages: list[str], limit: int | None = None, auto: bool = False,
              verbose: bool = False) -> dict[str, dict]:
     """WER per language (and the detected languages when ``auto``)."""
     from engines.pipeline import get_pipeline
-    from serve_app.settings import Settings
+    from contracts.settings import Settings
 
     pipeline = get_pipeline(settings or Settings())
     results: dict[str, dict] = {}

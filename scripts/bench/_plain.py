@@ -24,7 +24,7 @@ from deployments.app import build_in_process
 from serve_app.app import create_app
 from serve_app.backends import Backends
 from serve_app.context import build_context, set_context
-from serve_app.settings import Settings
+from contracts.settings import Settings
 settings = Settings(**json.loads(sys.argv[1]))
 capabilities = [c for c in sys.argv[2].split(",") if c]
 set_context(build_context(settings, build_in_process(settings, capabilities) if capabilities else Backends()))

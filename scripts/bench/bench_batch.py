@@ -54,12 +54,12 @@ def bare_faster_whisper(settings, paths: list[Path]) -> float:
 
     from engines.whisper_weights import ensure_whisper_base
 
-    model_dir = settings.whisper_model or str(ensure_whisper_base(settings.data_dir))
-    model = WhisperModel(model_dir, device="cpu", compute_type=settings.whisper_compute_type,
+    model_dir = settings.whisper.model or str(ensure_whisper_base(settings.data_dir))
+    model = WhisperModel(model_dir, device="cpu", compute_type=settings.whisper.compute_type,
                          cpu_threads=os.cpu_count() or 1)
 
     def run(path: Path) -> str:
-        segments, _ = model.transcribe(str(path), language="en", beam_size=settings.whisper_beam_size)
+        segments, _ = model.transcribe(str(path), language="en", beam_size=settings.whisper.beam_size)
         return " ".join(s.text for s in segments)
 
     run(paths[0])  # warm-up
@@ -74,7 +74,7 @@ def run_batch(settings, db, folder: Path, workers: int, label: str) -> tuple[flo
     from cluster.batch import BatchCoordinator
     from cluster.storage import issue_upload_credential
     from serve_app.cli.batch import upload_directory
-    from serve_app.db.models import Batch, new_uuid
+    from persistence.models import Batch, new_uuid
     from serve_app.services.batch import _start_processing
 
     batch_id = new_uuid()
@@ -106,17 +106,17 @@ def main() -> None:
     import ray
 
     from cluster.storage import LocalSeaweedFS
-    from serve_app.db.session import Database
-    from serve_app.settings import Settings
+    from persistence.session import Database
+    from contracts.settings import Settings
 
     work = Path(tempfile.mkdtemp(prefix="khuluma-bench-batch-"))
     data_dir = work / "data"
     settings = Settings(data_dir=data_dir, _env_file=None)
     settings.ensure_dirs()
-    storage = LocalSeaweedFS(work / "seaweedfs", settings.s3_access_key, settings.s3_secret_key)
+    storage = LocalSeaweedFS(work / "seaweedfs", settings.s3.access_key, settings.s3.secret_key)
     settings = settings.model_copy(update={"s3_endpoint_url": storage.start()})
     try:
-        db = Database(settings.db_url)
+        db = Database.migrated(settings.db_url)
         files = make_audio(work / "audio", args.files)
         warm = work / "warm"
         warm.mkdir()

@@ -96,7 +96,7 @@ def main() -> None:
     print(f"found {len(speakers)} speakers in {len(turns)} turns, music spans {music}")
 
     from deployments.transcription import Transcription
-    from serve_app.settings import Settings
+    from contracts.settings import Settings
 
     service = Transcription(Settings(_env_file=None).model_dump(mode="json"))
     with tempfile.TemporaryDirectory() as tmp:

@@ -43,7 +43,7 @@ def main() -> None:
     from serve_app.app import create_app
     from serve_app.backends import Backends
     from serve_app.context import build_context, set_context
-    from serve_app.settings import Settings
+    from contracts.settings import Settings
     from serve_app.tokens import create_token
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-jobs-"))

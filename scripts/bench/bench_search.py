@@ -153,8 +153,8 @@ def serve(config_path: str) -> None:
     from serve_app.app import create_app
     from serve_app.backends import Backends
     from serve_app.context import build_context, set_context
-    from serve_app.db.models import Document, KnowledgeBase
-    from serve_app.settings import Settings
+    from persistence.models import Document, KnowledgeBase
+    from contracts.settings import Settings
     from serve_app.tokens import create_token
 
     cfg = json.loads(Path(config_path).read_text())

@@ -28,12 +28,12 @@ def main() -> None:
     args = ap.parse_args()
 
     data = tempfile.mkdtemp(prefix="khuluma-bench-")
-    from serve_app.db.session import Database
-    from serve_app.settings import Settings
+    from persistence.session import Database
+    from contracts.settings import Settings
     from serve_app.tokens import create_token
 
     settings = Settings(data_dir=data)
-    token = create_token(Database(settings.db_url), "bench")[0]
+    token = create_token(Database.migrated(settings.db_url), "bench")[0]
     headers = {"X-CLIENT-TOKEN": token}
 
     # Ray Serve: the ingress alone (no model deployments), configured as `khuluma serve` does.

@@ -115,11 +115,11 @@ def main() -> None:
 
     data = tempfile.mkdtemp(prefix="khuluma-bench-text-")
     settings = {"data_dir": data}
-    from serve_app.db.session import Database
-    from serve_app.settings import Settings
+    from persistence.session import Database
+    from contracts.settings import Settings
     from serve_app.tokens import create_token
 
-    token = create_token(Database(Settings(data_dir=data).db_url), "bench")[0]
+    token = create_token(Database.migrated(Settings(data_dir=data).db_url), "bench")[0]
     headers = {"X-CLIENT-TOKEN": token, "Content-Type": "application/json"}
     # distinct inputs per request (a number appended) so nothing is answered from a cache
     ner_items = [f"{t} Ref {i}." for i, t in zip(range(512), itertools.cycle(NER_TEXTS))]

@@ -110,7 +110,7 @@ class ServiceSystem:
         from ray import serve
 
         from deployments.app import build_app
-        from serve_app.db.session import Database
+        from persistence.session import Database
         from serve_app.tokens import create_token
 
         cfg = load_serve_config(ROOT / "configs" / "serve.yaml")
@@ -123,7 +123,7 @@ class ServiceSystem:
         serve.run(build_app(args), name="khuluma-bench", route_prefix="/", blocking=False)
         self.url = f"http://127.0.0.1:{port}"
         settings.ensure_dirs()
-        self.token = create_token(Database(settings.db_url), "bench", "bench")[0]
+        self.token = create_token(Database.migrated(settings.db_url), "bench", "bench")[0]
         _wait(self.url + "/api/v1/health", 600)
         self.replicas = cfg["deployments"].get("Transcription", {})
 
@@ -202,7 +202,7 @@ def main() -> None:
     clients = [int(c) for c in args.clients.split(",")]
 
     from engines.whisper_weights import ensure_whisper_base
-    from serve_app.settings import Settings
+    from contracts.settings import Settings
 
     workdir = Path(tempfile.mkdtemp(prefix="khuluma-bench-asr-"))
     settings = Settings(data_dir=workdir / "data", _env_file=None)

@@ -91,11 +91,11 @@ def main() -> None:
 
     settings = {"data_dir": data, "translation_model": str(model_dir), "translation_beam_size": args.beam,
                 "translation_max_length": args.max_length, "translation_threads": args.threads}
-    from serve_app.db.session import Database
-    from serve_app.settings import Settings
+    from persistence.session import Database
+    from contracts.settings import Settings
     from serve_app.tokens import create_token
 
-    token = create_token(Database(Settings(data_dir=data).db_url), "bench")[0]
+    token = create_token(Database.migrated(Settings(data_dir=data).db_url), "bench")[0]
     headers = {"X-CLIENT-TOKEN": token, "Content-Type": "application/json"}
     bodies = itertools.cycle([json.dumps(r).encode() for r in requests])
 

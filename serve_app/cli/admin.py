@@ -6,8 +6,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from serve_app.db.session import Database
-from serve_app.settings import get_settings
+from persistence.session import Database
+from contracts.settings import get_settings
 from serve_app.tokens import create_token, list_tokens, revoke_token
 
 token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
@@ -18,7 +18,7 @@ console = Console()
 def _db() -> Database:
     settings = get_settings()
     settings.ensure_dirs()
-    return Database(settings.db_url)
+    return Database.migrated(settings.db_url)  # a CLI command may be the first thing run on a new machine
 
 
 @token_app.command("create")

@@ -22,7 +22,7 @@ from engines.model_registry import (
     add_local,
     pull,
 )
-from serve_app.settings import get_settings
+from contracts.settings import get_settings
 
 app = typer.Typer(help="Install and list models (translation, speech, NER).", no_args_is_help=True)
 console = Console()

@@ -13,7 +13,7 @@ import typer
 import yaml
 from rich.console import Console
 
-from serve_app.settings import Settings
+from contracts.settings import Settings
 
 console = Console(stderr=True)
 DEFAULT_CONFIG = Path("configs/serve.yaml")
@@ -59,9 +59,9 @@ def serve(
     settings = settings.model_copy(update={"host": bind_host, "port": int(bind_port)})
     settings.ensure_dirs()
 
-    from serve_app.db.session import Database
+    from persistence.session import Database
 
-    Database(settings.db_url)  # migrate before any replica starts
+    Database.migrated(settings.db_url)  # migrations run once, before any replica starts
     stop_event = threading.Event()
     cleanups: list[Any] = []
     try:
@@ -102,13 +102,13 @@ def _cleanup(cleanups: list[Any]) -> None:
 
 
 def _start_storage(settings: Settings, enabled: bool, cleanups: list[Any]) -> Settings:
-    if settings.s3_endpoint_url or not enabled:
+    if settings.s3.endpoint_url or not enabled:
         return settings
     try:
         from cluster.storage import LocalSeaweedFS
     except ImportError:  # storage capability not installed in this build
         return settings
-    server = LocalSeaweedFS(settings.data_dir / "seaweedfs", settings.s3_access_key, settings.s3_secret_key)
+    server = LocalSeaweedFS(settings.data_dir / "seaweedfs", settings.s3.access_key, settings.s3.secret_key)
     endpoint = server.start()
     cleanups.append(server.stop)
     console.print(f"Object storage (SeaweedFS) at {endpoint}")

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Response, WebSocket
 from fastapi.responses import FileResponse, JSONResponse
 
 from serve_app.auth import Caller, Ctx, authenticate
-from serve_app.context import current_context
-from serve_app.errors import ApiError
+from contracts.errors import DomainError
+from serve_app.errors import error_response
 from serve_app.schemas.meta import Health, Metadata, ModelsListing
 from serve_app.services import meta
 from serve_app.services import transcription as transcription_service
@@ -47,14 +47,13 @@ async def stream_auth(caller: Caller):
 
 
 @router.websocket("/ws/stream-transcribe")
-async def stream_transcribe(websocket: WebSocket):
+async def stream_transcribe(websocket: WebSocket, ctx: Ctx):
     """Streaming transcription. Authenticates (X-CLIENT-TOKEN header or `token` query) before accepting."""
     token = websocket.headers.get("x-client-token") or websocket.query_params.get("token")
     try:
-        ctx = current_context()
         caller = await authenticate(ctx, token)
-    except ApiError as exc:
-        denial = JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+    except DomainError as exc:
+        denial = error_response(exc)
         try:
             await websocket.send_denial_response(denial)
         except RuntimeError:  # server without the denial-response extension

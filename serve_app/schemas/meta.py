@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from contracts.capabilities import CapabilityInfo
+
 
 class Metadata(BaseModel):
     version: str
@@ -21,22 +23,5 @@ class Health(BaseModel):
     deployments: list[DeploymentHealth]
 
 
-class LanguageSupport(BaseModel):
-    code: str
-    name: str
-    supported: bool
-    model: str | None = None
-    note: str | None = None
-
-
-class CapabilityModels(BaseModel):
-    capability: str
-    installed: bool
-    model: str | None = None
-    backend: str | None = None
-    languages: list[LanguageSupport] = Field(default_factory=list)
-    note: str | None = None
-
-
 class ModelsListing(BaseModel):
-    capabilities: list[CapabilityModels]
+    capabilities: list[CapabilityInfo]

@@ -15,9 +15,9 @@ import anyio
 from sqlalchemy import select, update
 
 from serve_app.context import AppContext
-from serve_app.db.models import Batch, BatchItem, UsageRecord, new_uuid, utcnow
-from serve_app.db.session import Database
-from serve_app.errors import ApiError, BadRequest, NotFound, ServiceUnavailable
+from persistence.models import Batch, BatchItem, UsageRecord, new_uuid, utcnow
+from persistence.session import Database
+from contracts.errors import DomainError, InvalidInput, NotFound, Unavailable
 from serve_app.tokens import Principal
 
 log = logging.getLogger(__name__)
@@ -30,9 +30,9 @@ def _check_language(ctx: AppContext, lang_code: str | None) -> str | None:
     if lang_code is None or not lang_code.strip():
         return None
     code = lang_code.strip()
-    accepted = list(LANGUAGE_CODES) + [c for c in ctx.settings.whisper_language_models if c not in LANGUAGE_CODES]
+    accepted = list(LANGUAGE_CODES) + [c for c in ctx.settings.whisper.language_models if c not in LANGUAGE_CODES]
     if code not in accepted:
-        raise BadRequest(f"Invalid request: field 'lang_code': '{code}' is not supported; use one of "
+        raise InvalidInput(f"Invalid request: field 'lang_code': '{code}' is not supported; use one of "
                          f"{', '.join(accepted)}, or leave it out to detect the language of each file.")
     return code
 
@@ -43,10 +43,10 @@ def _storage_call(fn: Any, *args: Any) -> Any:
 
     try:
         return fn(*args)
-    except ApiError:
+    except DomainError:
         raise
     except (BotoCoreError, ClientError) as exc:
-        raise ServiceUnavailable(f"Object storage is unavailable: {exc}") from None
+        raise Unavailable(f"Object storage is unavailable: {exc}") from None
 
 
 async def create(ctx: AppContext, caller: Principal, lang_code: str | None) -> dict[str, Any]:
@@ -60,7 +60,7 @@ async def create(ctx: AppContext, caller: Principal, lang_code: str | None) -> d
         with ctx.db.session() as s:
             s.add(Batch(id=batch_id, customer_id=caller.customer_id, project_id=caller.project_id,
                         keychain_id=caller.token_id, status="CREATED", language_code=language,
-                        bucket=ctx.settings.s3_bucket))
+                        bucket=ctx.settings.s3.bucket))
 
     await anyio.to_thread.run_sync(insert)
     return {"batch_id": batch_id, "blob_endpoint": blob_endpoint(ctx.settings, batch_id),
@@ -108,7 +108,7 @@ async def process(ctx: AppContext, caller: Principal, batch_id: str, diarise: bo
     storage = batch_storage(ctx.settings, batch)
     objects = await anyio.to_thread.run_sync(_storage_call, list_objects, storage, batch_prefix(batch_id))
     if not objects:
-        raise BadRequest("No files have been uploaded to this batch yet: upload them to its blob_endpoint with "
+        raise InvalidInput("No files have been uploaded to this batch yet: upload them to its blob_endpoint with "
                          "its sas_token (see docs/batch.md), then call process.")
     started = await anyio.to_thread.run_sync(_start_processing, ctx.db, batch, [o.key for o in objects], diarise)
     if not started:

@@ -17,9 +17,9 @@ from typing import Any
 import anyio
 
 from serve_app.context import AppContext
-from serve_app.db.models import Upload, new_uuid
-from serve_app.errors import BadRequest, NotFound, PayloadTooLarge
-from serve_app.services import job_queue
+from persistence.models import Upload, new_uuid
+from contracts.errors import InvalidInput, NotFound, TooLarge
+from persistence import jobs as job_queue
 from serve_app.services.webhooks import check_webhook_url_async
 from serve_app.tokens import Principal
 from serve_app.uploads import sanitize_filename
@@ -40,21 +40,21 @@ def decode_audio_blob(audio_blob: str, limit_bytes: int, field: str = "audio_blo
     if blob.startswith("data:") and "," in blob[:200]:
         blob = blob.split(",", 1)[1]
     if len(blob) // 4 * 3 > limit_bytes + 3:
-        raise PayloadTooLarge(f"field '{field}' exceeds the limit of {limit_bytes // (1024 * 1024)} MB.")
+        raise TooLarge(f"field '{field}' exceeds the limit of {limit_bytes // (1024 * 1024)} MB.")
     blob = _BASE64_JUNK.sub("", blob)
     if not blob:
-        raise BadRequest(f"field '{field}' is empty.")
+        raise InvalidInput(f"field '{field}' is empty.")
     try:
         if "-" in blob or "_" in blob:
             data = base64.b64decode(blob.translate(str.maketrans("-_", "+/")), validate=True)
         else:
             data = base64.b64decode(blob, validate=True)
     except (binascii.Error, ValueError):
-        raise BadRequest(f"field '{field}' is not valid base64.") from None
+        raise InvalidInput(f"field '{field}' is not valid base64.") from None
     if not data:
-        raise BadRequest(f"field '{field}' is empty.")
+        raise InvalidInput(f"field '{field}' is empty.")
     if len(data) > limit_bytes:
-        raise PayloadTooLarge(f"field '{field}' exceeds the limit of {limit_bytes // (1024 * 1024)} MB.")
+        raise TooLarge(f"field '{field}' exceeds the limit of {limit_bytes // (1024 * 1024)} MB.")
     return data
 
 
@@ -100,7 +100,7 @@ async def v1_process(ctx: AppContext, caller: Principal, upload_id: str, webhook
     jobs = ctx.backends.require("jobs")
     language_code = _check_language(ctx, language_code)
     if webhook is not None and webhook.strip():
-        webhook = await check_webhook_url_async(webhook, ctx.settings.webhook_allow_private)
+        webhook = await check_webhook_url_async(webhook, ctx.settings.webhooks.allow_private)
     else:
         webhook = None
     placed = await anyio.to_thread.run_sync(job_queue.enqueue, ctx.db, upload_id, webhook, language_code)
@@ -117,9 +117,9 @@ def _check_language(ctx: AppContext, language_code: str | None) -> str | None:
     from engines.asr import SpeechRecognizer, normalise_code
 
     try:  # routing only: no model is loaded
-        SpeechRecognizer("default", ctx.settings.whisper_language_models).route(language_code)
-    except BadRequest as exc:
-        raise BadRequest(exc.detail.replace("'lang_code'", "'language_code'")
+        SpeechRecognizer("default", ctx.settings.whisper.language_models).route(language_code)
+    except InvalidInput as exc:
+        raise InvalidInput(exc.detail.replace("'lang_code'", "'language_code'")
                          .replace("lang_code '", "language_code '")) from None
     return normalise_code(language_code)
 

@@ -30,8 +30,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from serve_app.context import AppContext
-from serve_app.db.models import Document, KnowledgeBase, utcnow
-from serve_app.errors import BadRequest, NotFound
+from persistence.models import Document, KnowledgeBase, utcnow
+from contracts.errors import InvalidInput, NotFound
 from serve_app.services.usage import count_tokens, record_usage
 from serve_app.tokens import Principal
 from serve_app.uploads import receive_file
@@ -47,7 +47,7 @@ def _parse_id(value: str, field: str) -> str:
     try:
         return str(uuid.UUID(str(value)))
     except ValueError:
-        raise BadRequest(f"Invalid request: field '{field}' must be a UUID.") from None
+        raise InvalidInput(f"Invalid request: field '{field}' must be a UUID.") from None
 
 
 async def _db(ctx: AppContext, fn: Any, *args: Any) -> Any:
@@ -88,7 +88,7 @@ def _knowledge(ctx: AppContext):  # type: ignore[no-untyped-def]
 async def create_kb(ctx: AppContext, caller: Principal, name: str) -> dict[str, Any]:
     name = name.strip()
     if not name:
-        raise BadRequest("Invalid request: field 'knowledgebase_name' must not be empty.")
+        raise InvalidInput("Invalid request: field 'knowledgebase_name' must not be empty.")
     _knowledge(ctx)  # 503 now rather than a knowledge base that can never hold documents
 
     def insert(session: Session) -> dict[str, Any]:
@@ -134,7 +134,7 @@ async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: 
     kb_id = _parse_id(kb_id, "knowledgebase_id")
     await _db(ctx, _owned_kb, caller, kb_id)
     knowledge = _knowledge(ctx)
-    limit = int(ctx.settings.max_document_mb * 1024 * 1024)
+    limit = int(ctx.settings.search.max_document_mb * 1024 * 1024)
     upload = await receive_file(request, "file", limit, ctx.settings.data_dir / "uploads" / "documents")
     try:
         digest = await anyio.to_thread.run_sync(_sha256, upload.path)
@@ -247,11 +247,11 @@ async def query(ctx: AppContext, caller: Principal, kb_id: str, text: str, langu
 
     kb_id = _parse_id(kb_id, "knowledgebase_id")
     if not text or not text.strip():
-        raise BadRequest("Invalid request: field 'query' must not be empty.")
+        raise InvalidInput("Invalid request: field 'query' must not be empty.")
     try:
         normalise_language(language)
     except ValueError as exc:
-        raise BadRequest(f"Invalid request: field 'language': {exc}.") from None
+        raise InvalidInput(f"Invalid request: field 'language': {exc}.") from None
 
     def hidden_documents(session: Session) -> set[str]:
         _owned_kb(session, caller, kb_id)

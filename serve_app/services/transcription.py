@@ -26,7 +26,7 @@ import anyio
 from fastapi import Request, WebSocket, WebSocketDisconnect
 
 from serve_app.context import AppContext
-from serve_app.errors import ApiError, BadRequest, GatewayTimeout, PayloadTooLarge, ServiceUnavailable
+from contracts.errors import DomainError, InvalidInput, TimedOut, TooLarge, Unavailable
 from serve_app.services.usage import record_usage
 from serve_app.tokens import Principal
 from serve_app.uploads import receive_file, sanitize_filename
@@ -50,7 +50,7 @@ def _uploads(ctx: AppContext) -> Path:
 
 async def _transcribe(ctx: AppContext, caller: Principal, route: str, path: Path, *, lang_code: str | None,
                       diarise: bool = False, detect_music: bool = False, translate: bool = False,
-                      timeout: float, on_timeout: type[ApiError], started: float) -> dict[str, Any]:
+                      timeout: float, on_timeout: type[DomainError], started: float) -> dict[str, Any]:
     """Run the transcription backend with a deadline and meter the call (successful or failed)."""
     backend = ctx.backends.require("transcription")
     remaining = max(0.1, timeout - (time.monotonic() - started))
@@ -61,7 +61,7 @@ async def _transcribe(ctx: AppContext, caller: Principal, route: str, path: Path
             record = await asyncio.wait_for(
                 backend.transcribe(str(path), lang_code, diarise, detect_music, translate, remaining),
                 remaining + _GRACE_SECONDS)
-        except (asyncio.TimeoutError, GatewayTimeout):
+        except (asyncio.TimeoutError, TimedOut):
             raise on_timeout(message) from None
     except Exception:
         await record_usage(ctx, caller, route, status="failed")
@@ -74,7 +74,7 @@ async def _metered(ctx: AppContext, caller: Principal, route: str, receiving: Aw
     """Await the upload step; a rejected upload (400/413/415) is metered as a failed invocation."""
     try:
         return await receiving
-    except ApiError:
+    except DomainError:
         await record_usage(ctx, caller, route, status="failed")
         raise
 
@@ -93,8 +93,8 @@ async def sync_file(ctx: AppContext, caller: Principal, request: Request, lang_c
     try:
         record = await _transcribe(ctx, caller, route, upload.path,
                                    lang_code=lang_code or None, diarise=diarise, detect_music=detect_music,
-                                   translate=translate, timeout=ctx.settings.sync_timeout_seconds,
-                                   on_timeout=GatewayTimeout, started=started)
+                                   translate=translate, timeout=ctx.settings.transcription.sync_timeout_seconds,
+                                   on_timeout=TimedOut, started=started)
     finally:
         await anyio.to_thread.run_sync(upload.delete)
     return _record(record, caller, upload.filename, upload.size)
@@ -106,7 +106,7 @@ async def fast(ctx: AppContext, caller: Principal, request: Request, lang_code: 
                             receive_file(request, "upload", _limit_bytes(ctx), _uploads(ctx)))
     try:
         record = await _transcribe(ctx, caller, ROUTE_FAST, upload.path, lang_code=lang_code or None,
-                                   timeout=ctx.settings.fast_timeout_seconds, on_timeout=ServiceUnavailable,
+                                   timeout=ctx.settings.transcription.fast_timeout_seconds, on_timeout=Unavailable,
                                    started=started)
     finally:
         await anyio.to_thread.run_sync(upload.delete)
@@ -132,7 +132,7 @@ async def v1_sync(ctx: AppContext, caller: Principal, file_name: str, audio_blob
                                                                              audio_blob))
     try:
         record = await _transcribe(ctx, caller, ROUTE_V1_SYNC, path, lang_code=None,
-                                   timeout=ctx.settings.sync_timeout_seconds, on_timeout=GatewayTimeout,
+                                   timeout=ctx.settings.transcription.sync_timeout_seconds, on_timeout=TimedOut,
                                    started=started)
     finally:
         await anyio.to_thread.run_sync(lambda: path.unlink(missing_ok=True))
@@ -219,9 +219,9 @@ def _is_end(text: str) -> tuple[bool, dict[str, Any]]:
     try:
         message = json.loads(text)
     except ValueError:
-        raise BadRequest("Text frames must be \"EOS\" or JSON like {\"type\": \"end\"}.") from None
+        raise InvalidInput("Text frames must be \"EOS\" or JSON like {\"type\": \"end\"}.") from None
     if not isinstance(message, dict):
-        raise BadRequest("Text frames must be JSON objects.")
+        raise InvalidInput("Text frames must be JSON objects.")
     return message.get("type") in ("end", "eos", "EOS"), message
 
 
@@ -246,7 +246,7 @@ async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket) -> No
                 state.total_bytes += len(data)
                 state.since_partial += len(data)
                 if state.total_bytes > limit:
-                    raise PayloadTooLarge(f"The stream exceeds the limit of {limit // (1024 * 1024)} MB of audio.")
+                    raise TooLarge(f"The stream exceeds the limit of {limit // (1024 * 1024)} MB of audio.")
                 if state.since_partial >= PARTIAL_EVERY_SECONDS * BYTES_PER_SECOND:
                     state.since_partial = 0
                     await _stream_step(ctx, state, websocket, final=False)
@@ -267,7 +267,7 @@ async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket) -> No
                     return
     except WebSocketDisconnect:
         await _meter_stream(ctx, caller, state, "failed")
-    except ApiError as exc:
+    except DomainError as exc:
         code = {400: 1008, 413: 1009}.get(exc.status_code, 1011)
         await _meter_stream(ctx, caller, state, "failed")
         await _close_with_error(websocket, exc.detail, code)

@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 from serve_app.context import AppContext
-from serve_app.errors import BadRequest
+from contracts.errors import InvalidInput
 from serve_app.services.usage import count_tokens, record_usage
 from serve_app.tokens import Principal
 
@@ -21,13 +21,13 @@ async def translate(ctx: AppContext, caller: Principal, text: str, source: str, 
     accepted = ", ".join(LANGUAGES)
     for field, code in (("source_lang", source), ("target_lang", target)):
         if code not in LANGUAGES:
-            raise BadRequest(f"Invalid request: field '{field}': unsupported language code '{code}'. "
+            raise InvalidInput(f"Invalid request: field '{field}': unsupported language code '{code}'. "
                              f"Accepted codes: {accepted}.")
     if not text.strip():
-        raise BadRequest("Invalid request: field 'input_text' must not be empty.")
+        raise InvalidInput("Invalid request: field 'input_text' must not be empty.")
     words = count_tokens(text)
-    if words > ctx.settings.max_translation_words:
-        raise BadRequest(f"Text has {words} words; the limit is {ctx.settings.max_translation_words} words.")
+    if words > ctx.settings.translation.max_words:
+        raise InvalidInput(f"Text has {words} words; the limit is {ctx.settings.translation.max_words} words.")
     if source == target:
         translated = text  # documented: identical source and target return the input unchanged
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 
 from serve_app.context import AppContext
-from serve_app.db.models import UsageRecord
+from persistence.models import UsageRecord
 from serve_app.tokens import Principal
 
 

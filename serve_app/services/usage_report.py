@@ -18,8 +18,8 @@ import anyio
 from sqlalchemy import select
 
 from serve_app.context import AppContext
-from serve_app.db.models import UsageRecord
-from serve_app.errors import BadRequest
+from persistence.models import UsageRecord
+from contracts.errors import InvalidInput
 from serve_app.schemas.usage import UsageCounters
 from serve_app.tokens import Principal
 
@@ -39,7 +39,7 @@ def parse_time(field: str, value: str) -> datetime:
             raise ValueError
         return datetime.strptime(text, _FORMAT)
     except ValueError:
-        raise BadRequest(f"Invalid request: field '{field}': '{value}' is not a valid date-time in ISO format "
+        raise InvalidInput(f"Invalid request: field '{field}': '{value}' is not a valid date-time in ISO format "
                          f"YYYY-MM-DDTHH:MM:SSZ (for example 2024-05-01T00:00:00Z).") from None
 
 
@@ -95,14 +95,14 @@ def validate(start_date_time: str, end_date_time: str, interval: str) -> tuple[d
     end = parse_time("end_date_time", end_date_time)
     unit = (interval or "").strip().lower()
     if unit not in INTERVALS:
-        raise BadRequest(f"Invalid request: field 'interval': '{interval}' is not a valid interval; use one of "
+        raise InvalidInput(f"Invalid request: field 'interval': '{interval}' is not a valid interval; use one of "
                          f"{', '.join(INTERVALS)}.")
     if start > end:
-        raise BadRequest(f"Invalid request: start_date_time ({start_date_time}) is after end_date_time "
+        raise InvalidInput(f"Invalid request: start_date_time ({start_date_time}) is after end_date_time "
                          f"({end_date_time}).")
     buckets = count_buckets(start, end, unit)
     if buckets > MAX_BUCKETS:
-        raise BadRequest(f"Invalid request: {unit} buckets from {start_date_time} to {end_date_time} would be "
+        raise InvalidInput(f"Invalid request: {unit} buckets from {start_date_time} to {end_date_time} would be "
                          f"{buckets:,} buckets; at most {MAX_BUCKETS:,} are returned. Use a coarser interval or a "
                          f"shorter range.")
     return start, end, unit

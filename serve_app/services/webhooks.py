@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
-from serve_app.errors import BadRequest
+from contracts.errors import InvalidInput
 
 SIGNATURE_HEADER = "X-Khuluma-Signature"
 TIMESTAMP_HEADER = "X-Khuluma-Timestamp"
@@ -46,7 +46,7 @@ def _is_public(address: str) -> bool:
 
 
 def check_webhook_url(url: str, allow_private: bool) -> str:
-    """The URL if it may receive webhooks, else :class:`BadRequest` naming the reason.
+    """The URL if it may receive webhooks, else :class:`InvalidInput` naming the reason.
 
     Only http(s). Unless ``allow_private``, the host must resolve, and only to public addresses (no loopback,
     private, link-local, carrier-grade NAT, multicast or reserved ranges): the service must not be usable to
@@ -57,22 +57,22 @@ def check_webhook_url(url: str, allow_private: bool) -> str:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise BadRequest(f"field 'webhook' is not a valid URL: {exc}.") from None
+        raise InvalidInput(f"field 'webhook' is not a valid URL: {exc}.") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise BadRequest("field 'webhook' must be an absolute http:// or https:// URL.")
+        raise InvalidInput("field 'webhook' must be an absolute http:// or https:// URL.")
     if len(url) > 2000:
-        raise BadRequest("field 'webhook' is longer than 2000 characters.")
+        raise InvalidInput("field 'webhook' is longer than 2000 characters.")
     if allow_private:
         return url
     host = parts.hostname
     try:
         infos = socket.getaddrinfo(host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError):
-        raise BadRequest(f"field 'webhook': the host {host!r} cannot be resolved.") from None
+        raise InvalidInput(f"field 'webhook': the host {host!r} cannot be resolved.") from None
     addresses = {info[4][0] for info in infos}
     blocked = sorted(a for a in addresses if not _is_public(a))
     if blocked:
-        raise BadRequest(
+        raise InvalidInput(
             f"field 'webhook': {host!r} resolves to a loopback, private or link-local address ({blocked[0]}); "
             "such receivers are refused (an operator can allow them with KHULUMA_WEBHOOK_ALLOW_PRIVATE=true)."
         )
@@ -133,7 +133,7 @@ async def deliver(client: httpx.AsyncClient, url: str, payload: dict[str, Any], 
     """One signed POST. The URL is checked again (its DNS may have changed since the job was placed)."""
     try:
         await check_webhook_url_async(url, allow_private)
-    except BadRequest as exc:
+    except InvalidInput as exc:
         return DeliveryResult(False, True, exc.detail)
     body = encode_body(payload)
     headers = signed_headers(secret, body, str(payload.get("upload_id", "")), attempt)

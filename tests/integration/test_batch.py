@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 
 from cluster.storage import decode_token
 from serve_app.cli.batch import upload_directory, upload_file
-from serve_app.db.models import BatchItem, UsageRecord
+from persistence.models import BatchItem, UsageRecord
 
 pytestmark = pytest.mark.integration
 

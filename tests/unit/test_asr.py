@@ -17,8 +17,8 @@ from engines.asr import SETTING, SpeechRecognizer
 from engines.audio import SAMPLE_RATE
 from engines.pipeline import TranscriptionPipeline, _silence_cut, get_pipeline
 from scripts.eval_wer import word_errors
-from serve_app.errors import BadRequest, GatewayTimeout, ServiceUnavailable
-from serve_app.settings import Settings
+from contracts.errors import InvalidInput, TimedOut, Unavailable
+from contracts.settings import Settings
 from tests.speechdata import have_espeak, silence, speech_16k, tone_music, write_audio
 
 pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
@@ -81,7 +81,7 @@ def test_parts_that_do_not_match_the_pinned_hash_are_refused(tmp_path: Path, mon
             (d / name).write_text("{}")
         fake.append(d)
     monkeypatch.setattr(whisper_weights, "package_data_dirs", lambda: fake)
-    with pytest.raises(ServiceUnavailable, match="corrupt"):
+    with pytest.raises(Unavailable, match="corrupt"):
         whisper_weights.ensure_whisper_base(tmp_path / "data")
     assert not (tmp_path / "data" / "models" / "whisper-base").exists()
     assert list((tmp_path / "data" / "models").iterdir()) == []
@@ -97,10 +97,10 @@ def test_language_routes_are_honest() -> None:
     assert recognizer.route("fra").model_key == "default"
     assert set(recognizer.detectable().values()) == {"afr", "eng", "fra"}
     for code in ("zul", "sot", "cs-zul"):
-        with pytest.raises(BadRequest) as info:
+        with pytest.raises(InvalidInput) as info:
             recognizer.route(code)
         assert SETTING in info.value.detail and "no speech model" in info.value.detail
-    with pytest.raises(BadRequest, match="Accepted codes"):
+    with pytest.raises(InvalidInput, match="Accepted codes"):
         recognizer.route("klingon")
 
 
@@ -115,7 +115,7 @@ def test_configured_languages_route_to_their_models() -> None:
 
 def test_missing_configured_model_is_503_naming_the_setting() -> None:
     recognizer = SpeechRecognizer("base", {"zul": "/nonexistent/whisper-zu"})
-    with pytest.raises(ServiceUnavailable, match=SETTING):
+    with pytest.raises(Unavailable, match=SETTING):
         recognizer.model("zul")
 
 
@@ -237,14 +237,14 @@ def test_diarisation_gives_every_word_a_speaker(pipeline: TranscriptionPipeline,
 
 
 def test_deadline_stops_the_work(pipeline: TranscriptionPipeline, clips, tmp_path: Path) -> None:
-    with pytest.raises(GatewayTimeout):
+    with pytest.raises(TimedOut):
         pipeline.transcribe(_wav(tmp_path, "s4", clips["s4"]), "eng", timeout_s=1e-4)
 
 
 def test_unknown_language_is_rejected_before_decoding(pipeline: TranscriptionPipeline, tmp_path: Path) -> None:
     junk = tmp_path / "junk.wav"
     junk.write_text("not audio")  # the language is checked first: 400, not 415
-    with pytest.raises(BadRequest, match="isiZulu"):
+    with pytest.raises(InvalidInput, match="isiZulu"):
         pipeline.transcribe(junk, "zul")
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from engines.audio import SAMPLE_RATE, iter_audio, load_audio, load_pcm16, probe
-from serve_app.errors import BadRequest, UnsupportedMediaType
+from contracts.errors import InvalidInput, UnsupportedMedia
 from tests.speechdata import FORMATS, write_audio
 
 RATE = 22050
@@ -72,7 +72,7 @@ def test_iter_audio_yields_bounded_blocks(tmp_path: Path) -> None:
 def test_not_audio_is_415(tmp_path: Path) -> None:
     text = tmp_path / "notes.wav"
     text.write_text("this is a text file pretending to be audio\n" * 50)
-    with pytest.raises(UnsupportedMediaType, match="not audio"):
+    with pytest.raises(UnsupportedMedia, match="not audio"):
         probe(text)
 
 
@@ -80,14 +80,14 @@ def test_corrupt_header_is_415(tmp_path: Path) -> None:
     good = write_audio(_tone(), RATE, tmp_path / "good.mp4", "mp4")
     broken = tmp_path / "broken.mp4"
     broken.write_bytes(b"\x00" * 64 + good.read_bytes()[64:2000])
-    with pytest.raises(UnsupportedMediaType):
+    with pytest.raises(UnsupportedMedia):
         load_audio(broken)
 
 
 def test_empty_file_is_400(tmp_path: Path) -> None:
     empty = tmp_path / "empty.mp3"
     empty.write_bytes(b"")
-    with pytest.raises(BadRequest, match="empty"):
+    with pytest.raises(InvalidInput, match="empty"):
         probe(empty)
 
 
@@ -98,7 +98,7 @@ def test_zero_samples_is_400(tmp_path: Path) -> None:
         w.setsampwidth(2)
         w.setframerate(16000)
         w.writeframes(b"")
-    with pytest.raises(BadRequest, match="zero-length"):
+    with pytest.raises(InvalidInput, match="zero-length"):
         load_audio(path)
 
 
@@ -113,7 +113,7 @@ def test_video_without_audio_is_415(tmp_path: Path) -> None:
                 c.mux(packet)
         for packet in stream.encode(None):
             c.mux(packet)
-    with pytest.raises(UnsupportedMediaType, match="no audio stream"):
+    with pytest.raises(UnsupportedMedia, match="no audio stream"):
         probe(path)
 
 
@@ -125,7 +125,7 @@ def test_playlists_never_open_other_files(tmp_path: Path) -> None:
     concat = tmp_path / "list.ffconcat"
     concat.write_text(f"ffconcat version 1.0\nfile {target}\n")
     for path in (playlist, concat):
-        with pytest.raises(UnsupportedMediaType):
+        with pytest.raises(UnsupportedMedia):
             load_audio(path)
 
 

@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from cluster.storage import decode_token
 from serve_app.cli.batch import upload_directory
-from serve_app.db.models import BatchItem
+from persistence.models import BatchItem
 
 API = "/api/v2alpha/transcribe/batch"
 
@@ -22,7 +22,7 @@ API = "/api/v2alpha/transcribe/batch"
 def batch_db(tmp_path: Path, settings):
     """A database of this test's own: the session's Ray Serve app (integration tests) shares the session
     database, and its BatchRunner's sweep would otherwise resume these batches too."""
-    from serve_app.db.session import Database
+    from persistence.session import Database
 
     isolated = settings.model_copy(update={"data_dir": tmp_path / "data"})
     isolated.ensure_dirs()

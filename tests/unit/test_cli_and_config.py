@@ -11,7 +11,7 @@ import yaml
 
 from deployments.app import GPUUnavailableError, check_gpus, deployment_options, requested_gpus
 from serve_app.cli.serve import load_serve_config
-from serve_app.settings import Settings
+from contracts.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ def test_token_create_list_revoke_through_the_cli(tmp_path: Path):
     assert token.startswith("khk_") and len(token) > 40
     listing = _khuluma(tmp_path, "token", "list")
     assert "shop" in listing.stdout and token not in listing.stdout and token[:10] in listing.stdout
-    from serve_app.db.session import Database
+    from persistence.session import Database
     from serve_app.tokens import TokenVerifier
 
     db = Database(f"sqlite:///{tmp_path / 'khuluma.db'}")
@@ -45,7 +45,7 @@ def test_settings_read_the_khuluma_prefix(monkeypatch, tmp_path: Path):
     monkeypatch.setenv("KHULUMA_PORT", "9123")
     monkeypatch.setenv("KHULUMA_WHISPER_LANGUAGE_MODELS", '{"zul": "/models/zu"}')
     s = Settings(_env_file=None)
-    assert s.port == 9123 and s.data_dir == tmp_path and s.whisper_language_models == {"zul": "/models/zu"}
+    assert s.port == 9123 and s.data_dir == tmp_path and s.whisper.language_models == {"zul": "/models/zu"}
     assert s.db_url == f"sqlite:///{tmp_path / 'khuluma.db'}"
     assert Settings(**{k.lower(): v for k, v in []}).port == 9123
     env = s.as_env()

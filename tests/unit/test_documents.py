@@ -9,7 +9,7 @@ import pytest
 
 from engines.chunking import chunk_text, sentence_spans
 from engines.documents import extract_text
-from serve_app.errors import BadRequest, UnsupportedMediaType
+from contracts.errors import InvalidInput, UnsupportedMedia
 
 
 def make_pdf(path: Path, lines: list[str]) -> Path:
@@ -72,11 +72,11 @@ def test_pdf_text_layer(tmp_path: Path) -> None:
 
 def test_pdf_without_text_is_400_and_broken_pdf_is_415(tmp_path: Path) -> None:
     blank = make_pdf(tmp_path / "scan.pdf", [])
-    with pytest.raises(BadRequest, match="no text"):
+    with pytest.raises(InvalidInput, match="no text"):
         extract_text(blank, "scan.pdf")
     broken = tmp_path / "broken.pdf"
     broken.write_bytes(b"%PDF-1.4\nthis is not really a pdf\n")
-    with pytest.raises(UnsupportedMediaType, match="Could not read 'broken.pdf' as PDF"):
+    with pytest.raises(UnsupportedMedia, match="Could not read 'broken.pdf' as PDF"):
         extract_text(broken, "broken.pdf")
 
 
@@ -100,7 +100,7 @@ def test_docx_paragraphs_and_tables(tmp_path: Path) -> None:
 def test_docx_that_is_not_a_zip_is_415(tmp_path: Path) -> None:
     fake = tmp_path / "old.docx"
     fake.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 512)  # an OLE2 (.doc) header
-    with pytest.raises(UnsupportedMediaType, match="docx"):
+    with pytest.raises(UnsupportedMedia, match="docx"):
         extract_text(fake, "old.docx")
 
 
@@ -141,26 +141,26 @@ def test_json_text_fields_and_jsonl(tmp_path: Path) -> None:
 
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
-    with pytest.raises(UnsupportedMediaType, match="not valid JSON"):
+    with pytest.raises(UnsupportedMedia, match="not valid JSON"):
         extract_text(bad, "bad.json")
 
 
 def test_unsupported_types_and_empty_text(tmp_path: Path) -> None:
     exe = tmp_path / "setup.exe"
     exe.write_bytes(b"MZ\x90\x00" + bytes(range(256)))
-    with pytest.raises(UnsupportedMediaType, match=r"Unsupported document type \(\.exe\)"):
+    with pytest.raises(UnsupportedMedia, match=r"Unsupported document type \(\.exe\)"):
         extract_text(exe, "setup.exe")
     binary = tmp_path / "blob"
     binary.write_bytes(b"\x00\x01\x02\x03" * 100)
-    with pytest.raises(UnsupportedMediaType):
+    with pytest.raises(UnsupportedMedia):
         extract_text(binary, "blob")
     binary_txt = tmp_path / "image.txt"
     binary_txt.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 64)
-    with pytest.raises(UnsupportedMediaType, match="binary"):
+    with pytest.raises(UnsupportedMedia, match="binary"):
         extract_text(binary_txt, "image.txt")
     empty = tmp_path / "empty.txt"
     empty.write_text("  \n\n \t ", encoding="utf-8")
-    with pytest.raises(BadRequest, match="contains no text"):
+    with pytest.raises(InvalidInput, match="contains no text"):
         extract_text(empty, "empty.txt")
 
 

@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from serve_app.db.models import Upload, UsageRecord, utcnow
-from serve_app.db.session import Database
-from serve_app.errors import BadRequest, PayloadTooLarge
-from serve_app.services import job_queue
+from persistence.models import Upload, UsageRecord, utcnow
+from persistence.session import Database
+from contracts.errors import InvalidInput, TooLarge
+from persistence import jobs as job_queue
 from serve_app.services.jobs import NOT_PROCESSED, decode_audio_blob
 from serve_app.services.webhooks import check_webhook_url, retry_delay, sign, verify
-from serve_app.settings import Settings
+from contracts.settings import Settings
 from serve_app.tokens import create_token, webhook_secret_for
 from tests.conftest import free_port
 
@@ -143,16 +143,16 @@ def fresh_settings(tmp_path_factory: pytest.TempPathFactory, **overrides: Any) -
 
 def test_webhook_url_policy() -> None:
     for bad in ("ftp://example.org/x", "example.org/hook", "http:///nohost", "javascript:alert(1)", "http://x:99999/"):
-        with pytest.raises(BadRequest, match="webhook"):
+        with pytest.raises(InvalidInput, match="webhook"):
             check_webhook_url(bad, allow_private=True)
     for private in ("http://127.0.0.1:8000/h", "http://localhost/h", "http://10.1.2.3/h", "http://192.168.0.5/h",
                     "http://169.254.169.254/latest/meta-data", "http://[::1]/h", "http://[::ffff:127.0.0.1]/h",
                     "https://100.64.0.1/h", "http://0.0.0.0/h"):
-        with pytest.raises(BadRequest, match="loopback, private or link-local|cannot be resolved"):
+        with pytest.raises(InvalidInput, match="loopback, private or link-local|cannot be resolved"):
             check_webhook_url(private, allow_private=False)
         assert check_webhook_url(private, allow_private=True) == private
     assert check_webhook_url("https://93.184.215.14/hook", allow_private=False) == "https://93.184.215.14/hook"
-    with pytest.raises(BadRequest, match="cannot be resolved"):
+    with pytest.raises(InvalidInput, match="cannot be resolved"):
         check_webhook_url("https://no-such-host.invalid/hook", allow_private=False)
 
 
@@ -179,9 +179,9 @@ def test_decode_audio_blob() -> None:
     wrapped = base64.encodebytes(data).decode()  # with newlines every 76 characters
     assert decode_audio_blob(wrapped, 10_000) == data
     for bad in ("not base64 at all!", "", "QUJD$"):
-        with pytest.raises(BadRequest, match="audio_blob"):
+        with pytest.raises(InvalidInput, match="audio_blob"):
             decode_audio_blob(bad, 10_000)
-    with pytest.raises(PayloadTooLarge):
+    with pytest.raises(TooLarge):
         decode_audio_blob(base64.b64encode(data).decode(), 100)
 
 

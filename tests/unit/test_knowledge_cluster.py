@@ -96,7 +96,7 @@ def test_service_on_a_chroma_server(local_app, make_token, chroma_server: Chroma
     assert [d["id"] for d in client.get(f"{KB}/{kb_id}/documents", headers=headers).json()] == [keep["id"]]
     from sqlalchemy import select
 
-    from serve_app.db.models import Document
+    from persistence.models import Document
 
     with current_context().db.session() as s:
         assert s.scalars(select(Document.id).where(Document.knowledgebase_id == kb_id)).all() == [keep["id"]]
@@ -111,7 +111,7 @@ def test_service_on_a_chroma_server(local_app, make_token, chroma_server: Chroma
 
 def test_two_replicas_share_the_server_without_stale_bm25(tmp_path: Path, chroma_server: ChromaServer) -> None:
     from deployments.knowledge import KnowledgeStore
-    from serve_app.settings import Settings
+    from contracts.settings import Settings
 
     settings = Settings(data_dir=tmp_path, chroma_url=chroma_server.url, _env_file=None).model_dump(mode="json")
     writer, reader = KnowledgeStore(settings), KnowledgeStore(settings)

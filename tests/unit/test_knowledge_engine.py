@@ -23,8 +23,8 @@ from engines.retrieval import (
     normalise_language,
     tokenize,
 )
-from serve_app.errors import BadRequest, NotFound
-from serve_app.settings import Settings
+from contracts.errors import InvalidInput, NotFound
+from contracts.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -206,7 +206,7 @@ def test_knowledge_store_ingest_query_delete_and_owner(tmp_path: Path, embedder)
             await store.query(kb, "clinic", None, 3, customer_id=8)
         with pytest.raises(NotFound):
             await store.add_document(kb, "doc-x", "x.txt", "Some text here.", customer_id=8)
-        with pytest.raises(BadRequest, match="language"):
+        with pytest.raises(InvalidInput, match="language"):
             await store.query(kb, "clinic", "xx_YY", 3)
 
         assert await store.delete_document(kb, "doc-en") == info["chunks"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from serve_app.db.models import Document, KnowledgeBase
+from persistence.models import Document, KnowledgeBase
 
 KB = "/api/v1/search/knowledgebase"
 

@@ -28,7 +28,7 @@ from cluster.storage import (
 )
 from serve_app.cli import app as cli_app
 from serve_app.cli.batch import upload_file
-from serve_app.settings import Settings
+from contracts.settings import Settings
 
 
 @pytest.fixture()
@@ -37,12 +37,12 @@ def s3_settings(settings: Settings, seaweedfs: str) -> Settings:
 
 
 def _read(settings: Settings, key: str) -> bytes:
-    return s3_client(settings).get_object(Bucket=settings.s3_bucket, Key=key)["Body"].read()
+    return s3_client(settings).get_object(Bucket=settings.s3.bucket, Key=key)["Body"].read()
 
 
 def _scoped_client(token: dict, settings: Settings):
     creds = token["credentials"]
-    return boto3.client("s3", endpoint_url=token["endpoint"], region_name=settings.s3_region,
+    return boto3.client("s3", endpoint_url=token["endpoint"], region_name=settings.s3.region,
                         aws_access_key_id=creds["access_key_id"], aws_secret_access_key=creds["secret_access_key"],
                         aws_session_token=creds["session_token"],
                         config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
@@ -63,15 +63,15 @@ def test_token_is_base64_json_and_garbage_is_rejected(s3_settings: Settings):
         with pytest.raises(ValueError):
             decode_token(bad)
     assert blob_endpoint(s3_settings, "b-roundtrip") == (
-        f"{s3_settings.s3_endpoint_url}/khuluma-test-storage/batches/b-roundtrip/")
+        f"{s3_settings.s3.endpoint_url}/khuluma-test-storage/batches/b-roundtrip/")
 
 
 def test_ensure_bucket_creates_a_missing_bucket(s3_settings: Settings):
     fresh = s3_settings.model_copy(update={"s3_bucket": f"fresh-{int(time.time() * 1000)}"})
     client = s3_client(fresh)
-    assert _denied(lambda: client.head_bucket(Bucket=fresh.s3_bucket)) in ("404", "NoSuchBucket")
+    assert _denied(lambda: client.head_bucket(Bucket=fresh.s3.bucket)) in ("404", "NoSuchBucket")
     ensure_bucket(fresh)
-    client.head_bucket(Bucket=fresh.s3_bucket)  # exists now
+    client.head_bucket(Bucket=fresh.s3.bucket)  # exists now
 
 
 def test_post_policy_uploads_inside_the_prefix_only(s3_settings: Settings, tmp_path: Path):
@@ -116,7 +116,7 @@ def test_temporary_keys_write_the_prefix_and_nothing_else(s3_settings: Settings,
     token = issue_upload_credential(s3_settings, "b-sts")
     assert token["credentials"]["session_token"]
     client = _scoped_client(token, s3_settings)
-    bucket = s3_settings.s3_bucket
+    bucket = s3_settings.s3.bucket
     client.put_object(Bucket=bucket, Key="batches/b-sts/one.wav", Body=b"abc")
     # a multipart upload (what aws s3 cp does for big files) inside the prefix works too
     from boto3.s3.transfer import TransferConfig

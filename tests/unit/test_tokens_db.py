@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect, select
 
-from serve_app.db.models import ApiToken
-from serve_app.db.session import Database
+from persistence.models import ApiToken
+from persistence.session import Database
 from serve_app.tokens import TokenVerifier, create_token, hash_token, list_tokens, revoke_token
 
 TABLES = {"customers", "projects", "api_tokens", "knowledge_bases", "documents", "uploads", "batches",
@@ -25,7 +25,7 @@ def _schema_drift(db: Database) -> list:
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    from serve_app.db.models import Base
+    from persistence.models import Base
 
     with db.engine.connect() as conn:
         return compare_metadata(MigrationContext.configure(conn), Base.metadata)
@@ -60,7 +60,7 @@ def test_sqlite_schema_tokens_and_persistence_across_restart(tmp_path: Path):
     _exercise(db)
     token, _ = create_token(db, "persist")
     db.engine.dispose()
-    from serve_app.db import session as session_module
+    from persistence import session as session_module
 
     session_module._engines.clear()  # a new process: fresh engine, migrations re-run idempotently
     again = Database(url)
@@ -72,12 +72,12 @@ def test_transaction_rolls_back_on_error(tmp_path: Path):
     db = Database(f"sqlite:///{tmp_path / 'r.db'}")
     with pytest.raises(RuntimeError):
         with db.session() as s:
-            from serve_app.db.models import Customer
+            from persistence.models import Customer
 
             s.add(Customer(name="half-written"))
             s.flush()
             raise RuntimeError("fail mid-transaction")
-    from serve_app.db.models import Customer
+    from persistence.models import Customer
 
     with db.session() as s:
         assert s.scalar(select(Customer).where(Customer.name == "half-written")) is None

@@ -11,7 +11,7 @@ import pytest
 
 from engines.audio import SAMPLE_RATE
 from scripts.eval_wer import word_errors
-from serve_app.db.models import UsageRecord
+from persistence.models import UsageRecord
 from tests.speechdata import FORMATS, convert, espeak, have_espeak, read_pcm, silence, write_audio
 
 pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")

@@ -9,7 +9,7 @@ import pytest
 
 from deployments.translation import Translation
 from engines.translation import CTranslate2Translator, DecodeOptions
-from serve_app.errors import BadRequest, ServiceUnavailable
+from contracts.errors import InvalidInput, Unavailable
 from serve_app.services.translate import LANGUAGES
 from tests.tiny_models import training_lines
 
@@ -45,7 +45,7 @@ def test_without_a_model_the_route_answers_503_with_install_instructions(local_a
 
 def test_a_model_that_cannot_be_loaded_is_reported(settings):
     deployment = _deployment(settings, translation_model="facebook/nllb-200-distilled-600M")
-    with pytest.raises(ServiceUnavailable, match="khuluma models pull facebook/nllb-200-distilled-600M"):
+    with pytest.raises(Unavailable, match="khuluma models pull facebook/nllb-200-distilled-600M"):
         asyncio.run(deployment.translate("Sawubona", "zul_Latn", "eng_Latn"))
     [entry] = deployment.describe()
     assert entry["installed"] is False and "not installed" in entry["note"]
@@ -112,7 +112,7 @@ def test_concurrent_requests_are_batched_and_answered_in_order(settings, tiny_nl
 
 def test_unsupported_language_in_the_model_is_a_400(settings, tiny_nllb):
     deployment = _deployment(settings, translation_model=str(tiny_nllb.ct2))
-    with pytest.raises(BadRequest, match="abc_Latn"):
+    with pytest.raises(InvalidInput, match="abc_Latn"):
         asyncio.run(deployment.translate("hello", "eng_Latn", "abc_Latn"))
 
 

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from serve_app.db.models import UsageRecord
+from persistence.models import UsageRecord
 from serve_app.services.usage_report import bucket_start, count_buckets, next_bucket
 
 URL = "/v1/transcribe/usage"
@@ -20,7 +20,7 @@ def client(local_app):
 
 def _customer_ids(db, token: str) -> tuple[int, int]:
     from serve_app.tokens import hash_token
-    from serve_app.db.models import ApiToken
+    from persistence.models import ApiToken
 
     with db.session() as s:
         row = s.query(ApiToken).filter(ApiToken.token_hash == hash_token(token)).one()

@@ -1,7 +1,7 @@
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from serve_app.db.models import Base
+from persistence.models import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -19,8 +19,8 @@ from typing import Any
 
 from sqlalchemy import or_, select, update
 
-from serve_app.db.models import ApiToken, Upload, UsageRecord, utcnow
-from serve_app.db.session import Database
+from persistence.models import ApiToken, Upload, UsageRecord, utcnow
+from persistence.session import Database
 
 USAGE_ROUTE = "transcribe_process"
 PENDING, PROCESSING, COMPLETED, FAILED = "pending", "processing", "completed", "failed"

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
@@ -38,29 +39,57 @@ def make_engine(url: str) -> Engine:
         return engine
 
 
-def migrate(url: str) -> None:
-    """Bring the schema to the newest revision (idempotent; safe to call at every start)."""
-    from alembic import command
+def _alembic_config(url: str) -> Any:
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(_MIGRATIONS))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
-    engine = make_engine(url)
-    with engine.begin() as conn:
+    return cfg
+
+
+def migrate(url: str) -> None:
+    """Bring the schema to the newest revision (idempotent). Run once before the app starts (``khuluma serve``,
+    ``khuluma db migrate``), never in replicas: many replicas migrating at once race each other."""
+    from alembic import command
+
+    cfg = _alembic_config(url)
+    with make_engine(url).begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
 
 
-class Database:
-    """A migrated database and its session factory."""
+class SchemaOutOfDate(RuntimeError):
+    """The database is not at the code's newest migration."""
 
-    def __init__(self, url: str, *, run_migrations: bool = True) -> None:
+
+class Database:
+    """A database and its session factory (the schema is migrated beforehand: :func:`migrate`)."""
+
+    def __init__(self, url: str) -> None:
         self.url = url
         self.engine = make_engine(url)
-        if run_migrations:
-            migrate(url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @classmethod
+    def migrated(cls, url: str) -> Database:
+        """Migrate, then open (the CLI, the tests and the benchmarks: whoever starts from nothing)."""
+        migrate(url)
+        return cls(url)
+
+    def require_current_schema(self) -> None:
+        """Fail fast, with one line that says what to run, when the schema is behind the code."""
+        from alembic.runtime.migration import MigrationContext
+        from alembic.script import ScriptDirectory
+
+        head = ScriptDirectory.from_config(_alembic_config(self.url)).get_current_head()
+        with self.engine.connect() as conn:
+            current = MigrationContext.configure(conn).get_current_revision()
+        if current != head:
+            raise SchemaOutOfDate(
+                f"The database schema is at revision {current or 'none'} but this code needs {head}: run "
+                f"`khuluma db migrate` (khuluma serve does it before it starts)."
+            )
 
     @contextmanager
     def session(self) -> Iterator[Session]:

@@ -1,0 +1,29 @@
+"""What a deployment says it really serves: one entry per capability, the truth behind ``GET /api/v1/models``."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from contracts import languages
+
+
+class LanguageSupport(BaseModel):
+    code: str
+    name: str
+    supported: bool
+    model: str | None = None
+    note: str | None = None
+
+    @classmethod
+    def of(cls, code: str, supported: bool, model: str | None, note: str | None = None) -> LanguageSupport:
+        """An entry named from the language registry."""
+        return cls(code=code, name=languages.name(code), supported=supported, model=model, note=note)
+
+
+class CapabilityInfo(BaseModel):
+    capability: str
+    installed: bool
+    model: str | None = None
+    backend: str | None = None
+    languages: list[LanguageSupport] = Field(default_factory=list)
+    note: str | None = None

