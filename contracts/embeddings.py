@@ -1,11 +1,32 @@
-"""Contract of the Embeddings deployment: its request and result models, and the typed handle callers use."""
+"""Contract of the Embeddings deployment (one shared sentence embedder) and the typed handle callers use.
+
+Callers: TextAnalysis (sentiment and intent, ``query`` side) and KnowledgeStore (documents ``passage`` side,
+search queries ``query`` side). The vectors are a float32 numpy array: it crosses Ray as one buffer, where a list
+of lists of floats would be pickled element by element (a document ingest embeds thousands of chunks).
+"""
 
 from __future__ import annotations
 
-from contracts.handles import DeploymentClient
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from contracts.handles import DeploymentClient, call
+
+# e5 models are trained with a "query: " / "passage: " prefix: a search query and the passages it should find are
+# embedded on different sides; short texts compared with each other (intents, sentiment) use the query side.
+EmbeddingKind = Literal["query", "passage"]
+# (n, dim) float32, every row L2-normalised (so a dot product is the cosine similarity); (0, dim) for no texts.
+Vectors = npt.NDArray[np.float32]
 
 
 class EmbeddingsClient(DeploymentClient):
-    """Typed handle of ``deployments.*:Embeddings``."""
+    """Typed handle of ``deployments.embeddings:Embeddings``."""
 
     deployment = "Embeddings"
+
+    async def embed(self, texts: list[str], kind: EmbeddingKind) -> Vectors:
+        """``deployments.embeddings.Embeddings.embed``: one unit vector per text, in order. Concurrent small calls
+        are batched into one model call in the replica; long lists (document ingest) run as one batch."""
+        return await call(self._handle.embed.remote(texts, kind))

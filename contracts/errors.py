@@ -1,5 +1,7 @@
-"""Domain errors. Engines, deployments and services raise these; the ingress maps each class to an HTTP status in
-one table (``serve_app/errors.py``). No HTTP here: a class says *what* went wrong, never which status it gets.
+"""Domain errors. Engines, deployments and services raise these; a class says *what* went wrong. The one table
+that gives each class its HTTP status (:data:`HTTP_STATUS`) sits at the end of this module because two edges use
+it: the ingress's error handlers (``serve_app/errors.py``) and the ``status_code`` of a failed job's webhook
+(``cluster/webhooks.py``). Nothing that raises an error chooses a status.
 
 ``detail`` is the user-facing message (it reaches the client as ``{"detail": ...}``), so it must name request
 fields the way clients send them. An engine does not know those names: where a message depends on the field
@@ -101,3 +103,22 @@ def find_domain_error(exc: BaseException) -> DomainError | None:
             return cause
         current = current.__cause__ or current.__context__
     return None
+
+
+# The one error -> HTTP status table (a class or its nearest listed base class; anything else is a 500).
+HTTP_STATUS: dict[type[DomainError], int] = {
+    InvalidInput: 400,  # UnsupportedLanguage too
+    Unauthenticated: 401,
+    NotFound: 404,
+    TooLarge: 413,
+    UnsupportedMedia: 415,  # NotAudio too
+    Unavailable: 503,  # ModelMissing too
+    TimedOut: 504,
+}
+
+
+def http_status(error: DomainError) -> int:
+    for cls in type(error).__mro__:
+        if cls in HTTP_STATUS:
+            return HTTP_STATUS[cls]
+    return 500

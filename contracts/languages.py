@@ -111,6 +111,13 @@ def transcription_code(value: str) -> str:
 
 
 def name(code: str) -> str:
+    """The registry's English name ("Zulu"); text capabilities and search use it."""
+    lang = LANGUAGES.get(code)
+    return lang.name if lang else TRANSCRIPTION_NAMES[code]
+
+
+def speech_name(code: str) -> str:
+    """The name transcription uses, as the spec words it ("isiZulu", "English (South African)")."""
     return TRANSCRIPTION_NAMES.get(code) or LANGUAGES[code].name
 
 

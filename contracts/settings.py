@@ -338,15 +338,19 @@ class Settings(BaseSettings):
         """A replica's settings: what it was bound with, then its own environment for everything else."""
         return cls(**(bound or {}))
 
-    def secret_values(self) -> list[str]:
-        """The plain secret values, for redaction and for the tests that prove they never leak."""
-        values = []
+    def secret_env(self) -> dict[str, str]:
+        """The secrets as the environment variables a process reads them from (``KHULUMA_S3_SECRET_KEY``)."""
+        env = {}
         for section, name in SECRET_FIELDS:
             owner: Any = self if section is None else getattr(self, section)
             value = getattr(owner, name)
             if isinstance(value, SecretStr) and value.get_secret_value():
-                values.append(value.get_secret_value())
-        return values
+                env["KHULUMA_" + (f"{section}_{name}" if section else name).upper()] = value.get_secret_value()
+        return env
+
+    def secret_values(self) -> list[str]:
+        """The plain secret values, for redaction and for the tests that prove they never leak."""
+        return list(self.secret_env().values())
 
 
 def _deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:

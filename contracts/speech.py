@@ -1,11 +1,232 @@
-"""Contract of the Transcription deployment: its request and result models, and the typed handle callers use."""
+"""Contract of the Transcription deployment: its request and result models, the transcription record and its one
+builder, and the typed handle callers use.
+
+Three shapes, from the inside out:
+
+- :class:`TranscriptionResult`: what transcribing one file produced (audio facts, language, text, words,
+  timeline, warnings). The speech pipeline (``engines.pipeline``) returns it; the Transcription deployment
+  returns it; batch Ray tasks get it from the pipeline directly. It knows nothing of customers or storage.
+- :class:`TranscriptionRecord`: the spec's transcription record (plus our additions), as the sync routes and
+  the batch results answer it. Built ONLY by :func:`build_record`, from a result (COMPLETED) or from an outcome
+  without one (a FAILED or PENDING batch file).
+- :class:`StreamStep`: one step of streaming transcription (``/ws/stream-transcribe``).
+
+Language errors: the deployment raises :class:`~contracts.errors.UnsupportedLanguage` without a field name;
+the caller names its request field with ``.for_field("lang_code")`` (or ``"language_code"``).
+"""
 
 from __future__ import annotations
 
-from contracts.handles import DeploymentClient
+from pydantic import BaseModel, Field
+
+from contracts.handles import DeploymentClient, call
+
+COMPLETED = "COMPLETED"  # transcription_status of a record built from a result
+
+
+class Word(BaseModel):
+    word: str
+    start_time: float
+    end_time: float
+    speaker_id: str | None = None
+    probability: float | None = None
+
+
+class TimelineItem(BaseModel):
+    start_time: float
+    end_time: float
+    type: str = Field(description="speech | silence | music")
+    speaker_id: str | None = None
+    text: str = ""
+    words: list[Word] = Field(default_factory=list)
+
+
+class DiarisationResult(BaseModel):
+    starts: list[float] = Field(default_factory=list)
+    ends: list[float] = Field(default_factory=list)
+    speaker_ids: list[str] = Field(default_factory=list)
+    words: list[str] = Field(default_factory=list)
+    timeline: list[TimelineItem] = Field(default_factory=list)
+
+
+class Segment(BaseModel):
+    """A stretch of speech as Whisper segmented it (streaming answers segments)."""
+
+    start_time: float
+    end_time: float
+    text: str
+    words: list[Word] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------- requests
+
+
+class TranscribeRequest(BaseModel):
+    """One file to transcribe. ``path`` is a file on the disk the ingress and the replicas share
+    (``<data_dir>/uploads``): audio never travels through Ray."""
+
+    path: str
+    language: str | None = Field(default=None, description="Requested language code (any accepted spelling); "
+                                 "None: detect it.")
+    diarise: bool = False
+    detect_music: bool = False
+    translate: bool = Field(default=False, description="Add an English translation (or a warning).")
+    timeout_s: float | None = Field(default=None, description="The pipeline stops itself (TimedOut) past this.")
+
+
+class StreamRequest(BaseModel):
+    """One streaming step: the uncommitted audio so far."""
+
+    pcm: bytes = Field(description="16 kHz mono PCM, signed 16-bit little-endian")
+    language: str | None = None
+    offset: float = Field(default=0.0, description="Seconds of the stream before this buffer.")
+    commit_before: float | None = Field(
+        default=None, description="Seconds into the buffer: segments that end before the last pause before it "
+        "are final (None: nothing is committed).")
+
+
+# ---------------------------------------------------------------------------------------------- results
+
+
+class TranscriptionResult(BaseModel):
+    """What transcribing one file produced: no owner, no storage place (see :func:`build_record`)."""
+
+    file_size: int = Field(description="Bytes of the file.")
+    audio_length_seconds: float
+    sample_rate: float | None = None  # of the original file (before resampling)
+    channels: int | None = None
+    frame_rate: float | None = None
+    mime_type: str | None = None
+    language_code: str
+    language_probability: float | None = None  # auto-detection only
+    text: str
+    words: list[Word] = Field(default_factory=list)
+    diarised: bool = False  # words carry speaker ids: the spec's per-word arrays are filled
+    timeline: list[TimelineItem] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    translation: str | None = None
+    model: str | None = None
+    processing_seconds: float | None = None
+
+
+class StreamStep(BaseModel):
+    """Segments ending before the cut are final; the rest may still change with more audio."""
+
+    language_code: str
+    language_probability: float | None = None
+    cut_seconds: float = Field(description="Where the caller may drop audio (0: keep it all).")
+    final: list[Segment] = Field(default_factory=list)
+    pending: list[Segment] = Field(default_factory=list)
+    pending_text: str = ""
+
+
+# ---------------------------------------------------------------------------------------------- the record
+
+
+class TranscriptionRecord(BaseModel):
+    """The spec's transcription record (the wire shape of the sync routes and batch results)."""
+
+    id: str
+    storage_url: str | None = None
+    container_name: str = ""
+    blob_name: str = ""
+    customer_id: int
+    project_id: int | None = None
+    keychain_id: int | None = None
+    upload_file_size: float | None = None
+    audio_length_seconds: float = 0.0
+    sample_rate: float | None = None
+    channels: int | None = None
+    frame_rate: float | None = None
+    mime_type: str | None = None
+    language_code: str = ""
+    diarisation_result: DiarisationResult = Field(default_factory=DiarisationResult)
+    transcription_text: str = ""
+    # additions
+    transcription_status: str = COMPLETED
+    error_message: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    words: list[Word] = Field(default_factory=list)
+    translation: str | None = None
+    language_probability: float | None = Field(
+        default=None, description="Confidence of the auto-detected language (null when lang_code was given).")
+    model: str | None = Field(default=None, description="Speech model that transcribed the audio.")
+    processing_seconds: float | None = Field(default=None, description="Time the transcription took.")
+
+
+def build_record(
+    result: TranscriptionResult | None,
+    *,
+    id: str,
+    customer_id: int,
+    project_id: int | None,
+    keychain_id: int | None,
+    blob_name: str,
+    upload_file_size: float | None = None,
+    storage_url: str | None = None,
+    container_name: str = "",
+    status: str = COMPLETED,
+    error_message: str | None = None,
+    language_code: str = "",
+) -> TranscriptionRecord:
+    """THE place a transcription record is made.
+
+    With a ``result``: the COMPLETED record of it (``upload_file_size`` defaults to the file's size). Without
+    one: the record of a file that has no result (yet): ``status`` (FAILED, PENDING), ``error_message`` and the
+    requested ``language_code``; every audio field keeps its empty default.
+    """
+    if result is None:
+        return TranscriptionRecord(
+            id=id, customer_id=customer_id, project_id=project_id, keychain_id=keychain_id, blob_name=blob_name,
+            storage_url=storage_url, container_name=container_name, upload_file_size=upload_file_size,
+            language_code=language_code, transcription_status=status, error_message=error_message,
+        )
+    words = result.words if result.diarised else []  # the spec's arrays are empty when diarisation is off
+    return TranscriptionRecord(
+        id=id, customer_id=customer_id, project_id=project_id, keychain_id=keychain_id, blob_name=blob_name,
+        storage_url=storage_url, container_name=container_name,
+        upload_file_size=result.file_size if upload_file_size is None else upload_file_size,
+        audio_length_seconds=result.audio_length_seconds,
+        sample_rate=result.sample_rate,
+        channels=result.channels,
+        frame_rate=result.frame_rate,
+        mime_type=result.mime_type,
+        language_code=result.language_code,
+        diarisation_result=DiarisationResult(
+            starts=[w.start_time for w in words], ends=[w.end_time for w in words],
+            speaker_ids=[w.speaker_id or "" for w in words], words=[w.word for w in words],
+            timeline=result.timeline,
+        ),
+        transcription_text=result.text,
+        transcription_status=COMPLETED,
+        error_message=None,
+        warnings=result.warnings,
+        words=result.words,
+        translation=result.translation,
+        language_probability=result.language_probability,
+        model=result.model,
+        processing_seconds=result.processing_seconds,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- the handle
 
 
 class TranscriptionClient(DeploymentClient):
-    """Typed handle of ``deployments.*:Transcription``."""
+    """Typed handle of ``deployments.transcription:Transcription``."""
 
     deployment = "Transcription"
+
+    async def transcribe(self, request: TranscribeRequest) -> TranscriptionResult:
+        """deployments.transcription.Transcription.transcribe: raises InvalidInput/UnsupportedLanguage (400),
+        UnsupportedMedia (415), Unavailable (503), TimedOut (past ``request.timeout_s``)."""
+        return await call(self._handle.transcribe.remote(request))
+
+    async def check_language(self, code: str) -> str:
+        """deployments.transcription.Transcription.check_language: the normalised code, or
+        UnsupportedLanguage (unknown, or no model on this server); no audio needed."""
+        return await call(self._handle.check_language.remote(code))
+
+    async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
+        """deployments.transcription.Transcription.transcribe_pcm: one streaming step."""
+        return await call(self._handle.transcribe_pcm.remote(request))

@@ -1,7 +1,8 @@
-"""``@batched``: Ray Serve's ``@serve.batch`` inside a replica, the same micro-batching in-process elsewhere.
+"""``@batched``: Ray Serve's ``@serve.batch`` inside a replica, the same micro-batching elsewhere.
 
-Deployment classes also run without Serve (unit tests, the plain-uvicorn benchmark); ``serve.batch`` refuses to
-run outside a replica, so outside one an equivalent asyncio batcher groups concurrent calls.
+Under Serve's local testing mode (the fast tests, the plain-uvicorn benchmarks: ``deployments.app.build_local``)
+``@serve.batch`` raises in Ray 2.60 (it calls ``serve.get_replica_context()``), and a bare instance of a deployment
+class has no replica either; there an equivalent asyncio batcher groups concurrent calls.
 """
 
 from __future__ import annotations
@@ -9,9 +10,14 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ray import serve
+
+S = TypeVar("S")  # the deployment instance
+T = TypeVar("T")  # one request's item
+R = TypeVar("R")  # one request's result
+BatchFn = Callable[[S, list[T]], Awaitable[list[R]]]
 
 
 def _in_replica() -> bool:
@@ -22,29 +28,29 @@ def _in_replica() -> bool:
         return False
 
 
-class _LocalBatcher:
+class _LocalBatcher(Generic[S, T, R]):
     """One batch at a time (like ``serve.batch``): requests arriving while a batch runs form the next one."""
 
-    def __init__(self, fn: Callable[[Any, list[Any]], Awaitable[list[Any]]], max_size: int, wait_s: float):
+    def __init__(self, fn: BatchFn[S, T, R], max_size: int, wait_s: float) -> None:
         self.fn, self.max_size, self.wait_s = fn, max_size, wait_s
-        self.pending: list[tuple[Any, asyncio.Future]] = []
-        self.drainer: asyncio.Task | None = None
+        self.pending: list[tuple[T, asyncio.Future[R]]] = []
+        self.drainer: asyncio.Task[None] | None = None
 
-    async def submit(self, owner: Any, item: Any) -> Any:
-        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+    async def submit(self, owner: S, item: T) -> R:
+        fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self.pending.append((item, fut))
         if self.drainer is None or self.drainer.done():
             self.drainer = asyncio.ensure_future(self._drain(owner))
         return await fut
 
-    async def _drain(self, owner: Any) -> None:
+    async def _drain(self, owner: S) -> None:
         while self.pending:
             if len(self.pending) < self.max_size:
                 await asyncio.sleep(self.wait_s)  # let a batch gather
             batch, self.pending = self.pending[: self.max_size], self.pending[self.max_size:]
             await self._run(owner, batch)
 
-    async def _run(self, owner: Any, batch: list[tuple[Any, asyncio.Future]]) -> None:
+    async def _run(self, owner: S, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
         try:
             results = await self.fn(owner, [item for item, _ in batch])
             for (_, fut), res in zip(batch, results):
@@ -56,18 +62,24 @@ class _LocalBatcher:
                     fut.set_exception(exc)
 
 
-def batched(max_batch_size: int = 32, batch_wait_timeout_s: float = 0.005):
-    """Decorate ``async def f(self, items: list) -> list``; callers call ``await self.f(item)``."""
+def batched(
+    max_batch_size: int = 32, batch_wait_timeout_s: float = 0.005
+) -> Callable[[BatchFn[S, T, R]], Callable[[S, T], Awaitable[R]]]:
+    """Decorate ``async def f(self, items: list[T]) -> list[R]``; callers call ``await self.f(item)`` and get
+    their own item's result (or the batch's exception)."""
 
-    def deco(fn: Callable[[Any, list[Any]], Awaitable[list[Any]]]):
-        served = serve.batch(max_batch_size=max_batch_size, batch_wait_timeout_s=batch_wait_timeout_s)(fn)
+    def deco(fn: BatchFn[S, T, R]) -> Callable[[S, T], Awaitable[R]]:
+        # serve.batch's annotations describe plain functions only; on a method it works the same at run time
+        serve_batch: Any = serve.batch(max_batch_size=max_batch_size, batch_wait_timeout_s=batch_wait_timeout_s)
+        served = serve_batch(fn)
         attr = f"_local_batcher_{fn.__name__}"
 
         @functools.wraps(fn)
-        async def wrapper(self: Any, item: Any) -> Any:
+        async def wrapper(self: S, item: T) -> R:
             if _in_replica():
-                return await served(self, item)
-            batcher = self.__dict__.get(attr)
+                result: R = await served(self, item)
+                return result
+            batcher: _LocalBatcher[S, T, R] | None = self.__dict__.get(attr)
             if batcher is None:
                 batcher = self.__dict__[attr] = _LocalBatcher(fn, max_batch_size, batch_wait_timeout_s)
             return await batcher.submit(self, item)

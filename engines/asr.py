@@ -13,11 +13,13 @@ code        language               model
 ``cs-zul``  code-switched isiZulu  the ``cs-zul`` model if configured, else the ``zul`` model
 ==========  =====================  ===============================================================
 
-``whisper_language_models`` maps a code to a faster-whisper model (CTranslate2 directory, or a Hugging Face id /
-size name that faster-whisper can load from its cache: nothing is downloaded here when offline). Any code may be
-configured (e.g. ``xho``). Models load lazily, once, and are shared by every thread of the process.
+``KHULUMA_WHISPER_LANGUAGE_MODELS`` (``WhisperSettings.language_models``) maps a code to a faster-whisper model
+(CTranslate2 directory, or a Hugging Face id / size name that faster-whisper can load from its cache: nothing is
+downloaded here when offline). Any code may be configured (e.g. ``xho``). Models load lazily, once, and are shared
+by every thread of the process.
 
-A request for a code without a model is a :class:`InvalidInput` (400) that names the setting to configure.
+Codes, names, aliases and Whisper tokens come from the language registry (``contracts.languages``). A request
+for a code without a model is an :class:`UnsupportedLanguage` that names the setting to configure.
 
 Auto-detection (:meth:`SpeechRecognizer.detect`) runs Whisper's language detection on up to 30 s of speech and
 keeps only the languages that have a model (afr/eng/fra with Whisper base, plus configured languages that have a
@@ -41,7 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from contracts.errors import InvalidInput, TimedOut, Unavailable
+from contracts import languages
+from contracts.errors import TimedOut, Unavailable, UnsupportedLanguage
+from contracts.languages import CODE_SWITCHED_ZULU, TRANSCRIPTION_CODES, transcription_code
 
 log = logging.getLogger("khuluma.asr")
 
@@ -50,28 +54,25 @@ DEFAULT_MODEL = "default"  # key of the default model in the model table
 SETTING = "KHULUMA_WHISPER_LANGUAGE_MODELS"
 
 
-@dataclass(frozen=True)
-class Language:
-    code: str
-    name: str
-    whisper: str | None  # Whisper's language token, None when Whisper does not know the language
-    base: bool  # covered by the default multilingual model
+def _registry(code: str) -> languages.Language | None:
+    return languages.LANGUAGES.get(code)
 
 
-LANGUAGES: dict[str, Language] = {
-    "afr": Language("afr", "Afrikaans", "af", True),
-    "eng": Language("eng", "English (South African)", "en", True),
-    "fra": Language("fra", "French (African)", "fr", True),
-    "zul": Language("zul", "isiZulu", None, False),
-    "sot": Language("sot", "Sesotho", None, False),
-    "cs-zul": Language("cs-zul", "Code-switched isiZulu (alpha)", None, False),
-}
-# Other spellings clients send: two-letter codes, NLLB codes, upper case.
-ALIASES = {"af": "afr", "en": "eng", "fr": "fra", "zu": "zul", "st": "sot", "cs_zul": "cs-zul",
-           "afr_latn": "afr", "eng_latn": "eng", "fra_latn": "fra", "zul_latn": "zul", "sot_latn": "sot"}
-# Whisper tokens of other languages a configured model may cover (so detection can reach them).
-_WHISPER_TOKENS = {"xho": None, "swh": "sw", "sna": "sn", "nso": None, "tsn": None, "tso": None, "ssw": None,
-                   "por": "pt", "deu": "de", "nld": "nl", "spa": "es"}
+def _on_base(code: str) -> bool:
+    lang = _registry(code)
+    return bool(lang and lang.whisper_base)
+
+
+def _whisper_token(code: str) -> str | None:
+    """Whisper's language token for ``code`` (None: Whisper does not know the language, e.g. isiZulu)."""
+    lang = _registry(code)
+    return lang.whisper if lang else None
+
+
+# The transcription languages in the order the service has always listed them (error texts, /api/v1/models):
+# those Whisper base covers, then those that need a configured model.
+LISTED_CODES: tuple[str, ...] = (tuple(c for c in TRANSCRIPTION_CODES if _on_base(c))
+                                 + tuple(c for c in TRANSCRIPTION_CODES if not _on_base(c)))
 
 
 @dataclass(frozen=True)
@@ -114,11 +115,6 @@ class Detection:
     candidates: list[tuple[str, float]]  # best first
 
 
-def normalise_code(code: str) -> str:
-    key = code.strip().lower().replace(" ", "")
-    return ALIASES.get(key, key)
-
-
 class SpeechRecognizer:
     """Whisper models by language; thread-safe (CTranslate2 serialises decoding inside one model)."""
 
@@ -138,7 +134,7 @@ class SpeechRecognizer:
     ) -> None:
         self.default_ref = str(default_model)
         self.default_name = default_model_name
-        self.language_models = {normalise_code(k): str(v) for k, v in (language_models or {}).items() if v}
+        self.language_models = {transcription_code(k): str(v) for k, v in (language_models or {}).items() if v}
         self.device = device
         self.compute_type = compute_type
         self.cpu_threads = cpu_threads or (os.cpu_count() or 1)
@@ -155,42 +151,46 @@ class SpeechRecognizer:
     def routes(self) -> dict[str, Route]:
         """Every language code that has a model, with how it is transcribed."""
         out: dict[str, Route] = {}
-        for code, lang in LANGUAGES.items():
-            if lang.base:
-                out[code] = Route(code, DEFAULT_MODEL, self.default_ref, lang.whisper)
+        for code in LISTED_CODES:
+            if _on_base(code):
+                out[code] = Route(code, DEFAULT_MODEL, self.default_ref, _whisper_token(code))
         for code, ref in self.language_models.items():
-            token = LANGUAGES[code].whisper if code in LANGUAGES else _WHISPER_TOKENS.get(code)
-            out[code] = Route(code, code, ref, token)
-        if "cs-zul" not in out and "zul" in out:  # code-switched isiZulu runs on the isiZulu model
+            out[code] = Route(code, code, ref, _whisper_token(code))
+        if CODE_SWITCHED_ZULU not in out and "zul" in out:  # code-switched isiZulu runs on the isiZulu model
             zul = out["zul"]
-            out["cs-zul"] = Route("cs-zul", zul.model_key, zul.model_ref, zul.whisper_language)
+            out[CODE_SWITCHED_ZULU] = Route(CODE_SWITCHED_ZULU, zul.model_key, zul.model_ref, zul.whisper_language)
         return out
 
-    def route(self, lang_code: str) -> Route:
-        """The route for a requested ``lang_code``; 400 for an unknown code or one without a model."""
-        code = normalise_code(lang_code)
+    def route(self, requested: str) -> Route:
+        """The route for a requested language code (any accepted spelling).
+
+        Raises :class:`UnsupportedLanguage` for an unknown code (``unknown=True``) or a known one without a
+        model here; the caller names its request field (``.for_field("lang_code")``).
+        """
+        code = transcription_code(requested)
         routes = self.routes()
         if code in routes:
             return routes[code]
-        if code in LANGUAGES:
-            lang = LANGUAGES[code]
-            target = "zul" if code == "cs-zul" else code
-            raise InvalidInput(
-                f"lang_code '{code}' ({lang.name}) has no speech model on this server: Whisper base does not "
-                f"cover it. An operator can configure one with {SETTING}='{{\"{target}\": \"<model directory or "
-                f"Hugging Face id>\"}}' (a faster-whisper / CTranslate2 Whisper model fine-tuned for "
-                f"{LANGUAGES[target].name}). Languages available now: {', '.join(sorted(routes))}."
+        available = ", ".join(sorted(routes))
+        if code in TRANSCRIPTION_CODES:
+            target = "zul" if code == CODE_SWITCHED_ZULU else code
+            raise UnsupportedLanguage(
+                code,
+                f"({languages.speech_name(code)}) has no speech model on this server: Whisper base does not cover it. "
+                f"An operator can configure one with {SETTING}='{{\"{target}\": \"<model directory or Hugging "
+                f"Face id>\"}}' (a faster-whisper / CTranslate2 Whisper model fine-tuned for "
+                f"{languages.speech_name(target)}). Languages available now: {available}.",
             )
-        raise InvalidInput(
-            f"Invalid request: field 'lang_code': unsupported language code '{lang_code}'. "
-            f"Accepted codes: {', '.join(LANGUAGES)} (available on this server: {', '.join(sorted(routes))})."
+        raise UnsupportedLanguage(
+            requested, f"Accepted codes: {', '.join(LISTED_CODES)} (available on this server: {available}).",
+            unknown=True,
         )
 
     def detectable(self) -> dict[str, str]:
         """Whisper token -> code, for the languages auto-detection may answer."""
         out: dict[str, str] = {}
         for code, route in self.routes().items():
-            if route.whisper_language and code != "cs-zul":
+            if route.whisper_language and code != CODE_SWITCHED_ZULU:
                 out.setdefault(route.whisper_language, code)
         return out
 

@@ -4,8 +4,9 @@ The format is chosen from the file name's extension, then the declared content t
 (``%PDF``, a zip holding ``word/document.xml``, ``<html``). Extraction uses maintained libraries: pypdf,
 python-docx, html2text, charset-normalizer for text encodings; CSV and JSON use the standard library.
 
-Errors: a format we do not read, or a file the parser cannot read -> :class:`UnsupportedMedia` (415);
-a readable file without any text (e.g. a scanned PDF without a text layer) -> :class:`InvalidInput` (400).
+Errors: a format we do not read, or a file the parser cannot read -> :class:`UnsupportedMedia`; a readable file
+without any text (e.g. a scanned PDF without a text layer) -> :class:`contracts.search.EmptyDocument`, an
+:class:`InvalidInput` whose message the service completes with the request field.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.errors import InvalidInput, UnsupportedMedia
+from contracts.search import EmptyDocument
 
 SUPPORTED_EXTENSIONS: dict[str, str] = {
     ".txt": "text", ".text": "text", ".md": "markdown", ".markdown": "markdown",
@@ -85,7 +87,7 @@ def extract_text(path: Path, filename: str, content_type: str | None = None) -> 
     text = normalise_whitespace(text)
     if not text.strip():
         hint = " (a scanned PDF without a text layer? OCR is not supported)" if kind == "pdf" else ""
-        raise InvalidInput(f"Field 'file': the document '{filename}' contains no text{hint}.")
+        raise EmptyDocument(f"the document '{filename}' contains no text{hint}.")
     return ExtractedText(text=text, kind=kind, mime_type=MIME_TYPES[kind])
 
 

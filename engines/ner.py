@@ -3,7 +3,8 @@
 Backends:
 - ``SpacyNER``: spaCy ``en_core_web_sm`` (MIT; English only).
 - ``TransformersNER``: any Hugging Face token-classification model (e.g. an XLM-R fine-tuned on MasakhaNER),
-  configured by id or directory (``ner_model`` setting; needs the ``transformers`` extra).
+  configured by id or directory (setting ``text.ner_model``, ``KHULUMA_TEXT_NER_MODEL``; needs the
+  ``transformers`` extra).
 - ``HeuristicNER``: the offline fallback for the African languages. NOT a trained model: capitalised words,
   noun-class and locative prefixes around them (uMandela, eThekwini, kwaZulu, ngoMsombuluko), honorifics, and
   gazetteers of country, month and weekday names in each language from the CLDR data shipped in ``babel``.
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
+from contracts.languages import TEXT_CODES
 from engines.text_utils import trim_span, word_spans
 
 
@@ -28,9 +30,6 @@ class Entity:
     word: str
     start: int
     end: int
-
-    def as_dict(self) -> dict[str, object]:
-        return {"entity": self.entity, "word": self.word, "start": self.start, "end": self.end}
 
 
 class NerBackend(Protocol):
@@ -66,7 +65,8 @@ class SpacyNER:
 
         self._nlp = importlib.import_module(model).load(exclude=["lemmatizer"])
         meta = self._nlp.meta
-        self.name = f"spaCy {meta.get('lang', 'en')}_{meta.get('name', 'core_web_sm')} {meta.get('version', '')}".strip()
+        name = f"{meta.get('lang', 'en')}_{meta.get('name', 'core_web_sm')}"
+        self.name = f"spaCy {name} {meta.get('version', '')}".strip()
         self._lock = threading.Lock()
 
     def recognise(self, texts: list[str]) -> list[list[Entity]]:
@@ -118,7 +118,8 @@ class TransformersNER:
                              return_tensors="pt")
         offsets = enc.pop("offset_mapping").tolist()
         enc.pop("overflow_to_sample_mapping", None)
-        inputs = {k: v.to(self.device) for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        inputs = {k: v.to(self.device) for k, v in enc.items()
+                  if k in ("input_ids", "attention_mask", "token_type_ids")}
         with self._lock, self._torch.inference_mode():
             label_ids = self.model(**inputs).logits.argmax(-1).tolist()
         # One tag per word (its first sub-token); windows overlap, the first window to see a word decides.
@@ -158,7 +159,8 @@ class TransformersNER:
 # --- heuristic fallback for the African languages ----------------------------------------------------------
 
 CLDR_LOCALES = ("zu", "xh", "ss", "nr", "nso", "st", "tn", "ts", "ve", "af", "sw", "sn", "fr", "en")
-HEURISTIC_LANGUAGES = ("zul", "xho", "ssw", "nso", "sot", "tsn", "tso", "afr", "swh", "sna", "fra")
+# Without a configured model every text language but English goes to the heuristic (EntityRecogniser.backend_for).
+HEURISTIC_LANGUAGES = tuple(code for code in TEXT_CODES if code != "eng")
 # Lower-case prefixes glued to a capitalised name: noun class 1a (u-), copula (ngu-), possessive (ka-),
 # conjunctive/instrumental (na-, no-, nga-, ngo-), locatives (e-, kwa-, ku-, ko-, se-, ga-).
 LOCATIVE_PREFIXES = {"e", "kwa", "ku", "ko", "o", "se", "ga", "eka", "le", "kule", "kulo", "nase", "nge", "kwe",
@@ -267,13 +269,13 @@ class HeuristicNER:
             if cand is None:
                 i += 1
                 continue
-            j = i
+            j, last = i, cand
             kinds = [cand.kind]
             # join following capitalised words that carry no prefix (Cyril Ramaphosa, Afrika Borwa)
-            while j + 1 < len(words) and self._joins(text, cand, candidates[j], candidates[j + 1]):
-                j += 1
-                kinds.append(candidates[j].kind)
-            start, end = cand.start, candidates[j].end
+            while j + 1 < len(words) and (nxt := self._joined(text, cand, last, candidates[j + 1])) is not None:
+                j, last = j + 1, nxt
+                kinds.append(last.kind)
+            start, end = cand.start, last.end
             kind = self._decide(text[start:end], cand, kinds)
             # dates: take an adjacent day number or year with them (12 Juni 2024)
             if kind == "date":
@@ -288,11 +290,13 @@ class HeuristicNER:
             i = j + 1
         return entities
 
-    def _joins(self, text: str, first: _Candidate, last: _Candidate, nxt: _Candidate | None) -> bool:
-        """Whether the next capitalised word continues the name (Cyril Ramaphosa, Afrika Borwa)."""
+    def _joined(self, text: str, first: _Candidate, last: _Candidate, nxt: _Candidate | None) -> _Candidate | None:
+        """The next capitalised word when it continues the name (Cyril Ramaphosa, Afrika Borwa), else None."""
         if nxt is None or nxt.prefix or text[last.end:nxt.start].strip() not in ("", "-"):
-            return False
-        return nxt.kind in (None, last.kind) or text[first.start:nxt.end].lower() in self._place_words
+            return None
+        if nxt.kind in (None, last.kind) or text[first.start:nxt.end].lower() in self._place_words:
+            return nxt
+        return None
 
     def _candidate(self, text: str, start: int, end: int, word: str, sentence_start: bool, previous: str,
                    following: str) -> _Candidate | None:

@@ -61,6 +61,6 @@ class SentimentClassifier:
             if language == "eng":
                 vader = self.vader_distribution(text)
                 dist = {label: (dist[label] + vader[label]) / 2 for label in LABELS}
-            label = max(dist, key=dist.get)  # type: ignore[arg-type]
+            label = max(dist, key=lambda name: dist[name])
             out.append(SentimentScore(label, dist[label], dist))
         return out

@@ -1,6 +1,13 @@
-"""The durable queue of async v1 transcription jobs and their webhook deliveries (rows of ``uploads``).
+"""The durable queue of async v1 transcription jobs and their webhook deliveries (rows of ``uploads``), and the
+job state machine: its states (:class:`JobStatus`, :class:`WebhookStatus`) and its moves (:data:`MOVES`), here
+and nowhere else.
 
-Job states: ``none`` -> ``pending`` -> ``processing`` -> ``completed`` | ``failed``.
+::
+
+    none ─enqueue─> pending ─claim─> processing ─finish─> completed | failed
+                       ^  └─exhaust─> failed    │ (lease expired: claim again; transient failure: requeue)
+                       └─────────requeue────────┘
+    completed | failed ─enqueue─> pending   (processing an upload again runs a new job)
 
 A worker *claims* a job by moving it to ``processing`` with ``lease_until`` in the future, and renews the lease
 while it works. ``lease_until`` doubles as the fencing token: every later write of that worker (renew, finish)
@@ -15,16 +22,56 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import CursorResult, Update, or_, select, update
+from sqlalchemy.orm import Session
 
+from contracts.jobs import JobResult
 from persistence.models import ApiToken, Upload, UsageRecord, utcnow
 from persistence.session import Database
 
 USAGE_ROUTE = "transcribe_process"
-PENDING, PROCESSING, COMPLETED, FAILED = "pending", "processing", "completed", "failed"
-WEBHOOK_PENDING, WEBHOOK_DELIVERED, WEBHOOK_GAVE_UP = "pending", "delivered", "gave_up"
+
+
+class JobStatus(StrEnum):
+    """``uploads.job_status``."""
+
+    NONE = "none"  # uploaded, never processed
+    PENDING = "pending"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class WebhookStatus(StrEnum):
+    """``uploads.webhook_status`` (NULL: no delivery due)."""
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    GAVE_UP = "gave_up"
+
+
+@dataclass(frozen=True)
+class Move:
+    sources: frozenset[JobStatus]
+    target: JobStatus
+
+
+# Every change of ``job_status`` is one of these moves, and only the functions below make them: enqueue, claim
+# (claim_jobs), requeue, complete and fail (finish), exhaust (fail_exhausted).
+MOVES: dict[str, Move] = {
+    "enqueue": Move(frozenset({JobStatus.NONE, JobStatus.COMPLETED, JobStatus.FAILED}), JobStatus.PENDING),
+    # processing -> processing: the job of a dead worker, once its lease expired
+    "claim": Move(frozenset({JobStatus.PENDING, JobStatus.PROCESSING}), JobStatus.PROCESSING),
+    "requeue": Move(frozenset({JobStatus.PROCESSING}), JobStatus.PENDING),  # a transient failure
+    "complete": Move(frozenset({JobStatus.PROCESSING}), JobStatus.COMPLETED),
+    "fail": Move(frozenset({JobStatus.PROCESSING}), JobStatus.FAILED),
+    # started max_attempts times without finishing (a poison job that kills its worker)
+    "exhaust": Move(frozenset({JobStatus.PENDING, JobStatus.PROCESSING}), JobStatus.FAILED),
+}
+UNFINISHED = frozenset({JobStatus.PENDING, JobStatus.PROCESSING})
 
 
 @dataclass(frozen=True)
@@ -51,18 +98,54 @@ def _lease_time(seconds: float) -> datetime:
     return utcnow() + timedelta(seconds=seconds, microseconds=secrets.randbelow(1000))
 
 
+def _changed(s: Session, statement: Update) -> int:
+    """Rows a conditional UPDATE changed: 1 when this worker's compare-and-set won, 0 when another got there."""
+    result = s.execute(statement.execution_options(synchronize_session=False))
+    assert isinstance(result, CursorResult)
+    return result.rowcount
+
+
+def _expired_or_unleased(now: datetime) -> Any:
+    return or_(Upload.lease_until.is_(None), Upload.lease_until < now)
+
+
+def _claimable(now: datetime) -> Any:
+    """Pending, or processing with an expired lease (its worker died)."""
+    return or_(Upload.job_status == JobStatus.PENDING,
+               (Upload.job_status == JobStatus.PROCESSING) & (Upload.lease_until < now))
+
+
+def _settle_usage(s: Session, upload_id: str, status: str, seconds: float | None = None) -> None:
+    """The usage row the process request placed as ``pending``: ``successful`` or ``failed``."""
+    usage = s.scalar(select(UsageRecord).where(UsageRecord.reference_id == upload_id,
+                                               UsageRecord.route == USAGE_ROUTE,
+                                               UsageRecord.status == "pending"))
+    if usage is not None:
+        usage.status = status
+        if seconds is not None:
+            usage.seconds_transcribed = float(seconds)
+
+
+def _make_webhook_due(row: Upload, now: datetime) -> None:
+    if row.webhook:
+        row.webhook_status = WebhookStatus.PENDING
+        row.webhook_attempts = 0
+        row.webhook_next_at = now
+
+
 # --------------------------------------------------------------------------- placing jobs
 
 
 def enqueue(db: Database, upload_id: str, webhook: str | None, language_code: str | None) -> bool:
     """Queue a job for an upload. False if it is already pending or running (then nothing changes)."""
+    move = MOVES["enqueue"]
     with db.session() as s:
         row = s.get(Upload, upload_id)
         if row is None:
             raise KeyError(upload_id)
-        if row.job_status in (PENDING, PROCESSING):
+        if row.job_status not in move.sources:
             return False
-        row.job_status = PENDING
+        row.job_status = move.target
         row.language_code = language_code
         row.webhook = webhook
         row.attempts = 0
@@ -90,10 +173,7 @@ def claim_jobs(db: Database, limit: int, lease_seconds: float, max_attempts: int
     with db.session() as s:
         candidates = s.execute(
             select(Upload.id, Upload.job_status, Upload.lease_until)
-            .where(or_(Upload.job_status == PENDING,
-                       (Upload.job_status == PROCESSING) & (Upload.lease_until < now)))
-            .where(or_(Upload.lease_until.is_(None), Upload.lease_until < now))
-            .where(Upload.attempts < max_attempts)
+            .where(_claimable(now), _expired_or_unleased(now), Upload.attempts < max_attempts)
             .order_by(Upload.updated_at)
             .limit(limit * 4)
         ).all()
@@ -103,15 +183,13 @@ def claim_jobs(db: Database, limit: int, lease_seconds: float, max_attempts: int
         lease = _lease_time(lease_seconds)
         with db.session() as s:
             cond = (Upload.lease_until.is_(None) if old_lease is None else Upload.lease_until == old_lease)
-            done = s.execute(
-                update(Upload)
-                .where(Upload.id == upload_id, Upload.job_status == status, cond)
-                .values(job_status=PROCESSING, lease_until=lease, attempts=Upload.attempts + 1)
-                .execution_options(synchronize_session=False)
-            ).rowcount
+            done = _changed(s, update(Upload)
+                            .where(Upload.id == upload_id, Upload.job_status == status, cond)
+                            .values(job_status=MOVES["claim"].target, lease_until=lease, attempts=Upload.attempts + 1))
             if done != 1:
                 continue  # another worker got it first
             row = s.get(Upload, upload_id)
+            assert row is not None
             claimed.append(ClaimedJob(row.id, row.path, row.language_code, row.attempts, lease))
     return claimed
 
@@ -120,47 +198,40 @@ def renew_lease(db: Database, job: ClaimedJob, lease_seconds: float) -> ClaimedJ
     """Extend the lease; None if this worker no longer holds the job."""
     lease = _lease_time(lease_seconds)
     with db.session() as s:
-        done = s.execute(
-            update(Upload)
-            .where(Upload.id == job.upload_id, Upload.job_status == PROCESSING, Upload.lease_until == job.lease)
-            .values(lease_until=lease)
-            .execution_options(synchronize_session=False)
-        ).rowcount
+        done = _changed(s, update(Upload)
+                        .where(Upload.id == job.upload_id, Upload.job_status == JobStatus.PROCESSING,
+                               Upload.lease_until == job.lease)
+                        .values(lease_until=lease))
     return ClaimedJob(job.upload_id, job.path, job.language_code, job.attempts, lease) if done == 1 else None
 
 
 def requeue(db: Database, job: ClaimedJob, delay_seconds: float) -> bool:
     """Give a job back (transient failure): pending again, not before ``delay_seconds``."""
     with db.session() as s:
-        return s.execute(
-            update(Upload)
-            .where(Upload.id == job.upload_id, Upload.job_status == PROCESSING, Upload.lease_until == job.lease)
-            .values(job_status=PENDING, lease_until=utcnow() + timedelta(seconds=delay_seconds))
-            .execution_options(synchronize_session=False)
-        ).rowcount == 1
+        return _changed(s, update(Upload)
+                        .where(Upload.id == job.upload_id, Upload.job_status.in_(MOVES["requeue"].sources),
+                               Upload.lease_until == job.lease)
+                        .values(job_status=MOVES["requeue"].target,
+                                lease_until=utcnow() + timedelta(seconds=delay_seconds))) == 1
 
 
-def finish(db: Database, job: ClaimedJob, *, result: dict[str, Any] | None, error: str | None,
-           status_code: int, seconds: float = 0.0) -> bool:
-    """Store the outcome, settle the usage row and, if the job has a webhook, make its delivery due now."""
+def finish(db: Database, job: ClaimedJob, *, result: JobResult | None, error: str | None,
+           status_code: int) -> bool:
+    """Store the outcome (``error`` None: completed, else failed), settle the usage row and, if the job has a
+    webhook, make its delivery due now. False if this worker lost the lease (a newer run owns the job)."""
+    move = MOVES["complete"] if error is None else MOVES["fail"]
     with db.session() as s:
         row = s.get(Upload, job.upload_id)
-        if row is None or row.job_status != PROCESSING or row.lease_until != job.lease:
-            return False  # lost the lease: a newer run owns the job
-        row.job_status = COMPLETED if error is None else FAILED
-        row.result = {**(result or {}), "status_code": status_code}
+        if row is None or row.job_status not in move.sources or row.lease_until != job.lease:
+            return False
+        row.job_status = move.target
+        stored = result.model_dump(mode="json", exclude_none=True) if result is not None else {}
+        row.result = {**stored, "status_code": status_code}
         row.error = error
         row.lease_until = None
-        if row.webhook:
-            row.webhook_status = WEBHOOK_PENDING
-            row.webhook_attempts = 0
-            row.webhook_next_at = utcnow()
-        usage = s.scalar(select(UsageRecord).where(UsageRecord.reference_id == row.id,
-                                                   UsageRecord.route == USAGE_ROUTE,
-                                                   UsageRecord.status == "pending"))
-        if usage is not None:
-            usage.status = "successful" if error is None else "failed"
-            usage.seconds_transcribed = float(seconds)
+        _make_webhook_due(row, utcnow())
+        _settle_usage(s, row.id, "successful" if error is None else "failed",
+                      result.audio_length_seconds if result is not None else 0.0)
         return True
 
 
@@ -168,30 +239,21 @@ def fail_exhausted(db: Database, max_attempts: int) -> list[str]:
     """Pending or lease-expired jobs already started ``max_attempts`` times: failed (a poison job that kills
     its worker must not loop forever). Returns their ids so the caller can notify."""
     now = utcnow()
+    move = MOVES["exhaust"]
     with db.session() as s:
         rows = s.scalars(
-            select(Upload).where(Upload.attempts >= max_attempts)
-            .where(or_(Upload.job_status == PENDING,
-                       (Upload.job_status == PROCESSING) & (Upload.lease_until < now)))
-            .where(or_(Upload.lease_until.is_(None), Upload.lease_until < now))
+            select(Upload).where(Upload.attempts >= max_attempts, _claimable(now), _expired_or_unleased(now))
         ).all()
         ids = []
         for row in rows:
             ids.append(row.id)
-            row.job_status = FAILED
+            row.job_status = move.target
             row.error = f"Transcription did not finish after {row.attempts} attempts (the worker stopped or the " \
                         "transcription service was unavailable)."
             row.result = {"status_code": 500}
             row.lease_until = None
-            if row.webhook:
-                row.webhook_status = WEBHOOK_PENDING
-                row.webhook_attempts = 0
-                row.webhook_next_at = now
-            usage = s.scalar(select(UsageRecord).where(UsageRecord.reference_id == row.id,
-                                                       UsageRecord.route == USAGE_ROUTE,
-                                                       UsageRecord.status == "pending"))
-            if usage is not None:
-                usage.status = "failed"
+            _make_webhook_due(row, now)
+            _settle_usage(s, row.id, "failed")
         return ids
 
 
@@ -204,11 +266,11 @@ def webhook_payload(row: Upload) -> dict[str, Any]:
     payload: dict[str, Any] = {
         "upload_id": row.id,
         "postprocessed_text": result.get("postprocessed_text") or [],
-        "status_code": int(result.get("status_code") or (200 if row.job_status == COMPLETED else 500)),
+        "status_code": int(result.get("status_code") or (200 if row.job_status == JobStatus.COMPLETED else 500)),
     }
     if result.get("language_id"):
         payload["language_id"] = result["language_id"]
-    if row.job_status == FAILED:
+    if row.job_status == JobStatus.FAILED:
         payload["detail"] = row.error or "Transcription failed."
     return payload
 
@@ -219,7 +281,7 @@ def claim_webhooks(db: Database, limit: int, hold_seconds: float) -> list[DueWeb
     with db.session() as s:
         candidates = s.execute(
             select(Upload.id, Upload.webhook_next_at)
-            .where(Upload.webhook_status == WEBHOOK_PENDING, Upload.webhook_next_at <= now)
+            .where(Upload.webhook_status == WebhookStatus.PENDING, Upload.webhook_next_at <= now)
             .order_by(Upload.webhook_next_at)
             .limit(limit)
         ).all()
@@ -227,16 +289,14 @@ def claim_webhooks(db: Database, limit: int, hold_seconds: float) -> list[DueWeb
     for upload_id, next_at in candidates:
         claim = _lease_time(hold_seconds)
         with db.session() as s:
-            done = s.execute(
-                update(Upload)
-                .where(Upload.id == upload_id, Upload.webhook_status == WEBHOOK_PENDING,
-                       Upload.webhook_next_at == next_at)
-                .values(webhook_next_at=claim)
-                .execution_options(synchronize_session=False)
-            ).rowcount
+            done = _changed(s, update(Upload)
+                            .where(Upload.id == upload_id, Upload.webhook_status == WebhookStatus.PENDING,
+                                   Upload.webhook_next_at == next_at)
+                            .values(webhook_next_at=claim))
             if done != 1:
                 continue
             row = s.get(Upload, upload_id)
+            assert row is not None
             token = s.get(ApiToken, row.token_id) if row.token_id is not None else None
             claimed.append(DueWebhook(row.id, row.webhook or "", row.webhook_attempts, webhook_payload(row),
                                       token.webhook_secret if token else "", claim))
@@ -248,56 +308,25 @@ def webhook_outcome(db: Database, hook: DueWebhook, *, delivered: bool, retry_in
     with db.session() as s:
         values: dict[str, Any] = {"webhook_attempts": Upload.webhook_attempts + 1}
         if delivered:
-            values.update(webhook_status=WEBHOOK_DELIVERED, webhook_next_at=None)
+            values.update(webhook_status=WebhookStatus.DELIVERED, webhook_next_at=None)
         elif retry_in is None:
-            values.update(webhook_status=WEBHOOK_GAVE_UP, webhook_next_at=None)
+            values.update(webhook_status=WebhookStatus.GAVE_UP, webhook_next_at=None)
         else:
             values.update(webhook_next_at=utcnow() + timedelta(seconds=retry_in))
-        s.execute(
-            update(Upload)
-            .where(Upload.id == hook.upload_id, Upload.webhook_status == WEBHOOK_PENDING,
-                   Upload.webhook_next_at == hook.claim)
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        )
+        _changed(s, update(Upload)
+                 .where(Upload.id == hook.upload_id, Upload.webhook_status == WebhookStatus.PENDING,
+                        Upload.webhook_next_at == hook.claim)
+                 .values(**values))
 
 
 def next_due(db: Database) -> datetime | None:
     """The earliest time something becomes due (a retry, a requeued job, an expiring lease)."""
     with db.session() as s:
         times = [
-            s.scalar(select(Upload.webhook_next_at).where(Upload.webhook_status == WEBHOOK_PENDING)
+            s.scalar(select(Upload.webhook_next_at).where(Upload.webhook_status == WebhookStatus.PENDING)
                      .order_by(Upload.webhook_next_at).limit(1)),
-            s.scalar(select(Upload.lease_until).where(Upload.job_status.in_((PENDING, PROCESSING)))
+            s.scalar(select(Upload.lease_until).where(Upload.job_status.in_(UNFINISHED))
                      .where(Upload.lease_until.is_not(None)).order_by(Upload.lease_until).limit(1)),
         ]
-    times = [t for t in times if t is not None]
-    return min(times) if times else None
-
-
-# --------------------------------------------------------------------------- results
-
-
-def summarize_record(record: dict[str, Any]) -> dict[str, Any]:
-    """What a finished job keeps of the transcription record: text, language and the timed segments
-    (``postprocessed_text``: ``[{start_time, end_time, text, speaker_id?}]``)."""
-    timeline = ((record.get("diarisation_result") or {}).get("timeline")) or []
-    segments = []
-    for item in timeline:
-        text = (item.get("text") or "").strip()
-        if item.get("type", "speech") != "speech" or not text:
-            continue
-        segment = {"start_time": item.get("start_time"), "end_time": item.get("end_time"), "text": text}
-        if item.get("speaker_id"):
-            segment["speaker_id"] = item["speaker_id"]
-        segments.append(segment)
-    text = (record.get("transcription_text") or "").strip()
-    if not segments and text:
-        segments = [{"start_time": 0.0, "end_time": float(record.get("audio_length_seconds") or 0.0), "text": text}]
-    return {
-        "text": text,
-        "language_id": record.get("language_code") or "",
-        "postprocessed_text": segments,
-        "audio_length_seconds": float(record.get("audio_length_seconds") or 0.0),
-        "warnings": list(record.get("warnings") or []),
-    }
+    due = [t for t in times if t is not None]
+    return min(due) if due else None

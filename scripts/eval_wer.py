@@ -86,7 +86,8 @@ def evaluate(languages: list[str], limit: int | None = None, auto: bool = False,
     from engines.pipeline import get_pipeline
     from contracts.settings import Settings
 
-    pipeline = get_pipeline(settings or Settings())
+    settings = settings or Settings()
+    pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="khuluma-wer-") as tmp:
         for lang in languages:
@@ -97,15 +98,15 @@ def evaluate(languages: list[str], limit: int | None = None, auto: bool = False,
             for i, sentence in enumerate(sentences[:limit]):
                 wav = synthesise(sentence, voice, Path(tmp) / f"{lang}-{i}.wav")
                 started = time.perf_counter()
-                record = pipeline.transcribe(wav, None if auto else lang)
+                result = pipeline.transcribe(wav, None if auto else lang)
                 seconds += time.perf_counter() - started
-                audio += record["audio_length_seconds"]
-                e, n = word_errors(sentence, record["transcription_text"])
+                audio += result.audio_length_seconds
+                e, n = word_errors(sentence, result.text)
                 errors, words = errors + e, words + n
-                detected.append(record["language_code"])
+                detected.append(result.language_code)
                 if verbose:
-                    print(f"  [{lang}] ref: {sentence}\n  [{lang}] hyp: {record['transcription_text']} "
-                          f"({record['language_code']}, {e}/{n})", flush=True)
+                    print(f"  [{lang}] ref: {sentence}\n  [{lang}] hyp: {result.text} "
+                          f"({result.language_code}, {e}/{n})", flush=True)
             results[lang] = {"wer": round(errors / max(words, 1), 4), "errors": errors, "words": words,
                              "files": len(detected), "detected": detected,
                              "accuracy_of_detection": round(detected.count(lang) / max(len(detected), 1), 3),

@@ -1,5 +1,5 @@
-"""The edge of the service: domain errors become HTTP answers here, in one table, and every answer has one shape,
-``{"detail": "..."}``, never a stack trace."""
+"""The edge of the service: domain errors become HTTP answers here (statuses from the one table,
+``contracts.errors.HTTP_STATUS``), and every answer has one shape, ``{"detail": "..."}``, never a stack trace."""
 
 from __future__ import annotations
 
@@ -11,41 +11,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from contracts.errors import (
-    DomainError,
-    InvalidInput,
-    NotFound,
-    TimedOut,
-    TooLarge,
-    Unauthenticated,
-    Unavailable,
-    UnsupportedMedia,
-    find_domain_error,
-)
+from contracts.errors import DomainError, find_domain_error, http_status
 
 log = logging.getLogger("khuluma")
 
-# The one table: a domain error's class (or its nearest listed base class) -> HTTP status.
-STATUS_BY_ERROR: dict[type[DomainError], int] = {
-    InvalidInput: 400,  # UnsupportedLanguage too
-    Unauthenticated: 401,
-    NotFound: 404,
-    TooLarge: 413,
-    UnsupportedMedia: 415,  # NotAudio too
-    Unavailable: 503,  # ModelMissing too
-    TimedOut: 504,
-}
-
-
-def status_of(error: DomainError) -> int:
-    for cls in type(error).__mro__:
-        if cls in STATUS_BY_ERROR:
-            return STATUS_BY_ERROR[cls]
-    return 500
-
-
 def error_response(error: DomainError) -> JSONResponse:
-    return JSONResponse({"detail": error.detail}, status_code=status_of(error))
+    return JSONResponse({"detail": error.detail}, status_code=http_status(error))
 
 
 def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:

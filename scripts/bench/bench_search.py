@@ -12,13 +12,14 @@ What runs, in one go:
    plus small Gaussian noise (sigma 0.02 per dimension, re-normalised): realistic clusters, unique vectors.
 3. End-to-end ingest through HTTP (upload -> extract -> chunk -> language ID -> embed -> Chroma) of a few real
    documents: the embedding-bound chunks/s a user sees.
-4. For each scale: a plain-uvicorn service process (the real ingress, auth, database, KnowledgeStore over an
-   embedded Chroma) first ingests the chunks with their precomputed vectors through the KnowledgeStore
-   (``add_precomputed``: metadata, owner check, Chroma writes; 1,000 chunks per document) and then answers
-   ``--queries`` sequential HTTP queries (hybrid: query embedding + Chroma + BM25 + fusion). The first query,
-   which builds the BM25 index, is reported apart. Then the service stops and the SAME Chroma directory is
-   opened directly: the bare ``collection.query`` with the precomputed query vectors, and a bare
-   ``collection.add`` of the same chunks into a fresh store (1,000 per call) for the ingest ratio.
+4. For each scale: a plain-uvicorn service process (the real ingress, auth and database over the Embeddings and
+   KnowledgeStore deployments in Serve's local testing mode, embedded Chroma) first ingests the chunks with their
+   precomputed vectors through the KnowledgeStore (``add_precomputed``: metadata, owner check, Chroma writes;
+   1,000 chunks per document) and then answers ``--queries`` sequential HTTP queries (hybrid: query embedding +
+   Chroma + BM25 + fusion). The first query, which builds the BM25 index, is reported apart. Then the service
+   stops and the SAME Chroma directory is opened directly: the bare ``collection.query`` with the precomputed
+   query vectors, and a bare ``collection.add`` of the same chunks into a fresh store (1,000 per call) for the
+   ingest ratio.
 
 All processes run with OMP_NUM_THREADS=1, as Ray Serve sets it for a replica with one CPU or less.
 """
@@ -26,7 +27,6 @@ All processes run with OMP_NUM_THREADS=1, as Ray Serve sets it for a replica wit
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import random
@@ -148,22 +148,23 @@ def serve(config_path: str) -> None:
     """Child process: ingest precomputed chunks through the KnowledgeStore, then serve HTTP."""
     import uvicorn
 
-    from deployments.embeddings import Embeddings
-    from deployments.knowledge import KnowledgeStore
-    from serve_app.app import create_app
-    from serve_app.backends import Backends
-    from serve_app.context import build_context, set_context
-    from persistence.models import Document, KnowledgeBase
     from contracts.settings import Settings
+    from deployments.app import build_local
+    from persistence.models import Document, KnowledgeBase
+    from persistence.session import migrate
+    from serve_app.app import create_app
+    from serve_app.context import Clients, build_context
     from serve_app.tokens import create_token
 
     cfg = json.loads(Path(config_path).read_text())
     settings = Settings(data_dir=cfg["data_dir"], _env_file=None)
-    sdict = settings.model_dump(mode="json")
-    ctx = build_context(settings, Backends())
+    settings.ensure_dirs()
+    migrate(settings.db_url)  # as `khuluma serve` does before anything starts
+    handles = build_local(settings, ["embeddings", "knowledge"])  # Serve's local testing mode, in this process
+    ctx = build_context(settings, Clients.from_handles(**handles))
     token, info = create_token(ctx.db, "bench", "default")
-    emb = Embeddings(sdict)
-    store = KnowledgeStore(sdict, embeddings=emb)
+    # add_precomputed and count are the benchmark's own calls (the ingress never makes them): on the raw handle
+    store = handles["knowledge"]
     stats: dict[str, Any] = {"token": token}
     if cfg.get("chunks"):
         texts = [json.loads(line) for line in Path(cfg["chunks"]).read_text().splitlines()]
@@ -172,25 +173,23 @@ def serve(config_path: str) -> None:
         with ctx.db.session() as s:
             s.add(KnowledgeBase(id=kb_id, customer_id=info.customer_id, project_id=info.project_id, name="bench"))
 
-        async def ingest() -> float:
-            t0 = time.perf_counter()
-            for d, lo in enumerate(range(0, len(texts), DOC_CHUNKS)):
-                doc_id = f"00000000-0000-4000-8000-{d:012d}"
-                batch = [{"text": t, "start": 0, "end": len(t), "language": lang}
-                         for t, lang in texts[lo:lo + DOC_CHUNKS]]
-                await store.add_precomputed(kb_id, doc_id, f"doc-{d}.txt", batch, vecs[lo:lo + DOC_CHUNKS],
-                                            customer_id=info.customer_id)
-                with ctx.db.session() as s:
-                    s.add(Document(id=doc_id, knowledgebase_id=kb_id, customer_id=info.customer_id,
-                                   filename=f"doc-{d}.txt", content_sha256=f"{d:064d}", status="ready",
-                                   chunk_count=len(batch)))
-            return time.perf_counter() - t0
-
-        seconds = asyncio.run(ingest())
-        stats.update(ingest_seconds=seconds, chunks=len(texts), count=store.count(kb_id))
+        t0 = time.perf_counter()
+        for d, lo in enumerate(range(0, len(texts), DOC_CHUNKS)):
+            doc_id = f"00000000-0000-4000-8000-{d:012d}"
+            batch = [{"text": t, "start": 0, "end": len(t), "language": lang}
+                     for t, lang in texts[lo:lo + DOC_CHUNKS]]
+            store.add_precomputed.remote(kb_id, doc_id, f"doc-{d}.txt", batch, vecs[lo:lo + DOC_CHUNKS],
+                                         customer_id=info.customer_id).result()
+            with ctx.db.session() as s:
+                s.add(Document(id=doc_id, knowledgebase_id=kb_id, customer_id=info.customer_id,
+                               filename=f"doc-{d}.txt", content_sha256=f"{d:064d}", status="ready",
+                               chunk_count=len(batch)))
+        seconds = time.perf_counter() - t0
+        stats.update(ingest_seconds=seconds, chunks=len(texts), count=store.count.remote(kb_id).result())
     Path(cfg["stats"]).write_text(json.dumps(stats))
-    set_context(build_context(settings, Backends.wrap(embeddings=emb, knowledge=store)))
-    uvicorn.run(create_app(), host="127.0.0.1", port=cfg["port"], log_level="warning", access_log=False)
+    app = create_app(settings.cors_origins)
+    app.state.context = ctx  # what the Serve ingress does (serve_app/ingress.py)
+    uvicorn.run(app, host="127.0.0.1", port=cfg["port"], log_level="warning", access_log=False)
 
 
 class Service:
@@ -258,7 +257,7 @@ def run_scale(scale: int, work: Path, pool: tuple[list[str], list[str], np.ndarr
               query_vecs: np.ndarray, embedder: Any) -> dict[str, Any]:
     import uuid
 
-    from engines.retrieval import collection_name, connect_chroma
+    from engines.chunk_store import collection_name, connect_chroma
 
     texts, langs, vecs = scaled_set(scale, *pool)
     work.mkdir(parents=True, exist_ok=True)
@@ -328,8 +327,8 @@ def main() -> None:
         serve(args.serve)
         return
 
+    from engines.chunk_language import detect_languages
     from engines.embeddings import load_embedder
-    from engines.retrieval import detect_languages
 
     embedder = load_embedder()
     pool_texts, pool_langs = make_pool(args.pool)

@@ -4,7 +4,9 @@ For NER, sentiment and classify the same requests go (1) straight to the engines
 ``--concurrency`` (language ID + spaCy/heuristic NER; sentence split + language ID + e5 embeddings + classifier;
 cached example embeddings + input embeddings + calibrated centroids) -- the bare-model limit -- and (2) through the
 HTTP API: auth, validation, usage metering, the TextAnalysis deployment's ``@batched`` grouping and the
-Embeddings deployment. Prints requests/s, p50/p99 and the ratio service/bare.
+Embeddings deployment, under plain uvicorn with the deployments in Serve's local testing mode
+(``deployments.app.build_local``, no Ray cluster; ``--ray`` adds a run through Ray Serve). Prints requests/s,
+p50/p99 and the ratio service/bare.
 
     .venv/bin/python scripts/bench/bench_text.py [--duration 10] [--concurrency 16] [--ray]
 """
@@ -114,9 +116,9 @@ def main() -> None:
     args = ap.parse_args()
 
     data = tempfile.mkdtemp(prefix="khuluma-bench-text-")
-    settings = {"data_dir": data}
-    from persistence.session import Database
+    settings = {"data_dir": data}  # Settings fields, nested per section (e.g. {"text": {"max_tokens": 4000}})
     from contracts.settings import Settings
+    from persistence.session import Database
     from serve_app.tokens import create_token
 
     token = create_token(Database.migrated(Settings(data_dir=data).db_url), "bench")[0]
@@ -159,7 +161,7 @@ def main() -> None:
     for name, r in results.items():
         bare = r["bare"]
         rows.append((f"{name}: bare engines, batches of {args.concurrency}", {"req/s": round(bare, 1), **blank}))
-        for key, label in (("service", "service (uvicorn, in-process)"), ("ray", "service (Ray Serve)")):
+        for key, label in (("service", "service (uvicorn, local testing mode)"), ("ray", "service (Ray Serve)")):
             if key in r:
                 row = r[key].row()
                 rows.append((f"{name}: {label}", {"req/s": row["req/s"], "p50 ms": row["p50 ms"],

@@ -28,7 +28,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -95,8 +96,8 @@ def bare_system(model_dir: Path, threads: int) -> Callable[[Path], Any]:
 def pipeline_system(settings: Any) -> Callable[[Path], Any]:
     from engines.pipeline import TranscriptionPipeline
 
-    pipeline = TranscriptionPipeline(settings)
-    return lambda path: pipeline.transcribe(path, None)["transcription_text"]
+    pipeline = TranscriptionPipeline(settings.whisper, settings.transcription, settings.data_dir)
+    return lambda path: pipeline.transcribe(path, None).text
 
 
 class ServiceSystem:
@@ -118,7 +119,7 @@ class ServiceSystem:
         ray.init(address="local", include_dashboard=False, logging_level="ERROR",
                  runtime_env={"env_vars": ray_env()})
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        args = {"settings": settings.model_dump(mode="json"), "deployments": cfg["deployments"],
+        args = {"settings": settings.for_replica(), "deployments": cfg["deployments"],
                 "capabilities": ["transcription"]}
         serve.run(build_app(args), name="khuluma-bench", route_prefix="/", blocking=False)
         self.url = f"http://127.0.0.1:{port}"

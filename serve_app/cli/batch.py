@@ -15,10 +15,13 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from cluster.credentials import UploadToken
 
 app = typer.Typer(help="Batch transcription helpers (upload files to a batch).", no_args_is_help=True)
 console = Console(stderr=True)
@@ -67,12 +70,12 @@ def _s3_error(text: str) -> str:
     return found.group(1).strip() if found else (text or "").strip()[:300]
 
 
-def post_url(token: dict[str, Any], url: str | None = None) -> str:
+def post_url(token: UploadToken, url: str | None = None) -> str:
     """Where files are POSTed: the token's URL, or ``<url>/<bucket>`` when the storage is reached elsewhere."""
     return f"{url.rstrip('/')}/{token['bucket']}" if url else token["post"]["url"]
 
 
-def upload_file(token: dict[str, Any], path: Path, key: str, *, url: str | None = None,
+def upload_file(token: UploadToken, path: Path, key: str, *, url: str | None = None,
                 on_read: Callable[[int], None] = lambda n: None, timeout: float = 600.0) -> UploadResult:
     """POST one file with the token's policy. ``key`` must start with the batch prefix (the storage checks)."""
     import httpx
@@ -99,7 +102,7 @@ def iter_files(directory: Path, pattern: str = "*", recursive: bool = True) -> I
             yield path
 
 
-def upload_directory(token: dict[str, Any], directory: Path, *, pattern: str = "*", recursive: bool = True,
+def upload_directory(token: UploadToken, directory: Path, *, pattern: str = "*", recursive: bool = True,
                      parallel: int = 4, url: str | None = None,
                      on_read: Callable[[int], None] = lambda n: None,
                      on_done: Callable[[UploadResult], None] = lambda r: None) -> list[UploadResult]:
@@ -122,8 +125,8 @@ def upload_directory(token: dict[str, Any], directory: Path, *, pattern: str = "
     return sorted(results, key=lambda r: r.key)
 
 
-def _load_token(token: str | None, batch_id: str | None = None) -> dict[str, Any]:
-    from cluster.storage import decode_token
+def _load_token(token: str | None, batch_id: str | None = None) -> UploadToken:
+    from cluster.credentials import decode_token
 
     if not token:
         console.print("[red]No upload credential:[/] pass --token or set KHULUMA_SAS_TOKEN.")

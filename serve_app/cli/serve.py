@@ -56,7 +56,7 @@ def serve(
     http = cfg["http_options"]
     bind_host = host or (os.environ.get("KHULUMA_HOST") and settings.host) or http.get("host") or settings.host
     bind_port = port or (os.environ.get("KHULUMA_PORT") and settings.port) or http.get("port") or settings.port
-    settings = settings.model_copy(update={"host": bind_host, "port": int(bind_port)})
+    settings = settings.updated({"host": bind_host, "port": int(bind_port)})
     settings.ensure_dirs()
 
     from persistence.session import Database
@@ -105,14 +105,15 @@ def _start_storage(settings: Settings, enabled: bool, cleanups: list[Any]) -> Se
     if settings.s3.endpoint_url or not enabled:
         return settings
     try:
-        from cluster.storage import LocalSeaweedFS
+        from cluster.seaweedfs import LocalSeaweedFS
     except ImportError:  # storage capability not installed in this build
         return settings
-    server = LocalSeaweedFS(settings.data_dir / "seaweedfs", settings.s3.access_key, settings.s3.secret_key)
+    server = LocalSeaweedFS(settings.data_dir / "seaweedfs", settings.s3.access_key,
+                            settings.s3.secret_key.get_secret_value())
     endpoint = server.start()
     cleanups.append(server.stop)
     console.print(f"Object storage (SeaweedFS) at {endpoint}")
-    return settings.model_copy(update={"s3_endpoint_url": endpoint})
+    return settings.updated({"s3": {"endpoint_url": endpoint}})
 
 
 def ray_env() -> dict[str, str]:
@@ -153,9 +154,14 @@ def _start_ray(settings: Settings, address: str | None, num_cpus: int | None, cf
     import ray
     from ray import serve
 
+    if not address:
+        # Secrets reach the replicas through the process environment that the local raylet inherits from this
+        # process, never through runtime_env or bind arguments (both are shown by the Ray dashboard). Nodes of
+        # a cluster joined with --address read theirs from their own environment or KHULUMA_SECRETS_FILE.
+        os.environ.update(settings.secret_env())
     init_kwargs: dict[str, Any] = {
         "address": address or "local",
-        "runtime_env": {"env_vars": {**env, **settings.as_env()}},
+        "runtime_env": {"env_vars": env},
         "include_dashboard": False,
         "logging_level": "WARNING",
         "log_to_driver": True,
@@ -181,7 +187,7 @@ def _deploy(settings: Settings, cfg: dict[str, Any]) -> None:
 
     app_cfg = cfg["app"]
     args = dict(app_cfg.get("args") or {})
-    args["settings"] = {**(args.get("settings") or {}), **settings.model_dump(mode="json")}
+    args["settings"] = {**(args.get("settings") or {}), **settings.for_replica()}  # no secrets: see _start_ray
     args["deployments"] = cfg["deployments"]
     console.print("Deploying (first start loads the models; this takes a minute) ...")
     serve.run(build_app(args), name=app_cfg.get("name", "khuluma"), route_prefix=app_cfg.get("route_prefix", "/"),

@@ -1,9 +1,10 @@
+"""Text analysis routes: entity recognition, sentiment, intent classification, language identification."""
+
 from __future__ import annotations
 
 from fastapi import APIRouter
 
-from serve_app.auth import Caller, Ctx
-from serve_app.schemas.text import (
+from contracts.text import (
     ClassificationResult,
     ClassifyRequest,
     Entity,
@@ -12,30 +13,31 @@ from serve_app.schemas.text import (
     SentimentResult,
     TextRequest,
 )
+from serve_app.auth import Caller, Ctx
 from serve_app.services import text as service
 
 router = APIRouter(prefix="/api/v1", tags=["text analysis"])
 
 
 @router.post("/entity_recognition/process", response_model=list[Entity])
-async def entity_recognition(body: TextRequest, caller: Caller, ctx: Ctx):
+async def entity_recognition(body: TextRequest, caller: Caller, ctx: Ctx) -> list[Entity]:
     """Named entities with character offsets into the input as sent."""
     return await service.entities(ctx, caller, body.encoded_text)
 
 
 @router.post("/sentiment_analysis/process", response_model=SentimentResult)
-async def sentiment_analysis(body: TextRequest, caller: Caller, ctx: Ctx):
+async def sentiment_analysis(body: TextRequest, caller: Caller, ctx: Ctx) -> SentimentResult:
     """Sentiment per sentence (split at '.' and '!', leading space kept)."""
     return await service.sentiments(ctx, caller, body.encoded_text)
 
 
 @router.post("/classify", response_model=list[ClassificationResult])
-async def classify(body: ClassifyRequest, caller: Caller, ctx: Ctx):
+async def classify(body: ClassifyRequest, caller: Caller, ctx: Ctx) -> list[ClassificationResult]:
     """Few-shot intent classification: one probability distribution over the intents per input."""
-    return await service.classify(ctx, caller, [e.model_dump() for e in body.examples], body.inputs)
+    return await service.classify(ctx, caller, body)
 
 
 @router.post("/language/detect", response_model=LanguageDetectResult)
-async def language_detect(body: LanguageDetectRequest, caller: Caller, ctx: Ctx):
+async def language_detect(body: LanguageDetectRequest, caller: Caller, ctx: Ctx) -> LanguageDetectResult:
     """Text language identification (our addition)."""
-    return await service.detect_language(ctx, caller, body.text, body.spans)
+    return await service.detect_language(ctx, caller, body)

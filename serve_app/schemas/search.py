@@ -1,6 +1,10 @@
+"""Wire models of the knowledge-base routes (result items are the KnowledgeStore's own, ``contracts.search``)."""
+
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
+
+from contracts.search import SearchResultItem
 
 
 class CreateKnowledgeBase(BaseModel):
@@ -44,16 +48,6 @@ class QueryRequest(BaseModel):
     strict_language: bool = Field(
         default=False, description="Return only passages detected as `language` (default: boost, not filter)."
     )
-
-
-class SearchResultItem(BaseModel):
-    text: str
-    score: float = Field(description="0..1, descending: fused rank score (1 = first by meaning and by words).")
-    document_id: str | None = None
-    filename: str | None = None
-    language: str | None = Field(default=None, description="ISO 639-3 detected for this passage ('und': unsure).")
-    start: int | None = Field(default=None, description="Character offset of the passage in the document's text.")
-    end: int | None = None
 
 
 class QueryResult(BaseModel):

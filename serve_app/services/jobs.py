@@ -1,7 +1,7 @@
 """Version 1 asynchronous transcription: upload (base64 JSON), process (durable job, optional webhook), get.
 
 The job itself is run by the ``Jobs`` deployment (``deployments/jobs.py``); this module only stores uploads,
-places jobs (``serve_app/services/job_queue.py``) and reports their state.
+places jobs in the database queue (``persistence/jobs.py``), nudges the worker and reports the jobs' state.
 """
 
 from __future__ import annotations
@@ -12,15 +12,17 @@ import binascii
 import logging
 import re
 import shutil
-from typing import Any
 
 import anyio
 
-from serve_app.context import AppContext
-from persistence.models import Upload, new_uuid
-from contracts.errors import InvalidInput, NotFound, TooLarge
+from cluster.webhooks import check_webhook_url_async
+from contracts.errors import InvalidInput, NotFound, TooLarge, UnsupportedLanguage
+from contracts.jobs import JobResult, JobsClient
 from persistence import jobs as job_queue
-from serve_app.services.webhooks import check_webhook_url_async
+from persistence.jobs import JobStatus
+from persistence.models import Upload, new_uuid
+from serve_app.context import AppContext, required
+from serve_app.schemas.transcribe import MessageResult, UploadedText, UploadResult
 from serve_app.tokens import Principal
 from serve_app.uploads import sanitize_filename
 
@@ -80,10 +82,10 @@ def _store(ctx: AppContext, caller: Principal, file_name: str, data: bytes) -> U
     return row
 
 
-async def v1_upload(ctx: AppContext, caller: Principal, file_name: str, audio_blob: str) -> dict[str, Any]:
+async def v1_upload(ctx: AppContext, caller: Principal, file_name: str, audio_blob: str) -> UploadResult:
     data = await anyio.to_thread.run_sync(decode_audio_blob, audio_blob, _limit_bytes(ctx))  # ~1 s per GB
     row = await anyio.to_thread.run_sync(_store, ctx, caller, file_name, data)
-    return {"upload_id": row.id, "customer_id": row.customer_id, "project_id": row.project_id}
+    return UploadResult(upload_id=row.id, customer_id=row.customer_id, project_id=row.project_id)
 
 
 def _owned(ctx: AppContext, caller: Principal, upload_id: str) -> Upload:
@@ -95,10 +97,10 @@ def _owned(ctx: AppContext, caller: Principal, upload_id: str) -> Upload:
 
 
 async def v1_process(ctx: AppContext, caller: Principal, upload_id: str, webhook: str | None,
-                     language_code: str | None) -> dict[str, Any]:
+                     language_code: str | None) -> MessageResult:
     await anyio.to_thread.run_sync(_owned, ctx, caller, upload_id)
-    jobs = ctx.backends.require("jobs")
-    language_code = _check_language(ctx, language_code)
+    jobs = required(ctx.clients.jobs, "jobs")
+    language_code = await _check_language(ctx, language_code)
     if webhook is not None and webhook.strip():
         webhook = await check_webhook_url_async(webhook, ctx.settings.webhooks.allow_private)
     else:
@@ -106,41 +108,38 @@ async def v1_process(ctx: AppContext, caller: Principal, upload_id: str, webhook
     placed = await anyio.to_thread.run_sync(job_queue.enqueue, ctx.db, upload_id, webhook, language_code)
     if placed:
         await _wake(jobs)
-        return {"message": f"Upload {upload_id} has been placed on the processing queue."}
-    return {"message": f"Upload {upload_id} is already on the processing queue."}
+        return MessageResult(message=f"Upload {upload_id} has been placed on the processing queue.")
+    return MessageResult(message=f"Upload {upload_id} is already on the processing queue.")
 
 
-def _check_language(ctx: AppContext, language_code: str | None) -> str | None:
-    """The normalised code, or 400 now (not a failed job later) when no speech model serves it."""
+async def _check_language(ctx: AppContext, language_code: str | None) -> str | None:
+    """The normalised code, or 400 now (not a failed job later) when no speech model serves it. The
+    Transcription deployment decides: it knows the models it really has (including ones added by reconfigure)."""
     if language_code is None or not language_code.strip():
         return None
-    from engines.asr import SpeechRecognizer, normalise_code
-
-    try:  # routing only: no model is loaded
-        SpeechRecognizer("default", ctx.settings.whisper.language_models).route(language_code)
-    except InvalidInput as exc:
-        raise InvalidInput(exc.detail.replace("'lang_code'", "'language_code'")
-                         .replace("lang_code '", "language_code '")) from None
-    return normalise_code(language_code)
+    try:
+        return await required(ctx.clients.transcription, "transcription").check_language(language_code)
+    except UnsupportedLanguage as exc:
+        raise exc.for_field("language_code") from None
 
 
-async def _wake(jobs: Any) -> None:
+async def _wake(jobs: JobsClient) -> None:
     """Tell the worker there is work now (it also polls, so a lost nudge only delays the job)."""
     try:
-        await asyncio.wait_for(jobs.call("wake"), 5.0)
-    except Exception as exc:  # noqa: BLE001 - the job is durable; the worker's poll will find it
+        await asyncio.wait_for(jobs.wake(), 5.0)
+    except Exception as exc:  # the job is durable; the worker's poll will find it
         log.warning("could not wake the jobs worker: %s", exc)
 
 
-async def v1_get(ctx: AppContext, caller: Principal, upload_id: str) -> dict[str, Any]:
+async def v1_get(ctx: AppContext, caller: Principal, upload_id: str) -> UploadedText:
     row = await anyio.to_thread.run_sync(_owned, ctx, caller, upload_id)
-    if row.job_status == job_queue.COMPLETED:
-        result = row.result or {}
-        return {"message": "Item has been processed.", "upload_id": row.id, "status": "completed",
-                "text": result.get("text", ""), "language_id": result.get("language_id") or "",
-                "postprocessed_text": result.get("postprocessed_text") or []}
-    if row.job_status == job_queue.FAILED:
+    if row.job_status == JobStatus.COMPLETED:
+        result = JobResult.model_validate(row.result or {})
+        return UploadedText(message="Item has been processed.", upload_id=row.id, status="completed",
+                            text=result.text, language_id=result.language_id,
+                            postprocessed_text=[s.model_dump(exclude_none=True) for s in result.postprocessed_text])
+    if row.job_status == JobStatus.FAILED:
         reason = row.error or "unknown error"
-        return {"message": f"Item processing failed: {reason}", "upload_id": row.id, "status": "failed",
-                "error": reason}
-    return {"message": NOT_PROCESSED}
+        return UploadedText(message=f"Item processing failed: {reason}", upload_id=row.id, status="failed",
+                            error=reason)
+    return UploadedText(message=NOT_PROCESSED)

@@ -3,12 +3,13 @@
 Rules kept here:
 - Tenancy: every knowledge base and document belongs to a customer; another customer's is answered 404 (never
   403), so ids of others cannot even be probed. The KnowledgeStore checks the owner again on its side.
-- Uploads stream to disk (``max_document_mb`` -> 413), the text is extracted in a worker thread (415 for
-  unsupported or unreadable files, 400 for no text) and the file is removed; only chunks are kept.
+- Uploads stream to disk (``search.max_document_mb`` -> 413); the KnowledgeStore reads the saved file (415 for
+  unsupported or unreadable files, 400 for no text), and the file is removed once it answers: only chunks are
+  kept.
 - Same content uploaded twice into one knowledge base: idempotent. The existing document is returned (same id
   and its first filename) with ``duplicate: true``; nothing is indexed twice.
-- Never half-written: a document row is ``indexing`` until its vectors are stored, then ``ready``. If indexing
-  fails, its vectors and row are removed and the error is returned. Listings and queries show ``ready``
+- Never half-written: a document row is ``indexing`` until its vectors are stored, then ``ready``. If reading or
+  indexing fails, its vectors and row are removed and the error is returned. Listings and queries show ``ready``
   documents only; ``indexing`` rows older than :data:`STALE_INDEXING` (a crash mid-upload) are swept, vectors
   included, at the next upload into that knowledge base.
 - Deleting a document removes its vectors first, then its row; deleting a knowledge base drops its collection
@@ -19,22 +20,44 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from fastapi import Request
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from serve_app.context import AppContext
+from contracts import languages
+from contracts.errors import InvalidInput, NotFound, UnsupportedLanguage
+from contracts.search import (
+    AddDocument,
+    DocumentFile,
+    EmptyDocument,
+    IndexedDocument,
+    KnowledgeClient,
+    SearchQuery,
+)
 from persistence.models import Document, KnowledgeBase, utcnow
-from contracts.errors import InvalidInput, NotFound
+from serve_app.context import AppContext, required
+from serve_app.schemas.search import (
+    Deleted,
+    DocumentCreated,
+    DocumentInfo,
+    KnowledgeBaseCreated,
+    KnowledgeBaseInfo,
+    QueryResult,
+)
 from serve_app.services.usage import count_tokens, record_usage
 from serve_app.tokens import Principal
 from serve_app.uploads import receive_file
+
+log = logging.getLogger("khuluma.search")
+T = TypeVar("T")
 
 STALE_INDEXING = timedelta(hours=2)
 READY = "ready"
@@ -50,10 +73,10 @@ def _parse_id(value: str, field: str) -> str:
         raise InvalidInput(f"Invalid request: field '{field}' must be a UUID.") from None
 
 
-async def _db(ctx: AppContext, fn: Any, *args: Any) -> Any:
+async def _db(ctx: AppContext, fn: Callable[..., T], *args: Any) -> T:
     """Run ``fn(session, *args)`` in one transaction on a worker thread."""
 
-    def work() -> Any:
+    def work() -> T:
         with ctx.db.session() as session:
             return fn(session, *args)
 
@@ -67,8 +90,8 @@ def _owned_kb(session: Session, caller: Principal, kb_id: str) -> KnowledgeBase:
     return kb
 
 
-def _doc_info(doc: Document) -> dict[str, Any]:
-    return {"id": doc.id, "knowledgebase_id": doc.knowledgebase_id, "filename": doc.filename}
+def _doc_info(doc: Document) -> DocumentInfo:
+    return DocumentInfo(id=doc.id, knowledgebase_id=doc.knowledgebase_id, filename=doc.filename)
 
 
 def _sha256(path: Path) -> str:
@@ -79,40 +102,53 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _knowledge(ctx: AppContext):  # type: ignore[no-untyped-def]
-    return ctx.backends.require("knowledge")
+def _knowledge(ctx: AppContext) -> KnowledgeClient:
+    return required(ctx.clients.knowledge, "knowledge")
+
+
+def query_language(value: str | None) -> str | None:
+    """ISO 639-3 code of a query's ``language`` (None: no preference), or the 400 naming the field. Besides the
+    registry's spellings, the transcription codes of code-switched isiZulu (``cs-zul``) search as isiZulu."""
+    try:
+        return languages.normalise(value)
+    except UnsupportedLanguage:
+        if value is not None and languages.transcription_code(value) == languages.CODE_SWITCHED_ZULU:
+            return "zul"
+        raise InvalidInput(f"Invalid request: field 'language': unknown language '{value}'; "
+                           f"use {languages.ACCEPTED_HELP}.") from None
 
 
 # --- knowledge bases -----------------------------------------------------------------------------------------
 
-async def create_kb(ctx: AppContext, caller: Principal, name: str) -> dict[str, Any]:
+async def create_kb(ctx: AppContext, caller: Principal, name: str) -> KnowledgeBaseCreated:
     name = name.strip()
     if not name:
         raise InvalidInput("Invalid request: field 'knowledgebase_name' must not be empty.")
     _knowledge(ctx)  # 503 now rather than a knowledge base that can never hold documents
 
-    def insert(session: Session) -> dict[str, Any]:
+    def insert(session: Session) -> KnowledgeBaseCreated:
         kb = KnowledgeBase(customer_id=caller.customer_id, project_id=caller.project_id, name=name)
         session.add(kb)
         session.flush()
-        return {"id": kb.id, "knowledgebase_name": kb.name}
+        return KnowledgeBaseCreated(id=kb.id, knowledgebase_name=kb.name)
 
     return await _db(ctx, insert)
 
 
-async def list_kbs(ctx: AppContext, caller: Principal) -> list[dict[str, Any]]:
-    def fetch(session: Session) -> list[dict[str, Any]]:
+async def list_kbs(ctx: AppContext, caller: Principal) -> list[KnowledgeBaseInfo]:
+    def fetch(session: Session) -> list[KnowledgeBaseInfo]:
         kbs = session.scalars(
             select(KnowledgeBase).where(KnowledgeBase.customer_id == caller.customer_id)
             .options(selectinload(KnowledgeBase.documents)).order_by(KnowledgeBase.created_at)
         ).all()
-        return [{"id": kb.id, "knowledgebase_name": kb.name,
-                 "documents": [_doc_info(d) for d in kb.documents if d.status == READY]} for kb in kbs]
+        return [KnowledgeBaseInfo(id=kb.id, knowledgebase_name=kb.name,
+                                  documents=[_doc_info(d) for d in kb.documents if d.status == READY])
+                for kb in kbs]
 
     return await _db(ctx, fetch)
 
 
-async def delete_kb(ctx: AppContext, caller: Principal, kb_id: str) -> dict[str, Any]:
+async def delete_kb(ctx: AppContext, caller: Principal, kb_id: str) -> Deleted:
     kb_id = _parse_id(kb_id, "knowledgebase_id")
     await _db(ctx, _owned_kb, caller, kb_id)
     await _knowledge(ctx).delete_kb(kb_id)  # vectors first: a failure here leaves the knowledge base intact
@@ -123,14 +159,12 @@ async def delete_kb(ctx: AppContext, caller: Principal, kb_id: str) -> dict[str,
             session.delete(kb)  # documents go with it (ORM cascade and ON DELETE CASCADE)
 
     await _db(ctx, remove)
-    return {"message": "Knowledge base deleted.", "id": kb_id}
+    return Deleted(message="Knowledge base deleted.", id=kb_id)
 
 
 # --- documents -----------------------------------------------------------------------------------------------
 
-async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: Request) -> dict[str, Any]:
-    from engines.documents import extract_text
-
+async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: Request) -> DocumentCreated:
     kb_id = _parse_id(kb_id, "knowledgebase_id")
     await _db(ctx, _owned_kb, caller, kb_id)
     knowledge = _knowledge(ctx)
@@ -140,29 +174,38 @@ async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: 
         digest = await anyio.to_thread.run_sync(_sha256, upload.path)
         existing = await _db(ctx, _find_ready_copy, kb_id, digest)
         if existing is not None:
-            return {**existing, "duplicate": True}
-        extracted = await anyio.to_thread.run_sync(extract_text, upload.path, upload.filename, upload.content_type)
+            return DocumentCreated(**existing.model_dump(), duplicate=True)
+        await _sweep_stale(ctx, kb_id)
+
+        def insert(session: Session) -> str:
+            _owned_kb(session, caller, kb_id)  # still there
+            doc = Document(knowledgebase_id=kb_id, customer_id=caller.customer_id, filename=upload.filename,
+                           content_sha256=digest, size_bytes=upload.size, status=INDEXING)
+            session.add(doc)
+            session.flush()
+            return doc.id
+
+        doc_id = await _db(ctx, insert)
+        # the KnowledgeStore reads the saved file: the upload stays on disk until it has answered
+        file = DocumentFile(path=str(upload.path), filename=upload.filename, content_type=upload.content_type)
+        try:
+            indexed = await knowledge.add_document(
+                AddDocument(kb_id=kb_id, document_id=doc_id, customer_id=caller.customer_id, file=file))
+        except BaseException as exc:  # unreadable, failed or cancelled (client gone): nothing of it may stay
+            await asyncio.shield(_discard_document(ctx, kb_id, doc_id))
+            if isinstance(exc, EmptyDocument):
+                raise exc.for_field("file") from None
+            raise
     finally:
         upload.delete()
-    await _sweep_stale(ctx, kb_id)
+    return await _finish_document(ctx, caller, kb_id, doc_id, digest, indexed)
 
-    def insert(session: Session) -> str:
-        _owned_kb(session, caller, kb_id)  # still there
-        doc = Document(knowledgebase_id=kb_id, customer_id=caller.customer_id, filename=upload.filename,
-                       content_sha256=digest, size_bytes=upload.size, mime_type=extracted.mime_type,
-                       status=INDEXING)
-        session.add(doc)
-        session.flush()
-        return doc.id
 
-    doc_id: str = await _db(ctx, insert)
-    try:
-        indexed = await knowledge.add_document(kb_id, doc_id, upload.filename, extracted.text, caller.customer_id)
-    except BaseException:  # failed or cancelled (client gone): nothing of it may stay
-        await asyncio.shield(_remove_document(ctx, kb_id, doc_id))
-        raise
+async def _finish_document(ctx: AppContext, caller: Principal, kb_id: str, doc_id: str, digest: str,
+                           indexed: IndexedDocument) -> DocumentCreated:
+    """Mark an indexed document ready, unless it (or its knowledge base) went meanwhile or a twin won."""
 
-    def finish(session: Session) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    def finish(session: Session) -> tuple[DocumentInfo | None, DocumentInfo | None]:
         doc = session.get(Document, doc_id)
         if doc is None:  # deleted (or its knowledge base was) while it was being indexed
             return None, None
@@ -170,21 +213,21 @@ async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: 
         if twin is not None:  # the same file finished first in a concurrent upload
             session.delete(doc)
             return None, twin
-        doc.status, doc.chunk_count, doc.language = READY, int(indexed["chunks"]), indexed.get("language")
+        doc.status, doc.chunk_count, doc.language = READY, indexed.chunks, indexed.language
+        doc.mime_type = indexed.mime_type
         return _doc_info(doc), None
 
     info, twin = await _db(ctx, finish)
     if info is None:
-        await knowledge.delete_document(kb_id, doc_id)
+        await _knowledge(ctx).delete_document(kb_id, doc_id)
         if twin is not None:
-            return {**twin, "duplicate": True}
+            return DocumentCreated(**twin.model_dump(), duplicate=True)
         raise NotFound("Knowledge base not found: it was deleted while the document was being indexed.")
-    await record_usage(ctx, caller, "knowledgebase_document", tokens=count_tokens(extracted.text),
-                       reference_id=doc_id)
-    return {**info, "duplicate": False}
+    await record_usage(ctx, caller, "knowledgebase_document", tokens=indexed.tokens, reference_id=doc_id)
+    return DocumentCreated(**info.model_dump(), duplicate=False)
 
 
-def _find_ready_copy(session: Session, kb_id: str, digest: str) -> dict[str, Any] | None:
+def _find_ready_copy(session: Session, kb_id: str, digest: str) -> DocumentInfo | None:
     doc = session.scalars(
         select(Document).where(Document.knowledgebase_id == kb_id, Document.content_sha256 == digest,
                                Document.status == READY).order_by(Document.created_at).limit(1)
@@ -193,16 +236,27 @@ def _find_ready_copy(session: Session, kb_id: str, digest: str) -> dict[str, Any
 
 
 async def _remove_document(ctx: AppContext, kb_id: str, doc_id: str) -> None:
-    """Vectors, then the row (best effort on the vectors: the KnowledgeStore already undid its own write)."""
+    """Vectors, then the row (the row goes even when removing the vectors fails; that error is raised)."""
     try:
         await _knowledge(ctx).delete_document(kb_id, doc_id)
     finally:
-        def drop(session: Session) -> None:
-            doc = session.get(Document, doc_id)
-            if doc is not None:
-                session.delete(doc)
+        await _db(ctx, _drop_row, doc_id)
 
-        await _db(ctx, drop)
+
+async def _discard_document(ctx: AppContext, kb_id: str, doc_id: str) -> None:
+    """After a failed ingest: its vectors (best effort: the KnowledgeStore already undid its own write), then its
+    row. A failure here is logged, so the client gets the error of the ingest itself (415, 400, 503)."""
+    try:
+        await _knowledge(ctx).delete_document(kb_id, doc_id)
+    except Exception:
+        log.warning("could not remove the vectors of failed document %s", doc_id, exc_info=True)
+    await _db(ctx, _drop_row, doc_id)
+
+
+def _drop_row(session: Session, doc_id: str) -> None:
+    doc = session.get(Document, doc_id)
+    if doc is not None:
+        session.delete(doc)
 
 
 async def _sweep_stale(ctx: AppContext, kb_id: str) -> None:
@@ -215,17 +269,17 @@ async def _sweep_stale(ctx: AppContext, kb_id: str) -> None:
         await _remove_document(ctx, kb_id, doc_id)
 
 
-async def list_documents(ctx: AppContext, caller: Principal, kb_id: str) -> list[dict[str, Any]]:
+async def list_documents(ctx: AppContext, caller: Principal, kb_id: str) -> list[DocumentInfo]:
     kb_id = _parse_id(kb_id, "knowledgebase_id")
 
-    def fetch(session: Session) -> list[dict[str, Any]]:
+    def fetch(session: Session) -> list[DocumentInfo]:
         kb = _owned_kb(session, caller, kb_id)
         return [_doc_info(d) for d in kb.documents if d.status == READY]
 
     return await _db(ctx, fetch)
 
 
-async def delete_document(ctx: AppContext, caller: Principal, document_id: str) -> dict[str, Any]:
+async def delete_document(ctx: AppContext, caller: Principal, document_id: str) -> Deleted:
     document_id = _parse_id(document_id, "document_id")
 
     def find(session: Session) -> str:
@@ -236,22 +290,17 @@ async def delete_document(ctx: AppContext, caller: Principal, document_id: str) 
 
     kb_id = await _db(ctx, find)
     await _remove_document(ctx, kb_id, document_id)
-    return {"message": "Document deleted.", "id": document_id}
+    return Deleted(message="Document deleted.", id=document_id)
 
 
 # --- query ---------------------------------------------------------------------------------------------------
 
 async def query(ctx: AppContext, caller: Principal, kb_id: str, text: str, language: str | None,
-                top_k: int = 5, strict_language: bool = False) -> dict[str, Any]:
-    from engines.retrieval import normalise_language
-
+                top_k: int = 5, strict_language: bool = False) -> QueryResult:
     kb_id = _parse_id(kb_id, "knowledgebase_id")
     if not text or not text.strip():
         raise InvalidInput("Invalid request: field 'query' must not be empty.")
-    try:
-        normalise_language(language)
-    except ValueError as exc:
-        raise InvalidInput(f"Invalid request: field 'language': {exc}.") from None
+    code = query_language(language)
 
     def hidden_documents(session: Session) -> set[str]:
         _owned_kb(session, caller, kb_id)
@@ -259,9 +308,9 @@ async def query(ctx: AppContext, caller: Principal, kb_id: str, text: str, langu
                                                              Document.status != READY)))
 
     hidden = await _db(ctx, hidden_documents)
-    wanted = top_k + (20 if hidden else 0)
-    hits = await _knowledge(ctx).query(kb_id, text, language, wanted, customer_id=caller.customer_id,
-                                       strict_language=strict_language)
-    results = [h for h in hits if h.get("document_id") not in hidden][:top_k]
+    wanted = top_k + (20 if hidden else 0)  # room for passages of documents still indexing, dropped below
+    hits = await _knowledge(ctx).query(SearchQuery(kb_id=kb_id, text=text, language=code, top_k=wanted,
+                                                   customer_id=caller.customer_id, strict_language=strict_language))
+    results = [h for h in hits if h.document_id not in hidden][:top_k]
     await record_usage(ctx, caller, "knowledgebase_query", tokens=count_tokens(text))
-    return {"search_result": results}
+    return QueryResult(search_result=results)

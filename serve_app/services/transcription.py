@@ -1,15 +1,18 @@
 """Synchronous and streaming transcription services (the async v1 jobs live in ``serve_app.services.jobs``).
 
 - :func:`sync_file`: ``POST /api/v2alpha/transcribe/sync/file`` (field ``file``) and ``POST /v1/transcribe/sync``
-  (same, plus ``translate``) -> the full transcription record. Past ``sync_timeout_seconds`` -> 504.
+  (same, plus ``translate``) -> the full transcription record (``contracts.speech.build_record``). Past
+  ``transcription.sync_timeout_seconds`` -> 504 (TimedOut).
 - :func:`fast`: ``POST /api/v2alpha/transcribe/fast`` (field ``upload``) -> ``{text, lang_code, diarisation}``.
-  Past ``fast_timeout_seconds`` -> 503 (the spec's "request timed out").
+  Past ``transcription.fast_timeout_seconds`` -> 503 (Unavailable: the spec's "request timed out").
 - :func:`v1_sync`: ``POST /api/v1/transcribe/sync`` (JSON, base64 ``audio_blob``) -> ``{message, text,
   language_id}``; base64 that does not decode -> 400.
 - :func:`stream`: the ``/ws/stream-transcribe`` WebSocket (protocol in :data:`STREAM_PROTOCOL`).
 
 Uploads stream to ``<data_dir>/uploads`` (413 beyond ``max_request_mb`` without reading the rest) and are deleted
-after the answer. Every transcription records one usage row (seconds of audio, successful or failed).
+after the answer; the Transcription deployment is handed the file's path (a disk every replica shares). Every
+transcription records one usage row (seconds of audio, successful or failed). Language errors come from the
+deployment without a field name; this module names the request field (``lang_code``).
 """
 
 from __future__ import annotations
@@ -25,8 +28,19 @@ from typing import Any, TypeVar
 import anyio
 from fastapi import Request, WebSocket, WebSocketDisconnect
 
-from serve_app.context import AppContext
-from contracts.errors import DomainError, InvalidInput, TimedOut, TooLarge, Unavailable
+from contracts.errors import DomainError, InvalidInput, TimedOut, TooLarge, Unavailable, UnsupportedLanguage
+from contracts.speech import (
+    Segment,
+    StreamRequest,
+    TranscribeRequest,
+    TranscriptionClient,
+    TranscriptionRecord,
+    TranscriptionResult,
+    build_record,
+)
+from serve_app.context import AppContext, required
+from serve_app.schemas.transcribe import FastTranscription, V1SyncResult
+from serve_app.services.jobs import decode_audio_blob  # the v1 base64 body, shared with the v1 upload route
 from serve_app.services.usage import record_usage
 from serve_app.tokens import Principal
 from serve_app.uploads import receive_file, sanitize_filename
@@ -36,6 +50,7 @@ ROUTE_API_SYNC = "transcribe_api_sync"
 ROUTE_FAST = "transcribe_fast"
 ROUTE_V1_SYNC = "transcribe_v1_sync"
 ROUTE_STREAM = "transcribe_stream"
+LANGUAGE_FIELD = "lang_code"  # the request field (query or stream config) that carries the language
 T = TypeVar("T")
 _GRACE_SECONDS = 2.0  # the engine stops itself at the deadline; the outer guard waits a little longer
 
@@ -48,26 +63,36 @@ def _uploads(ctx: AppContext) -> Path:
     return ctx.settings.data_dir / "uploads"
 
 
-async def _transcribe(ctx: AppContext, caller: Principal, route: str, path: Path, *, lang_code: str | None,
-                      diarise: bool = False, detect_music: bool = False, translate: bool = False,
-                      timeout: float, on_timeout: type[DomainError], started: float) -> dict[str, Any]:
-    """Run the transcription backend with a deadline and meter the call (successful or failed)."""
-    backend = ctx.backends.require("transcription")
+def _transcription(ctx: AppContext) -> TranscriptionClient:
+    return required(ctx.clients.transcription, "transcription")
+
+
+def _named(exc: DomainError) -> DomainError:
+    """The error as the client sees it: a language error names the request field."""
+    return exc.for_field(LANGUAGE_FIELD) if isinstance(exc, UnsupportedLanguage) else exc
+
+
+async def _transcribe(ctx: AppContext, caller: Principal, route: str, request: TranscribeRequest, *,
+                      timeout: float, on_timeout: type[DomainError], started: float) -> TranscriptionResult:
+    """Run the transcription with a deadline and meter the call (successful or failed). ``on_timeout``: the
+    route's answer past the deadline (TimedOut on the sync routes, Unavailable on the fast route)."""
+    client = _transcription(ctx)
     remaining = max(0.1, timeout - (time.monotonic() - started))
     message = (f"Transcription did not finish within the {timeout:g} s limit; send shorter audio or use the "
                f"asynchronous upload/process routes.")
     try:
         try:
-            record = await asyncio.wait_for(
-                backend.transcribe(str(path), lang_code, diarise, detect_music, translate, remaining),
-                remaining + _GRACE_SECONDS)
-        except (asyncio.TimeoutError, TimedOut):
+            result = await asyncio.wait_for(client.transcribe(request.model_copy(update={"timeout_s": remaining})),
+                                            remaining + _GRACE_SECONDS)
+        except (TimeoutError, TimedOut):  # asyncio.wait_for's timeout is the builtin TimeoutError
             raise on_timeout(message) from None
+        except UnsupportedLanguage as exc:
+            raise _named(exc) from None
     except Exception:
         await record_usage(ctx, caller, route, status="failed")
         raise
-    await record_usage(ctx, caller, route, seconds=float(record.get("audio_length_seconds") or 0.0))
-    return record
+    await record_usage(ctx, caller, route, seconds=result.audio_length_seconds)
+    return result
 
 
 async def _metered(ctx: AppContext, caller: Principal, route: str, receiving: Awaitable[T]) -> T:
@@ -79,45 +104,40 @@ async def _metered(ctx: AppContext, caller: Principal, route: str, receiving: Aw
         raise
 
 
-def _record(record: dict[str, Any], caller: Principal, filename: str, size: int) -> dict[str, Any]:
-    """The engine's record plus the fields the service owns (ids, names)."""
-    return {**record, "id": str(uuid.uuid4()), "customer_id": caller.customer_id, "project_id": caller.project_id,
-            "keychain_id": caller.token_id, "blob_name": filename, "upload_file_size": size}
-
-
 async def sync_file(ctx: AppContext, caller: Principal, request: Request, lang_code: str | None, diarise: bool,
-                    detect_music: bool, translate: bool = False) -> dict[str, Any]:
+                    detect_music: bool, translate: bool = False) -> TranscriptionRecord:
     started = time.monotonic()
     route = ROUTE_API_SYNC if translate else ROUTE_SYNC
     upload = await _metered(ctx, caller, route, receive_file(request, "file", _limit_bytes(ctx), _uploads(ctx)))
     try:
-        record = await _transcribe(ctx, caller, route, upload.path,
-                                   lang_code=lang_code or None, diarise=diarise, detect_music=detect_music,
-                                   translate=translate, timeout=ctx.settings.transcription.sync_timeout_seconds,
-                                   on_timeout=TimedOut, started=started)
+        result = await _transcribe(
+            ctx, caller, route,
+            TranscribeRequest(path=str(upload.path), language=lang_code or None, diarise=diarise,
+                              detect_music=detect_music, translate=translate),
+            timeout=ctx.settings.transcription.sync_timeout_seconds, on_timeout=TimedOut, started=started)
     finally:
         await anyio.to_thread.run_sync(upload.delete)
-    return _record(record, caller, upload.filename, upload.size)
+    return build_record(result, id=str(uuid.uuid4()), customer_id=caller.customer_id,
+                        project_id=caller.project_id, keychain_id=caller.token_id, blob_name=upload.filename,
+                        upload_file_size=upload.size)
 
 
-async def fast(ctx: AppContext, caller: Principal, request: Request, lang_code: str | None) -> dict[str, Any]:
+async def fast(ctx: AppContext, caller: Principal, request: Request, lang_code: str | None) -> FastTranscription:
     started = time.monotonic()
     upload = await _metered(ctx, caller, ROUTE_FAST,
                             receive_file(request, "upload", _limit_bytes(ctx), _uploads(ctx)))
     try:
-        record = await _transcribe(ctx, caller, ROUTE_FAST, upload.path, lang_code=lang_code or None,
+        result = await _transcribe(ctx, caller, ROUTE_FAST,
+                                   TranscribeRequest(path=str(upload.path), language=lang_code or None),
                                    timeout=ctx.settings.transcription.fast_timeout_seconds, on_timeout=Unavailable,
                                    started=started)
     finally:
         await anyio.to_thread.run_sync(upload.delete)
-    return {"text": record["transcription_text"], "lang_code": record["language_code"], "diarisation": {},
-            "words": record.get("words", []), "warnings": record.get("warnings", []),
-            "audio_length_seconds": record.get("audio_length_seconds")}
+    return FastTranscription(text=result.text, lang_code=result.language_code, diarisation={}, words=result.words,
+                             warnings=result.warnings, audio_length_seconds=result.audio_length_seconds)
 
 
 def _write_blob(ctx: AppContext, file_name: str, audio_blob: str) -> Path:
-    from serve_app.services.jobs import decode_audio_blob
-
     data = decode_audio_blob(audio_blob, _limit_bytes(ctx))
     folder = _uploads(ctx)
     folder.mkdir(parents=True, exist_ok=True)
@@ -126,18 +146,17 @@ def _write_blob(ctx: AppContext, file_name: str, audio_blob: str) -> Path:
     return path
 
 
-async def v1_sync(ctx: AppContext, caller: Principal, file_name: str, audio_blob: str) -> dict[str, Any]:
+async def v1_sync(ctx: AppContext, caller: Principal, file_name: str, audio_blob: str) -> V1SyncResult:
     started = time.monotonic()
     path = await _metered(ctx, caller, ROUTE_V1_SYNC, anyio.to_thread.run_sync(_write_blob, ctx, file_name,
                                                                              audio_blob))
     try:
-        record = await _transcribe(ctx, caller, ROUTE_V1_SYNC, path, lang_code=None,
+        result = await _transcribe(ctx, caller, ROUTE_V1_SYNC, TranscribeRequest(path=str(path)),
                                    timeout=ctx.settings.transcription.sync_timeout_seconds, on_timeout=TimedOut,
                                    started=started)
     finally:
         await anyio.to_thread.run_sync(lambda: path.unlink(missing_ok=True))
-    return {"message": "Transcription successful.", "text": record["transcription_text"],
-            "language_id": record["language_code"]}
+    return V1SyncResult(message="Transcription successful.", text=result.text, language_id=result.language_code)
 
 
 # ------------------------------------------------------------------------------------------------ streaming
@@ -173,35 +192,35 @@ class _StreamState:
         self.offset = 0.0  # seconds of audio before the buffer
         self.total_bytes = 0
         self.since_partial = 0
-        self.segments: list[dict[str, Any]] = []
+        self.segments: list[Segment] = []
 
     @property
     def pending_seconds(self) -> float:
         return len(self.buffer) / BYTES_PER_SECOND
 
     def committed_text(self) -> str:
-        return " ".join(s["text"] for s in self.segments if s["text"]).strip()
+        return " ".join(s.text for s in self.segments if s.text).strip()
 
 
-async def _stream_step(ctx: AppContext, state: _StreamState, websocket: WebSocket, final: bool) -> None:
-    backend = ctx.backends.require("transcription")
+async def _stream_step(client: TranscriptionClient, state: _StreamState, websocket: WebSocket, final: bool) -> None:
     commit_before = None
     if not final and state.pending_seconds > COMMIT_AFTER_SECONDS:
         commit_before = state.pending_seconds - 1.0
-    result = await backend.transcribe_pcm(bytes(state.buffer), state.lang_code, state.offset, commit_before)
-    if state.lang_code is None and result.get("language_code"):
-        state.lang_code = result["language_code"]  # keep the detected language for the whole session
-    committed = list(result["final"])
-    cut = float(result.get("cut_seconds") or 0.0)
+    step = await client.transcribe_pcm(StreamRequest(pcm=bytes(state.buffer), language=state.lang_code,
+                                                     offset=state.offset, commit_before=commit_before))
+    if state.lang_code is None and step.language_code:
+        state.lang_code = step.language_code  # keep the detected language for the whole session
+    committed = list(step.final)
+    cut = step.cut_seconds
     if final or (not cut and state.pending_seconds > MAX_PENDING_SECONDS):
-        committed += result["pending"]  # end of audio, or no pause for too long: take what we have
+        committed += step.pending  # end of audio, or no pause for too long: take what we have
         cut, pending_text = state.pending_seconds, ""
     else:
-        pending_text = result.get("pending_text", "")
+        pending_text = step.pending_text
     for segment in committed:
         state.segments.append(segment)
         if not final:
-            await websocket.send_json({"type": "segment", **segment})
+            await websocket.send_json({"type": "segment", **segment.model_dump()})
     if cut:
         drop = min(len(state.buffer), int(cut * 16_000) * 2)
         del state.buffer[:drop]
@@ -231,9 +250,9 @@ async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket) -> No
     state = _StreamState(websocket.query_params.get("lang_code") or None)
     limit = _limit_bytes(ctx)
     try:
-        backend = ctx.backends.require("transcription")
+        client = _transcription(ctx)
         if state.lang_code:
-            await _check_language(backend, state.lang_code)
+            await client.check_language(state.lang_code)
         await websocket.send_json({"type": "ready", "sample_rate": 16000, "encoding": "pcm_s16le", "channels": 1})
         while True:
             message = await websocket.receive()
@@ -249,37 +268,42 @@ async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket) -> No
                     raise TooLarge(f"The stream exceeds the limit of {limit // (1024 * 1024)} MB of audio.")
                 if state.since_partial >= PARTIAL_EVERY_SECONDS * BYTES_PER_SECOND:
                     state.since_partial = 0
-                    await _stream_step(ctx, state, websocket, final=False)
+                    await _stream_step(client, state, websocket, final=False)
             elif text is not None:
                 end, config = _is_end(text)
                 if config.get("type") == "config" and config.get("lang_code"):
                     state.lang_code = str(config["lang_code"])
-                    await _check_language(backend, state.lang_code)
+                    await client.check_language(state.lang_code)  # before any audio is decoded
                 if end:
                     if state.buffer:
-                        await _stream_step(ctx, state, websocket, final=True)
+                        await _stream_step(client, state, websocket, final=True)
                     seconds = round(state.total_bytes / BYTES_PER_SECOND, 3)
                     await websocket.send_json({"type": "final", "text": state.committed_text(),
                                                "language_code": state.lang_code or "",
-                                               "audio_length_seconds": seconds, "segments": state.segments})
+                                               "audio_length_seconds": seconds,
+                                               "segments": [s.model_dump() for s in state.segments]})
                     await _meter_stream(ctx, caller, state, "successful")
                     await websocket.close(code=1000)
                     return
     except WebSocketDisconnect:
         await _meter_stream(ctx, caller, state, "failed")
     except DomainError as exc:
-        code = {400: 1008, 413: 1009}.get(exc.status_code, 1011)
         await _meter_stream(ctx, caller, state, "failed")
-        await _close_with_error(websocket, exc.detail, code)
+        await _close_with_error(websocket, _named(exc).detail, _close_code(exc))
     except Exception:  # noqa: BLE001 - report and close rather than drop the socket silently
         await _meter_stream(ctx, caller, state, "failed")
         await _close_with_error(websocket, "Internal server error during streaming transcription.", 1011)
         raise
 
 
-async def _check_language(backend: Any, lang_code: str) -> None:
-    """400 (closing the socket with 1008) for a language without a model, before any audio is sent."""
-    await backend.check_language(lang_code)
+def _close_code(exc: DomainError) -> int:
+    """WebSocket close code of a domain error: 1008 bad input (a language without a model too), 1009 too much
+    audio, 1011 anything else (the service cannot answer)."""
+    if isinstance(exc, TooLarge):
+        return 1009
+    if isinstance(exc, InvalidInput):
+        return 1008
+    return 1011
 
 
 async def _meter_stream(ctx: AppContext, caller: Principal, state: _StreamState, status: str) -> None:

@@ -19,9 +19,9 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from cluster.storage import decode_token
-from serve_app.cli.batch import upload_directory, upload_file
+from cluster.credentials import decode_token
 from persistence.models import BatchItem, UsageRecord
+from serve_app.cli.batch import upload_directory, upload_file
 
 pytestmark = pytest.mark.integration
 
@@ -227,8 +227,8 @@ def test_service_restart_during_batch_loses_nothing(serve_url: str, make_token, 
     serve.delete("khuluma")  # the whole application goes away: ingress, runner and the tasks it owns
     assert any(i.status == "PENDING" for i in _items(db, batch_id))
     cfg = load_serve_config(Path(__file__).resolve().parents[2] / "configs" / "serve.yaml")
-    app_settings = settings.model_copy(update={"s3_endpoint_url": seaweedfs})
-    serve.run(build_app({"settings": app_settings.model_dump(mode="json"), "deployments": cfg["deployments"]}),
+    app_settings = settings.updated({"s3": {"endpoint_url": seaweedfs}})
+    serve.run(build_app({"settings": app_settings.for_replica(), "deployments": cfg["deployments"]}),
               name="khuluma", route_prefix="/", blocking=False)
 
     assert _wait_status(serve_url, token, batch_id, {"COMPLETE", "PARTIAL", "FAILED"})["status"] == "COMPLETE"

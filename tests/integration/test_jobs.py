@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cluster.webhooks import verify
 from serve_app.services.jobs import NOT_PROCESSED
-from serve_app.services.webhooks import verify
 from serve_app.tokens import TokenVerifier
 from tests.unit.test_jobs import SPOKEN, Receiver
 

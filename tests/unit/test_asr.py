@@ -15,10 +15,12 @@ import pytest
 from engines import whisper_weights
 from engines.asr import SETTING, SpeechRecognizer
 from engines.audio import SAMPLE_RATE
-from engines.pipeline import TranscriptionPipeline, _silence_cut, get_pipeline
+from engines.pipeline import TranscriptionPipeline, get_pipeline
+from engines.windows import silence_cut, windows
 from scripts.eval_wer import word_errors
 from contracts.errors import InvalidInput, TimedOut, Unavailable
 from contracts.settings import Settings
+from contracts.speech import TranscriptionResult, build_record
 from tests.speechdata import have_espeak, silence, speech_16k, tone_music, write_audio
 
 pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
@@ -37,7 +39,7 @@ SENTENCES = [
 
 @pytest.fixture(scope="module")
 def pipeline(settings: Settings) -> TranscriptionPipeline:
-    return get_pipeline(settings)
+    return get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +50,12 @@ def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, np.ndarray]:
 
 def _wav(folder: Path, name: str, audio: np.ndarray) -> Path:
     return write_audio(audio, SAMPLE_RATE, folder / f"{name}.wav")
+
+
+def _record(result: TranscriptionResult) -> dict:
+    """The wire record of a result, as the sync route answers it."""
+    return build_record(result, id="test", customer_id=1, project_id=None, keychain_id=None,
+                        blob_name="test").model_dump(mode="json")
 
 
 # ------------------------------------------------------------------------------------------ model weights
@@ -123,8 +131,9 @@ def test_configured_language_model_is_used(pipeline: TranscriptionPipeline, sett
                                            tmp_path: Path) -> None:
     """A per-language model (here: a second copy of Whisper base in its own directory) serves that language."""
     model_dir = whisper_weights.ensure_whisper_base(tmp_path)
-    custom = TranscriptionPipeline(settings.model_copy(update={"whisper_language_models": {"afr": str(model_dir)}}))
-    record = custom.transcribe(_wav(tmp_path, "s0", clips["s0"]), "afr")
+    custom = TranscriptionPipeline(settings.updated({"whisper": {"language_models": {"afr": str(model_dir)}}}).whisper,
+                                   settings.transcription, settings.data_dir)
+    record = _record(custom.transcribe(_wav(tmp_path, "s0", clips["s0"]), "afr"))
     assert record["language_code"] == "afr"
     assert record["model"] == str(model_dir)
     assert custom.recognizer.loaded() == ["afr"]  # the default model was never needed
@@ -137,7 +146,7 @@ def test_english_with_auto_detection_and_word_timestamps(pipeline: Transcription
                                                          tmp_path: Path) -> None:
     audio = np.concatenate([silence(1.0), clips["s1"], silence(1.5), clips["s2"], silence(0.8)])
     path = write_audio(audio, SAMPLE_RATE, tmp_path / "two.mp3", "mp3")
-    record = pipeline.transcribe(path, None)
+    record = _record(pipeline.transcribe(path, None))
     assert record["language_code"] == "eng"
     assert 0.5 < record["language_probability"] <= 1.0
     errors, words = word_errors(SENTENCES[1] + " " + SENTENCES[2], record["transcription_text"])
@@ -162,7 +171,7 @@ def test_english_with_auto_detection_and_word_timestamps(pipeline: Transcription
 
 def test_silence_only_has_no_text(pipeline: TranscriptionPipeline, tmp_path: Path) -> None:
     noise = (0.001 * np.random.default_rng(1).standard_normal(3 * SAMPLE_RATE)).astype(np.float32)
-    record = pipeline.transcribe(_wav(tmp_path, "quiet", noise), None)
+    record = _record(pipeline.transcribe(_wav(tmp_path, "quiet", noise), None))
     assert record["transcription_text"] == ""
     assert record["language_code"] == "und"
     assert any("No speech" in w for w in record["warnings"])
@@ -176,17 +185,17 @@ def test_long_audio_is_transcribed_in_windows_cut_in_silence(pipeline: Transcrip
         parts += [clips[f"s{i}"], silence(1.2)]
     audio = np.concatenate(parts)
     assert audio.size / SAMPLE_RATE > 35
-    windowed = TranscriptionPipeline(settings.model_copy(update={"transcribe_window_seconds": 30.0}),
-                                     recognizer=pipeline.recognizer)
+    short_windows = settings.transcription.model_copy(update={"window_seconds": 30.0})
+    windowed = TranscriptionPipeline(settings.whisper, short_windows, settings.data_dir, recognizer=pipeline.recognizer)
     # where the windows fall: every cut lies in a pause between two sentences
-    windows = list(windowed._windows(iter([audio[i:i + 10 * SAMPLE_RATE]
-                                           for i in range(0, audio.size, 10 * SAMPLE_RATE)])))
-    assert len(windows) >= 2 and sum(w.audio.size for w in windows) == audio.size
-    for w in windows[:-1]:
+    cuts = list(windows(iter([audio[i:i + 10 * SAMPLE_RATE] for i in range(0, audio.size, 10 * SAMPLE_RATE)]),
+                        windowed.window_seconds, windowed.recognizer.speech_chunks))
+    assert len(cuts) >= 2 and sum(w.audio.size for w in cuts) == audio.size
+    for w in cuts[:-1]:
         cut = (w.offset + w.audio.size) / SAMPLE_RATE
         assert float(np.abs(audio[int((cut - 0.1) * SAMPLE_RATE):int((cut + 0.1) * SAMPLE_RATE)]).max()) < 0.01
 
-    record = windowed.transcribe(_wav(tmp_path, "long", audio), "eng")
+    record = _record(windowed.transcribe(_wav(tmp_path, "long", audio), "eng"))
     errors, words = word_errors(" ".join(SENTENCES), record["transcription_text"])
     assert errors / words <= 0.3, record["transcription_text"]
     last_start = sum(p.size for p in parts[:-2]) / SAMPLE_RATE
@@ -198,16 +207,16 @@ def test_silence_cut_prefers_the_longest_pause_of_the_last_minute() -> None:
     s = SAMPLE_RATE
     chunks = [{"start": 0, "end": 70 * s}, {"start": 72 * s, "end": 100 * s}, {"start": 100 * s + s // 2,
                                                                                 "end": 119 * s}]
-    assert _silence_cut(chunks, 120 * s) == 71 * s  # the 2 s pause beats the 0.5 s one and the 1 s tail
+    assert silence_cut(chunks, 120 * s) == 71 * s  # the 2 s pause beats the 0.5 s one and the 1 s tail
     early = [{"start": 0, "end": 50 * s}, {"start": 55 * s, "end": 119 * s}]
-    assert _silence_cut(early, 120 * s) == 119 * s + s // 2  # a pause before the last minute is not used
-    assert _silence_cut([{"start": 0, "end": 120 * s}], 120 * s) == 120 * s  # unbroken speech: hard cut
+    assert silence_cut(early, 120 * s) == 119 * s + s // 2  # a pause before the last minute is not used
+    assert silence_cut([{"start": 0, "end": 120 * s}], 120 * s) == 120 * s  # unbroken speech: hard cut
 
 
 def test_music_is_marked_and_not_transcribed(pipeline: TranscriptionPipeline, clips, tmp_path: Path) -> None:
     audio = np.concatenate([clips["s0"], silence(0.5), tone_music(8.0), silence(0.5), clips["s1"]])
     music_start = (clips["s0"].size + 0.5 * SAMPLE_RATE) / SAMPLE_RATE
-    record = pipeline.transcribe(_wav(tmp_path, "hold", audio), "eng", detect_music=True)
+    record = _record(pipeline.transcribe(_wav(tmp_path, "hold", audio), "eng", detect_music=True))
     music = [i for i in record["diarisation_result"]["timeline"] if i["type"] == "music"]
     assert music, record["diarisation_result"]["timeline"]
     assert music[0]["start_time"] == pytest.approx(music_start, abs=1.0)
@@ -224,7 +233,7 @@ def test_diarisation_gives_every_word_a_speaker(pipeline: TranscriptionPipeline,
     other = speech_16k("I would like to check the balance of my savings account please.", tmp_path, "f",
                        voice="en+f4", speed=140)
     audio = np.concatenate([clips["s2"], silence(0.7), other, silence(0.7), clips["s3"]])
-    record = pipeline.transcribe(_wav(tmp_path, "dialogue", audio), "eng", diarise=True)
+    record = _record(pipeline.transcribe(_wav(tmp_path, "dialogue", audio), "eng", diarise=True))
     result = record["diarisation_result"]
     n = len(record["words"])
     assert n > 10
@@ -251,7 +260,8 @@ def test_unknown_language_is_rejected_before_decoding(pipeline: TranscriptionPip
 def test_streaming_buffer_commits_segments_before_the_last_pause(pipeline: TranscriptionPipeline, clips) -> None:
     audio = np.concatenate([clips["s5"], silence(1.0), clips["s6"]])
     pause = (clips["s5"].size + 0.5 * SAMPLE_RATE) / SAMPLE_RATE
-    result = pipeline.transcribe_array(audio, None, offset=10.0, commit_before=audio.size / SAMPLE_RATE - 0.5)
+    result = pipeline.transcribe_array(audio, None, offset=10.0,
+                                       commit_before=audio.size / SAMPLE_RATE - 0.5).model_dump()
     assert result["language_code"] == "eng"
     assert result["cut_seconds"] == pytest.approx(pause, abs=0.6)
     assert result["final"] and result["pending"]
@@ -265,10 +275,11 @@ def test_streaming_buffer_commits_segments_before_the_last_pause(pipeline: Trans
 def test_uncertain_detection_is_confirmed_by_the_text_language(pipeline: TranscriptionPipeline, clips) -> None:
     pytest.importorskip("engines.langid")
     from engines.asr import Detection, SpeechSegment
-    from engines.pipeline import _Pass, _Window
+    from engines.pipeline import _Pass
+    from engines.windows import Window
 
     audio = clips["s3"]
-    window = _Window(0, audio, pipeline.recognizer.speech_chunks(audio))
+    window = Window(0, audio, pipeline.recognizer.speech_chunks(audio))
     routes = pipeline.recognizer.routes()
     afrikaans = SpeechSegment(0.0, 3.0, "Die kinders speel sokker in die park na skool en ons koop brood en melk.")
     uncertain = _Pass(route=routes["eng"], detection=Detection("eng", 0.55, [("eng", 0.55), ("afr", 0.45)]),

@@ -28,9 +28,10 @@ def test_english_wer_floor(settings) -> None:
 
 
 def test_french_wer_floor(settings) -> None:
-    import ctranslate2
-
-    # Whisper's temperature fallback samples: seed it. Threads still make runs differ a little (0.74-0.79 seen).
-    ctranslate2.set_random_seed(1234)
-    result = evaluate(["fra"], limit=6, settings=settings)["fra"]
+    # Measured with Whisper's temperature fallback on (off by default, for deterministic transcripts): without it
+    # one espeak-ng French sentence falls into a repetition loop (WER 2.4 over the six). The fallback samples; the
+    # recognizer seeds it before every file (KHULUMA_WHISPER_SEED). Threads still make runs differ a little
+    # (0.74-0.79 seen).
+    fallback = settings.updated({"whisper": {"temperature_fallback": True}})
+    result = evaluate(["fra"], limit=6, settings=fallback)["fra"]
     assert result["wer"] <= 0.95, result

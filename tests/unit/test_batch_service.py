@@ -1,4 +1,5 @@
-"""Batch routes over the in-process ingress (no Ray: the runner transcribes in a thread) and a real SeaweedFS."""
+"""Batch routes over the ingress and the BatchRunner in Serve's local testing mode (no Ray cluster: the runner
+transcribes in a thread) and a real SeaweedFS."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from cluster.storage import decode_token
-from serve_app.cli.batch import upload_directory
+from cluster.credentials import decode_token
+from deployments.app import build_local
 from persistence.models import BatchItem
+from serve_app.cli.batch import upload_directory
+from tests.conftest import client_for
 
 API = "/api/v2alpha/transcribe/batch"
 
@@ -24,9 +27,9 @@ def batch_db(tmp_path: Path, settings):
     database, and its BatchRunner's sweep would otherwise resume these batches too."""
     from persistence.session import Database
 
-    isolated = settings.model_copy(update={"data_dir": tmp_path / "data"})
+    isolated = settings.updated({"data_dir": tmp_path / "data"})
     isolated.ensure_dirs()
-    return isolated, Database(isolated.db_url)
+    return isolated, Database.migrated(isolated.db_url)
 
 
 @pytest.fixture()
@@ -42,21 +45,19 @@ def make_token(db):
 
 
 @pytest.fixture()
-def app_for(local_app, batch_db, seaweedfs: str):
-    """A TestClient over the in-process batch runner with the given bucket; the runners stop afterwards."""
-    from serve_app.context import current_context
-
+def app_for(batch_db, seaweedfs: str):
+    """A TestClient over a local-testing-mode batch runner with the given bucket; the runners stop afterwards."""
     runners = []
 
     def make(bucket: str = "khuluma-test-batch"):
-        test_client = local_app(capabilities=["batch"], data_dir=batch_db[0].data_dir, s3_endpoint_url=seaweedfs,
-                                s3_bucket=bucket)
-        runners.append(current_context().backends.batch._target)
-        return test_client
+        settings = batch_db[0].updated({"s3": {"endpoint_url": seaweedfs, "bucket": bucket}})
+        handles = build_local(settings, ["batch"])
+        runners.append(handles["batch"])
+        return client_for(settings, handles)
 
     yield make
     for runner in runners:
-        runner.close()
+        runner.close.remote().result()
 
 
 @pytest.fixture()
@@ -161,3 +162,35 @@ def test_a_batch_keeps_reading_the_bucket_it_was_created_with(app_for, make_toke
     (record,) = second.get(f"{API}/{body['batch_id']}/transcriptions", headers=_h(token)).json()
     assert record["container_name"] == "khuluma-test-bucket-a" and "/khuluma-test-bucket-a/" in record["storage_url"]
     assert "hello" in record["transcription_text"].lower()
+
+
+class _TranscriptionWithXhosa:
+    """A stand-in Transcription handle whose ``describe`` reports a model configured for isiXhosa."""
+
+    class _Describe:
+        def remote(self):
+            from contracts.capabilities import CapabilityInfo, LanguageSupport
+
+            async def answer():
+                return [CapabilityInfo(capability="transcription", installed=True, languages=[
+                    LanguageSupport.of("eng", True, "whisper-base"),
+                    LanguageSupport(code="xho", name="xho", supported=True, model="/models/xho")])]
+
+            return answer()
+
+    describe = _Describe()
+
+
+def test_languages_configured_on_the_transcription_deployment_are_accepted(batch_db, seaweedfs: str, make_token):
+    settings = batch_db[0].updated({"s3": {"endpoint_url": seaweedfs, "bucket": "khuluma-test-batch"}})
+    client = client_for(settings, {"transcription": _TranscriptionWithXhosa()})
+    token = make_token("batch-unit-languages")
+    created = client.post(API, params={"lang_code": "xho"}, headers=_h(token))
+    assert created.status_code == 201, created.text
+    listed = {b["id"]: b for b in client.get(API, headers=_h(token)).json()}
+    assert listed[created.json()["batch_id"]]["language_code"] == "xho"
+    bad = client.post(API, params={"lang_code": "zu"}, headers=_h(token))  # codes are taken as sent
+    assert bad.status_code == 400
+    assert bad.json()["detail"] == (
+        "Invalid request: field 'lang_code': 'zu' is not supported; use one of afr, zul, sot, eng, fra, cs-zul, "
+        "xho, or leave it out to detect the language of each file.")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from contracts.errors import InvalidInput, UnsupportedMedia
 from engines.chunking import chunk_text, sentence_spans
 from engines.documents import extract_text
-from contracts.errors import InvalidInput, UnsupportedMedia
 
 
 def make_pdf(path: Path, lines: list[str]) -> Path:

@@ -1,5 +1,6 @@
-"""Async v1 jobs: routes, the durable queue, the worker loop with the real Transcription deployment (in-process,
-faster-whisper), and signed webhook deliveries to a real HTTP receiver on a loopback port."""
+"""Async v1 jobs: routes, the durable queue, the real Jobs deployment with the real Transcription deployment
+(faster-whisper) under Serve's local testing mode, and signed webhook deliveries to a real HTTP receiver on a
+loopback port."""
 
 from __future__ import annotations
 
@@ -18,19 +19,34 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from cluster.webhooks import check_webhook_url, retry_delay, sign, verify
+from contracts.errors import (
+    InvalidInput,
+    ModelMissing,
+    NotAudio,
+    TimedOut,
+    TooLarge,
+    Unavailable,
+    UnsupportedLanguage,
+)
+from contracts.jobs import JobResult
+from contracts.settings import Settings
+from deployments.app import build_local
+from persistence import jobs as job_queue
 from persistence.models import Upload, UsageRecord, utcnow
 from persistence.session import Database
-from contracts.errors import InvalidInput, TooLarge
-from persistence import jobs as job_queue
+from scripts.bench._plain import free_port
 from serve_app.services.jobs import NOT_PROCESSED, decode_audio_blob
-from serve_app.services.webhooks import check_webhook_url, retry_delay, sign, verify
-from contracts.settings import Settings
 from serve_app.tokens import create_token, webhook_secret_for
-from tests.conftest import free_port
+from tests.conftest import client_for
 
 SPOKEN = "The weather today is sunny with a light breeze from the north."
-FAST = dict(webhook_allow_private=True, job_poll_seconds=0.2, webhook_backoff_seconds=0.3,
-            webhook_backoff_max_seconds=1.0, webhook_retry_seconds=60.0, webhook_timeout_seconds=5.0)
+# Quick retries; the worker wakes when work is due (next_due, wake()), so it hardly ever needs to poll.
+FAST: dict[str, Any] = {
+    "webhooks": {"allow_private": True, "backoff_seconds": 0.3, "backoff_max_seconds": 1.0, "retry_seconds": 60.0,
+                 "timeout_seconds": 5.0},
+    "jobs": {"poll_seconds": 1.0},
+}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -94,7 +110,9 @@ def upload_row(db: Database, path: Path, token: tuple[str, Any]) -> str:
 
 def job(db: Database, upload_id: str) -> Upload:
     with db.session() as s:
-        return s.get(Upload, upload_id)
+        row = s.get(Upload, upload_id)
+        assert row is not None
+        return row
 
 
 @pytest.fixture(scope="module")
@@ -109,33 +127,32 @@ def speech_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def transcription():
-    """The real Transcription deployment, in-process (faster-whisper, Whisper base int8)."""
-    from deployments.transcription import Transcription
+def whisper_base(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Whisper base unpacked once, so each test's data directory does not unpack its own copy."""
+    from engines.whisper_weights import ensure_whisper_base
 
-    return Transcription(Settings(_env_file=None).model_dump(mode="json"))
+    return str(ensure_whisper_base(tmp_path_factory.mktemp("whisper")))
+
+
+def fresh_settings(tmp_path_factory: pytest.TempPathFactory, whisper_model: str | None = None,
+                   **changes: Any) -> Settings:
+    """Settings on a new data directory (its own database, migrated) with quick retries, then ``changes``."""
+    settings = Settings(data_dir=tmp_path_factory.mktemp("jobs-data"), _env_file=None).updated(FAST)
+    settings = settings.updated({"whisper": {"model": whisper_model}, **changes})
+    settings.ensure_dirs()
+    Database.migrated(settings.db_url)
+    return settings
 
 
 @pytest.fixture()
-def make_jobs(transcription) -> Iterator[Callable[..., Any]]:
-    from deployments.jobs import Jobs
+def start_worker() -> Callable[..., dict[str, Any]]:
+    """Start the real Jobs deployment (and, unless told otherwise, the Transcription deployment it calls) under
+    Serve's local testing mode; returns the handles."""
 
-    started: list[Jobs] = []
+    def start(settings: Settings, capabilities: tuple[str, ...] = ("transcription", "jobs")) -> dict[str, Any]:
+        return build_local(settings, list(capabilities))
 
-    def make(settings: Settings) -> Jobs:
-        jobs = Jobs(settings.model_dump(mode="json"), transcription=transcription)
-        started.append(jobs)
-        return jobs
-
-    yield make
-    for jobs in started:
-        jobs.close()
-
-
-def fresh_settings(tmp_path_factory: pytest.TempPathFactory, **overrides: Any) -> Settings:
-    settings = Settings(data_dir=tmp_path_factory.mktemp("jobs-data"), _env_file=None, **{**FAST, **overrides})
-    settings.ensure_dirs()
-    return settings
+    return start
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -185,6 +202,23 @@ def test_decode_audio_blob() -> None:
         decode_audio_blob(base64.b64encode(data).decode(), 100)
 
 
+def test_retry_decision_by_error_class() -> None:
+    """Unavailable, TimedOut and a lost replica or node: another attempt; bad input or a bug: fail now."""
+    from ray.exceptions import ActorDiedError
+
+    from deployments.jobs import INTERNAL_ERROR, Outcome, outcome_of
+
+    assert outcome_of(Unavailable("busy")) == Outcome(error="busy", status_code=503, transient=True)
+    assert outcome_of(ModelMissing("install")) == Outcome(error="install", status_code=503, transient=True)
+    assert outcome_of(TimedOut("slow")) == Outcome(error="slow", status_code=504, transient=True)
+    assert outcome_of(ActorDiedError()) == Outcome(error=INTERNAL_ERROR, status_code=500, transient=True)
+    assert outcome_of(NotAudio("no audio")) == Outcome(error="no audio", status_code=415)
+    assert outcome_of(ValueError("a bug")) == Outcome(error=INTERNAL_ERROR, status_code=500)
+    language = outcome_of(UnsupportedLanguage("zul", "(Zulu) has no speech model on this server."))
+    assert language == Outcome(error="language_code 'zul' (Zulu) has no speech model on this server.",
+                               status_code=400)
+
+
 def test_stale_worker_cannot_overwrite_a_reclaimed_job(tmp_path_factory, speech_wav) -> None:
     settings = fresh_settings(tmp_path_factory)
     db = Database(settings.db_url)
@@ -197,8 +231,8 @@ def test_stale_worker_cannot_overwrite_a_reclaimed_job(tmp_path_factory, speech_
     [second] = job_queue.claim_jobs(db, 5, lease_seconds=30)
     assert second.attempts == 2
     assert job_queue.renew_lease(db, first, 30) is None
-    assert not job_queue.finish(db, first, result={"text": "stale"}, error=None, status_code=200)
-    assert job_queue.finish(db, second, result={"text": "fresh"}, error=None, status_code=200)
+    assert not job_queue.finish(db, first, result=JobResult(text="stale"), error=None, status_code=200)
+    assert job_queue.finish(db, second, result=JobResult(text="fresh"), error=None, status_code=200)
     row = job(db, upload_id)
     assert (row.job_status, row.result["text"], row.lease_until) == ("completed", "fresh", None)
 
@@ -206,23 +240,16 @@ def test_stale_worker_cannot_overwrite_a_reclaimed_job(tmp_path_factory, speech_
 # --------------------------------------------------------------------------- routes + worker (real transcription)
 
 
-@pytest.fixture()
-def client_env(tmp_path_factory, make_jobs) -> Iterator[dict[str, Any]]:
-    """The FastAPI app over an in-process Jobs worker (real transcription) on its own database."""
-    from fastapi.testclient import TestClient
-
-    from serve_app.app import create_app
-    from serve_app.backends import Backends
-    from serve_app.context import build_context, set_context
-
-    settings = fresh_settings(tmp_path_factory)
-    jobs = make_jobs(settings)
-    ctx = build_context(settings, Backends.wrap(jobs=jobs))
-    set_context(ctx)
-    acme, other = create_token(ctx.db, "acme"), create_token(ctx.db, "other-co")
-    yield {"client": TestClient(create_app(), raise_server_exceptions=False), "ctx": ctx, "db": ctx.db,
-           "acme": acme, "other": other, "settings": settings}
-    set_context(None)
+@pytest.fixture(scope="module")
+def client_env(tmp_path_factory, whisper_base) -> Iterator[dict[str, Any]]:
+    """The FastAPI app over the real Jobs and Transcription deployments (Serve's local testing mode) on their
+    own database; one worker for the module, as one replica serves many requests."""
+    settings = fresh_settings(tmp_path_factory, whisper_model=whisper_base)
+    handles = build_local(settings, ["transcription", "jobs"])
+    client = client_for(settings, handles)
+    db = Database(settings.db_url)
+    acme, other = create_token(db, "acme"), create_token(db, "other-co")
+    yield {"client": client, "handles": handles, "db": db, "acme": acme, "other": other, "settings": settings}
 
 
 def _headers(token: tuple[str, Any]) -> dict[str, str]:
@@ -258,14 +285,11 @@ def test_upload_process_get_errors(client_env, speech_wav) -> None:
     assert bad.status_code == 400 and "audio_blob" in bad.json()["detail"]
     missing = client.post("/api/v1/transport/file-upload", headers=acme, json={"file_name": "x.wav", "file_size": 0})
     assert missing.status_code == 400 and "audio_blob" in missing.json()["detail"]
-    env["ctx"].settings = env["settings"].model_copy(update={"max_request_mb": 0.01})
-    try:
-        big = client.post("/api/v1/transport/file-upload", headers=acme,
-                          json={"file_name": "x.wav", "audio_blob": base64.b64encode(b"\0" * 20_000).decode(),
-                                "file_size": 20_000})
-        assert big.status_code == 413
-    finally:
-        env["ctx"].settings = env["settings"]
+    small = client_for(env["settings"].updated({"max_request_mb": 0.01}), env["handles"])
+    big = small.post("/api/v1/transport/file-upload", headers=acme,
+                     json={"file_name": "x.wav", "audio_blob": base64.b64encode(b"\0" * 20_000).decode(),
+                           "file_size": 20_000})
+    assert big.status_code == 413
 
     # another customer's upload is not found, for process and get alike
     other = _headers(env["other"])
@@ -276,13 +300,10 @@ def test_upload_process_get_errors(client_env, speech_wav) -> None:
     for webhook in ("ftp://127.0.0.1/x", "not a url"):
         r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=acme, json={"webhook": webhook})
         assert r.status_code == 400 and "webhook" in r.json()["detail"]
-    env["ctx"].settings = env["settings"].model_copy(update={"webhook_allow_private": False})
-    try:
-        r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=acme,
-                        json={"webhook": "http://127.0.0.1:9/hook"})
-        assert r.status_code == 400 and "private" in r.json()["detail"]
-    finally:
-        env["ctx"].settings = env["settings"]
+    strict = client_for(env["settings"].updated({"webhooks": {"allow_private": False}}), env["handles"])
+    r = strict.post(f"/api/v1/transcribe/process/{upload_id}", headers=acme,
+                    json={"webhook": "http://127.0.0.1:9/hook"})
+    assert r.status_code == 400 and "private" in r.json()["detail"]
     r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=acme, json={"language_code": "zul"})
     assert r.status_code == 400 and "KHULUMA_WHISPER_LANGUAGE_MODELS" in r.json()["detail"]
     r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=acme, json={"language_code": "klingon"})
@@ -374,19 +395,19 @@ def test_webhook_retried_until_the_receiver_is_back(client_env, speech_wav) -> N
         receiver.stop()
 
 
-def test_webhook_abandoned_after_the_retry_budget(tmp_path_factory, make_jobs, speech_wav) -> None:
-    settings = fresh_settings(tmp_path_factory, webhook_retry_seconds=1.0, webhook_backoff_seconds=0.2)
+def test_webhook_abandoned_after_the_retry_budget(tmp_path_factory, whisper_base, start_worker, speech_wav) -> None:
+    settings = fresh_settings(tmp_path_factory, whisper_base, webhooks={"retry_seconds": 1.0, "backoff_seconds": 0.2})
     db = Database(settings.db_url)
     upload_id = upload_row(db, speech_wav, create_token(db, "acme"))
     job_queue.enqueue(db, upload_id, f"http://127.0.0.1:{free_port()}/gone", "eng")
-    make_jobs(settings)
+    start_worker(settings)
     row = wait_until(lambda: (row := job(db, upload_id)).webhook_status == "gave_up" and row)
     assert row.job_status == "completed"  # the job itself succeeded
     assert row.webhook_attempts == 3  # 0.2 + 0.4 fit in 1 s; 0.8 more would not
 
 
-def test_job_in_flight_resumes_after_worker_crash(tmp_path_factory, make_jobs, speech_wav) -> None:
-    settings = fresh_settings(tmp_path_factory, job_lease_seconds=3.0)
+def test_job_in_flight_resumes_after_worker_crash(tmp_path_factory, whisper_base, start_worker, speech_wav) -> None:
+    settings = fresh_settings(tmp_path_factory, whisper_base, jobs={"lease_seconds": 3.0})
     db = Database(settings.db_url)
     token = create_token(db, "acme")
     upload_id = upload_row(db, speech_wav, token)
@@ -394,7 +415,7 @@ def test_job_in_flight_resumes_after_worker_crash(tmp_path_factory, make_jobs, s
     try:
         job_queue.enqueue(db, upload_id, receiver.url, None)
         [claimed] = job_queue.claim_jobs(db, 1, lease_seconds=3.0)  # a worker took it, then crashed
-        make_jobs(settings)  # the restarted replica
+        start_worker(settings)  # the restarted replica
         time.sleep(1.0)
         row = job(db, upload_id)
         assert (row.job_status, row.attempts) == ("processing", 1)  # the dead worker's lease still holds
@@ -402,24 +423,45 @@ def test_job_in_flight_resumes_after_worker_crash(tmp_path_factory, make_jobs, s
         assert row.attempts == 2 and row.lease_until is None
         heard = set(row.result["text"].lower().replace(".", " ").split())
         assert row.result["language_id"] == "eng" and len({"weather", "sunny", "light", "breeze", "north"} & heard) >= 3
-        assert row.result is not None and not job_queue.finish(db, claimed, result={}, error=None, status_code=200)
-        headers, body = wait_until(lambda: receiver.received and receiver.received[0])[0:2]
+        assert row.result is not None and not job_queue.finish(db, claimed, result=JobResult(), error=None,
+                                                               status_code=200)
+        _, body = wait_until(lambda: receiver.received and receiver.received[0])[0:2]
         assert json.loads(body)["upload_id"] == upload_id
     finally:
         receiver.stop()
 
 
-def test_poison_job_fails_after_max_attempts(tmp_path_factory, make_jobs, speech_wav) -> None:
-    settings = fresh_settings(tmp_path_factory, job_max_attempts=2)
+def test_poison_job_fails_after_max_attempts(tmp_path_factory, start_worker, speech_wav) -> None:
+    settings = fresh_settings(tmp_path_factory, jobs={"max_attempts": 2})
     db = Database(settings.db_url)
     upload_id = upload_row(db, speech_wav, create_token(db, "acme"))
     job_queue.enqueue(db, upload_id, None, None)
     with db.session() as s:  # started twice already; the last worker died mid-job
         row = s.get(Upload, upload_id)
+        assert row is not None
         row.job_status, row.attempts, row.lease_until = "processing", 2, utcnow() - timedelta(seconds=1)
-    make_jobs(settings)
+    start_worker(settings, ("jobs",))  # fails it before it would need a transcription
     row = wait_until(lambda: (row := job(db, upload_id)).job_status == "failed" and row, timeout=30)
     assert "2 attempts" in row.error and row.attempts == 2
+
+
+def test_unavailable_transcription_is_retried_then_failed(tmp_path_factory, start_worker, speech_wav) -> None:
+    """No Transcription deployment (Unavailable, transient): the job goes back to the queue until its attempts
+    are spent, then fails with 503 and its webhook says why."""
+    settings = fresh_settings(tmp_path_factory, jobs={"max_attempts": 2, "lease_seconds": 1.0})
+    db = Database(settings.db_url)
+    upload_id = upload_row(db, speech_wav, create_token(db, "acme"))
+    receiver = Receiver().start()
+    try:
+        job_queue.enqueue(db, upload_id, receiver.url, None)
+        start_worker(settings, ("jobs",))
+        row = wait_until(lambda: (row := job(db, upload_id)).job_status == "failed" and row, timeout=30)
+        assert row.attempts == 2 and row.error == "The transcription capability is not deployed."
+        _, body = wait_until(lambda: receiver.received and receiver.received[0], timeout=30)[0:2]
+        payload = json.loads(body)
+        assert (payload["status_code"], payload["detail"], payload["postprocessed_text"]) == (503, row.error, [])
+    finally:
+        receiver.stop()
 
 
 def test_cli_prints_the_webhook_secret(tmp_path: Path) -> None:
@@ -427,7 +469,7 @@ def test_cli_prints_the_webhook_secret(tmp_path: Path) -> None:
     import sys
 
     env = {**os.environ, "KHULUMA_DATA_DIR": str(tmp_path)}
-    db = Database(Settings(data_dir=tmp_path, _env_file=None).db_url)
+    db = Database.migrated(Settings(data_dir=tmp_path, _env_file=None).db_url)
     _, info = create_token(db, "acme")
     out = subprocess.run([sys.executable, "-m", "serve_app.cli", "token", "secret", str(info.id)], env=env,
                          capture_output=True, text=True, timeout=120)

@@ -16,8 +16,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engines.retrieval import collection_name, connect_chroma
-from tests.conftest import free_port
+from contracts.search import AddDocument, DocumentFile, SearchQuery
+from contracts.settings import Settings
+from deployments.app import build_local
+from engines.chunk_store import collection_name, connect_chroma
+from tests.conftest import client_for, free_port
 
 KB = "/api/v1/search/knowledgebase"
 CHROMA = Path(sys.executable).with_name("chroma")
@@ -60,12 +63,12 @@ def chroma_server(tmp_path: Path) -> Iterator[ChromaServer]:
     server.stop()
 
 
-def test_service_on_a_chroma_server(local_app, make_token, chroma_server: ChromaServer) -> None:
-    from serve_app.context import current_context
-
-    client = local_app(capabilities=["embeddings", "knowledge"], chroma_url=chroma_server.url)
-    store = current_context().backends.knowledge._target
-    assert store.mode == "server"
+def test_service_on_a_chroma_server(settings: Settings, db, make_token, chroma_server: ChromaServer) -> None:
+    s = settings.updated({"search": {"chroma_url": chroma_server.url}})
+    handles = build_local(s, ["embeddings", "knowledge"])
+    client = client_for(s, handles)
+    store = handles["knowledge"]
+    assert f"(server: {chroma_server.url})" in store.describe.remote().result()[0].backend  # not embedded
     headers = {"X-CLIENT-TOKEN": make_token(f"kb-cluster-{uuid.uuid4().hex[:6]}")}
     kb_id = client.post(KB, headers=headers, json={"knowledgebase_name": "cluster"}).json()["id"]
 
@@ -98,35 +101,45 @@ def test_service_on_a_chroma_server(local_app, make_token, chroma_server: Chroma
 
     from persistence.models import Document
 
-    with current_context().db.session() as s:
-        assert s.scalars(select(Document.id).where(Document.knowledgebase_id == kb_id)).all() == [keep["id"]]
+    with db.session() as session:
+        assert session.scalars(select(Document.id).where(Document.knowledgebase_id == kb_id)).all() == [keep["id"]]
     chroma_server.start()  # same data directory and port
     collection = connect_chroma(url=chroma_server.url).get_collection(collection_name(kb_id))
     assert {m["document_id"] for m in collection.get()["metadatas"]} == {keep["id"]}
 
     assert client.delete(f"{KB}/{kb_id}", headers=headers).status_code == 200
     assert collection_name(kb_id) not in [c.name for c in connect_chroma(url=chroma_server.url).list_collections()]
-    store.close()
+    store.close.remote().result()
 
 
 def test_two_replicas_share_the_server_without_stale_bm25(tmp_path: Path, chroma_server: ChromaServer) -> None:
     from deployments.knowledge import KnowledgeStore
-    from contracts.settings import Settings
 
-    settings = Settings(data_dir=tmp_path, chroma_url=chroma_server.url, _env_file=None).model_dump(mode="json")
-    writer, reader = KnowledgeStore(settings), KnowledgeStore(settings)
+    settings = Settings(data_dir=tmp_path, search={"chroma_url": chroma_server.url}, _env_file=None)
+    bound = settings.for_replica(("search", "embeddings"))
+    embeddings = build_local(settings, ["embeddings"])["embeddings"]
+    writer, reader = KnowledgeStore(bound, embeddings=embeddings), KnowledgeStore(bound, embeddings=embeddings)
     kb = str(uuid.uuid4())
 
+    def document(doc_id: str, text: str) -> AddDocument:
+        path = tmp_path / f"{doc_id}.txt"
+        path.write_text(text, encoding="utf-8")
+        return AddDocument(kb_id=kb, document_id=doc_id, customer_id=3,
+                           file=DocumentFile(path=str(path), filename=path.name))
+
+    def lexical(text: str) -> SearchQuery:
+        return SearchQuery(kb_id=kb, text=text, top_k=5, mode="lexical")
+
     async def scenario() -> None:
-        await writer.add_document(kb, "a", "a.txt", "Idas Vallei has no water on 19 May.", customer_id=3)
-        first = await reader.query(kb, "Idas Vallei", None, 5, mode="lexical")
-        assert [r["document_id"] for r in first] == ["a"]
-        await writer.add_document(kb, "b", "b.txt", "Idas Vallei library lends six books.", customer_id=3)
-        second = await reader.query(kb, "Idas Vallei library", None, 5, mode="lexical")
-        assert second[0]["document_id"] == "b"  # the reader's BM25 index followed the generation token
+        await writer.add_document(document("a", "Idas Vallei has no water on 19 May."))
+        first = await reader.query(lexical("Idas Vallei"))
+        assert [r.document_id for r in first] == ["a"]
+        await writer.add_document(document("b", "Idas Vallei library lends six books."))
+        second = await reader.query(lexical("Idas Vallei library"))
+        assert second[0].document_id == "b"  # the reader's BM25 index followed the generation token
         await writer.delete_document(kb, "b")
-        third = await reader.query(kb, "Idas Vallei library", None, 5, mode="lexical")
-        assert [r["document_id"] for r in third] == ["a"]
+        third = await reader.query(lexical("Idas Vallei library"))
+        assert [r.document_id for r in third] == ["a"]
 
     try:
         asyncio.run(scenario())

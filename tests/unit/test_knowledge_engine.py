@@ -1,4 +1,4 @@
-"""Retrieval engine and KnowledgeStore deployment without HTTP: languages, BM25, fusion, Chroma, ownership."""
+"""Retrieval engines and the KnowledgeStore deployment without HTTP: languages, BM25, fusion, Chroma, ownership."""
 
 from __future__ import annotations
 
@@ -11,20 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engines.retrieval import (
-    Bm25Index,
-    ChunkStore,
-    FusionConfig,
-    Hit,
-    collection_name,
-    connect_chroma,
-    detect_languages,
-    fuse,
-    normalise_language,
-    tokenize,
-)
 from contracts.errors import InvalidInput, NotFound
+from contracts.search import AddDocument, DocumentFile, SearchQuery
 from contracts.settings import Settings
+from engines.chunk_language import detect_languages
+from engines.chunk_store import ChunkStore, collection_name, connect_chroma
+from engines.fusion import FusionConfig, Hit, fuse
+from engines.lexical import Bm25Index, _bm25_class, tokenize
+from serve_app.services.search import query_language
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -38,13 +32,13 @@ sys.path.insert(0, str(ROOT / "scripts"))
     ("ven", "ven"), ("nr", "nbl"), ("cs-zul", "zul"), (None, None), ("", None), ("  ", None),
 ])
 def test_language_spellings(value: str | None, code: str | None) -> None:
-    assert normalise_language(value) == code
+    assert query_language(value) == code
 
 
 @pytest.mark.parametrize("value", ["xx_YY", "klingon", "de", "zz"])
 def test_unknown_language_names_what_is_accepted(value: str) -> None:
-    with pytest.raises(ValueError, match="unknown language .* ISO 639-3"):
-        normalise_language(value)
+    with pytest.raises(InvalidInput, match="unknown language .* ISO 639-3"):
+        query_language(value)
 
 
 def test_chunk_language_detection() -> None:
@@ -81,8 +75,6 @@ def test_bm25_ranks_exact_names_and_filters_language() -> None:
 def test_vectorised_bm25_build_scores_like_stock_bm25s() -> None:
     import bm25s
     from bm25s.tokenization import Tokenized
-
-    from engines.retrieval import _bm25_class
 
     passages, _ = __import__("eval_retrieval").load_set()
     vocab: dict[str, int] = {}
@@ -158,67 +150,78 @@ def test_chunk_store_add_count_delete_with_explicit_vectors(tmp_path: Path) -> N
     assert store.vector_search(kb, vectors[0], 3) == [] and store.count(kb) == 0 and not store.delete_kb(kb)
 
 
-def _store_settings(tmp_path: Path, **extra: object) -> dict:
-    return Settings(data_dir=tmp_path, knowledge_chroma_path=tmp_path / "chroma", knowledge_lock_wait_seconds=0,
-                    _env_file=None, **extra).model_dump(mode="json")
+def _store_settings(tmp_path: Path, **search: object) -> dict:
+    """What a KnowledgeStore replica is bound with."""
+    settings = Settings(data_dir=tmp_path, search={"chroma_path": tmp_path / "chroma", "lock_wait_seconds": 0,
+                                                   **search}, _env_file=None)
+    return settings.for_replica(("search", "embeddings"))
 
 
 @pytest.fixture(scope="module")
-def embedder():
-    from engines.embeddings import load_embedder
+def embeddings(tmp_path_factory: pytest.TempPathFactory):
+    """A handle of the real Embeddings deployment (Serve's local testing mode)."""
+    from deployments.app import build_local
 
-    return load_embedder()
+    settings = Settings(data_dir=tmp_path_factory.mktemp("embeddings"), _env_file=None)
+    return build_local(settings, ["embeddings"])["embeddings"]
 
 
-def test_knowledge_store_ingest_query_delete_and_owner(tmp_path: Path, embedder) -> None:
+def _document(folder: Path, kb: str, doc_id: str, filename: str, text: str, customer_id: int) -> AddDocument:
+    """An upload as the ingress hands it over: saved to disk."""
+    path = folder / f"{doc_id}-{filename}"
+    path.write_text(text, encoding="utf-8")
+    return AddDocument(kb_id=kb, document_id=doc_id, customer_id=customer_id,
+                       file=DocumentFile(path=str(path), filename=filename))
+
+
+def test_knowledge_store_ingest_query_delete_and_owner(tmp_path: Path, embeddings) -> None:
     from deployments.knowledge import KnowledgeStore
 
-    class Engine:  # the real embeddings engine, in-process
-        def embed(self, texts, kind="passage"):  # type: ignore[no-untyped-def]
-            return embedder.embed(texts, kind)
-
-    store = KnowledgeStore(_store_settings(tmp_path, search_chunk_chars=200, search_chunk_overlap_chars=50),
-                           embeddings=Engine())
+    store = KnowledgeStore(_store_settings(tmp_path, chunk_chars=200, chunk_overlap_chars=50),
+                           embeddings=embeddings)
     kb = str(uuid.uuid4())
     english = ("Soshanguve Block X Clinic is open from Monday to Friday, 07:30 to 19:00. It is closed on weekends. "
                "The facility manager is Dr Pieter Venter.\n\nAntenatal visits are on Tuesdays and Thursdays. "
                "Bring your clinic card.")
     zulu = "Udoti uqoqwa eWadini 45 njalo ngoLwesithathu. Beka izikhwama zakho ngaphandle ngaphambi kuka-06:30."
 
+    def ask(text: str, language: str | None = None, top_k: int = 5, **options: object) -> SearchQuery:
+        return SearchQuery(kb_id=kb, text=text, language=query_language(language), top_k=top_k, **options)
+
     async def scenario() -> None:
-        info = await store.add_document(kb, "doc-en", "clinic.txt", english, customer_id=7)
-        assert info["chunks"] >= 2 and info["language"] == "eng"
-        assert (await store.add_document(kb, "doc-zu", "udoti.txt", zulu, customer_id=7))["language"] == "zul"
-        assert store.count(kb) == info["chunks"] + 1
+        info = await store.add_document(_document(tmp_path, kb, "doc-en", "clinic.txt", english, 7))
+        assert info.chunks >= 2 and info.language == "eng"
+        assert (await store.add_document(_document(tmp_path, kb, "doc-zu", "udoti.txt", zulu, 7))).language == "zul"
+        assert store.count(kb) == info.chunks + 1
 
-        results = await store.query(kb, "Who is the manager of the Soshanguve clinic?", None, 3, customer_id=7)
-        assert results[0]["document_id"] == "doc-en" and "Pieter Venter" in results[0]["text"]
-        assert english[results[0]["start"]:results[0]["end"]] == results[0]["text"]
-        assert all(a["score"] >= b["score"] for a, b in zip(results, results[1:]))
-        assert 0 < results[0]["score"] <= 1
+        results = await store.query(ask("Who is the manager of the Soshanguve clinic?", None, 3, customer_id=7))
+        assert results[0].document_id == "doc-en" and "Pieter Venter" in results[0].text
+        assert english[results[0].start:results[0].end] == results[0].text
+        assert all(a.score >= b.score for a, b in zip(results, results[1:]))
+        assert 0 < results[0].score <= 1
 
-        only_zulu = await store.query(kb, "clinic", "zu_ZA", 5, customer_id=7, strict_language=True)
-        assert [r["document_id"] for r in only_zulu] == ["doc-zu"]
-        lexical = await store.query(kb, "Lwesithathu", None, 5, mode="lexical")
-        assert lexical[0]["document_id"] == "doc-zu"
+        only_zulu = await store.query(ask("clinic", "zu_ZA", 5, customer_id=7, strict_language=True))
+        assert [r.document_id for r in only_zulu] == ["doc-zu"]
+        lexical = await store.query(ask("Lwesithathu", None, 5, mode="lexical"))
+        assert lexical[0].document_id == "doc-zu"
 
         with pytest.raises(NotFound):  # another customer's knowledge base, even at this level
-            await store.query(kb, "clinic", None, 3, customer_id=8)
+            await store.query(ask("clinic", None, 3, customer_id=8))
         with pytest.raises(NotFound):
-            await store.add_document(kb, "doc-x", "x.txt", "Some text here.", customer_id=8)
-        with pytest.raises(InvalidInput, match="language"):
-            await store.query(kb, "clinic", "xx_YY", 3)
+            await store.add_document(_document(tmp_path, kb, "doc-x", "x.txt", "Some text here.", 8))
+        with pytest.raises(InvalidInput, match="language"):  # checked once, by the ingress, before the store
+            ask("clinic", "xx_YY", 3)
 
-        assert await store.delete_document(kb, "doc-en") == info["chunks"]
+        assert await store.delete_document(kb, "doc-en") == info.chunks
         assert store.count(kb, "doc-en") == 0 and store.count(kb) == 1
         # our own writes were applied to the cached BM25 corpus: it matches the store without a reload
         generation, cached = store.bm25._entries[kb]
         assert generation == store.store.generation(kb)
         assert set(cached.chunks) == set(store.store.all_chunks(kb)[0])
-        after = await store.query(kb, "Who is the manager of the Soshanguve clinic?", None, 5)
-        assert {r["document_id"] for r in after} == {"doc-zu"}  # BM25 cache rebuilt, no stale chunks
+        after = await store.query(ask("Who is the manager of the Soshanguve clinic?", None, 5))
+        assert {r.document_id for r in after} == {"doc-zu"}  # BM25 cache rebuilt, no stale chunks
         assert await store.delete_kb(kb) and not store.exists(kb)
-        assert await store.query(kb, "anything", None, 3) == []
+        assert await store.query(ask("anything", None, 3)) == []
 
     try:
         asyncio.run(scenario())
@@ -226,29 +229,30 @@ def test_knowledge_store_ingest_query_delete_and_owner(tmp_path: Path, embedder)
         store.close()
 
 
-def test_failed_ingest_leaves_no_vectors(tmp_path: Path, embedder) -> None:
+def test_failed_ingest_leaves_no_vectors(tmp_path: Path, embeddings, monkeypatch: pytest.MonkeyPatch) -> None:
     """The embeddings backend fails half-way through a document: the chunks already stored are removed."""
     from deployments import knowledge
     from deployments.knowledge import KnowledgeStore
 
-    class FailsOnSecondBatch:
-        calls = 0
+    store = KnowledgeStore(_store_settings(tmp_path, chunk_chars=100, chunk_overlap_chars=0), embeddings=embeddings)
+    real_embed = store.embeddings.embed
+    calls = 0
 
-        def embed(self, texts, kind="passage"):  # type: ignore[no-untyped-def]
-            FailsOnSecondBatch.calls += 1
-            if FailsOnSecondBatch.calls == 2:
-                raise RuntimeError("embedding replica died")
-            return embedder.embed(texts, kind)
+    async def fails_on_second_batch(texts: list[str], kind: str):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise RuntimeError("embedding replica died")
+        return await real_embed(texts, kind)  # type: ignore[arg-type]
 
-    store = KnowledgeStore(_store_settings(tmp_path, search_chunk_chars=100, search_chunk_overlap_chars=0),
-                           embeddings=FailsOnSecondBatch())
+    monkeypatch.setattr(store.embeddings, "embed", fails_on_second_batch)
     kb = str(uuid.uuid4())
     text = " ".join(f"Sentence {i} is about ward {i} and its water supply." for i in range(knowledge.EMBED_BATCH * 3))
 
     async def scenario() -> None:
-        await store.add_document(kb, "keep", "keep.txt", "Ward 1 keeps its water.", customer_id=1)
+        await store.add_document(_document(tmp_path, kb, "keep", "keep.txt", "Ward 1 keeps its water.", 1))
         with pytest.raises(RuntimeError, match="replica died"):
-            await store.add_document(kb, "broken", "broken.txt", text, customer_id=1)
+            await store.add_document(_document(tmp_path, kb, "broken", "broken.txt", text, 1))
 
     try:
         asyncio.run(scenario())

@@ -20,15 +20,11 @@ import eval_retrieval  # noqa: E402
 @pytest.fixture(scope="module")
 def evaluation(tmp_path_factory: pytest.TempPathFactory):
     passages, queries = eval_retrieval.load_set()
-
-    async def run():
-        built = await eval_retrieval.build(tmp_path_factory.mktemp("retrieval-eval"), passages)
-        try:
-            return await eval_retrieval.evaluate(built, queries, ("vector", "hybrid"))
-        finally:
-            built.store.close()
-
-    results, rankings = asyncio.run(run())
+    built = eval_retrieval.build(tmp_path_factory.mktemp("retrieval-eval"), passages)
+    try:
+        results, rankings = asyncio.run(eval_retrieval.evaluate(built, queries, ("vector", "hybrid")))
+    finally:
+        built.close()
     return queries, results, rankings
 
 

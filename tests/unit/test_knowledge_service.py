@@ -1,15 +1,21 @@
-"""Knowledge-base routes through the ingress with in-process Embeddings + KnowledgeStore (no Ray)."""
+"""Knowledge-base routes through the ingress, with the Embeddings and KnowledgeStore deployments in Serve's local
+testing mode (no Ray cluster)."""
 
 from __future__ import annotations
 
 import io
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select
 
+from contracts.settings import Settings
+from deployments.app import build_local
 from persistence.models import Document, KnowledgeBase
+from tests.conftest import client_for
 
 KB = "/api/v1/search/knowledgebase"
 
@@ -21,15 +27,39 @@ ZULU = ("Umtholampilo wase-KwaMashu uvulwa ngoMsombuluko kuya ngoLwesihlanu kusu
         "Umphathi wesikhungo ngu-Sister Thandeka Mthembu.")
 
 
-@pytest.fixture()
-def app(local_app, tmp_path: Path):
-    """(client, knowledge store): the vector store itself is inspected after deletes."""
-    from serve_app.context import current_context
+class StoreView:
+    """What the KnowledgeStore itself holds, asked through its handle."""
 
-    client = local_app(capabilities=["embeddings", "knowledge"], knowledge_chroma_path=tmp_path / "chroma")
-    store = current_context().backends.knowledge._target
-    yield client, store
-    store.close()
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def count(self, kb_id: str, document_id: str | None = None) -> int:
+        return self.handle.count.remote(kb_id, document_id).result()
+
+    def exists(self, kb_id: str) -> bool:
+        return self.handle.exists.remote(kb_id).result()
+
+
+@pytest.fixture()
+def knowledge_app(settings: Settings, tmp_path: Path) -> Iterator[Any]:
+    """A factory of (client, store view) over Embeddings + KnowledgeStore; ``search`` settings may be changed."""
+    opened: list[Any] = []
+
+    def make(**search: Any) -> tuple[Any, StoreView]:
+        s = settings.updated({"search": {"chroma_path": tmp_path / "chroma", **search}})
+        handles = build_local(s, ["embeddings", "knowledge"])
+        opened.append(handles["knowledge"])
+        return client_for(s, handles), StoreView(handles["knowledge"])
+
+    yield make
+    for handle in opened:
+        handle.close.remote().result()
+
+
+@pytest.fixture()
+def app(knowledge_app):
+    """(client, knowledge store): the vector store itself is inspected after deletes."""
+    return knowledge_app()
 
 
 @pytest.fixture()
@@ -50,7 +80,7 @@ def create(client, headers, name: str = "clinics") -> str:
     return body["id"]
 
 
-def test_full_flow_upload_list_query_delete(app, tokens) -> None:
+def test_full_flow_upload_list_query_delete(app, tokens, db) -> None:
     import docx
 
     client, store = app
@@ -106,9 +136,7 @@ def test_full_flow_upload_list_query_delete(app, tokens) -> None:
     # delete the knowledge base: rows and the whole collection go
     assert client.delete(f"{KB}/{kb_id}", headers=alice).status_code == 200
     assert not store.exists(kb_id) and store.count(kb_id) == 0
-    from serve_app.context import current_context
-
-    with current_context().db.session() as s:
+    with db.session() as s:
         assert s.get(KnowledgeBase, kb_id) is None
         assert not s.scalars(select(Document).where(Document.knowledgebase_id == kb_id)).all()
     assert client.post(f"{KB}/{kb_id}/query", headers=alice, json={"query": "water"}).status_code == 404
@@ -153,7 +181,7 @@ def test_same_file_twice_is_idempotent(app, tokens) -> None:
     assert upload(client, alice, other_kb, "clinic.txt", CLINIC.encode()).json()["duplicate"] is False
 
 
-def test_bad_uploads_and_queries(local_app, app, tokens, tmp_path: Path) -> None:
+def test_bad_uploads_and_queries(app, tokens, settings: Settings) -> None:
     client, store = app
     alice, _ = tokens
     kb_id = create(client, alice)
@@ -180,23 +208,16 @@ def test_bad_uploads_and_queries(local_app, app, tokens, tmp_path: Path) -> None
         assert response.status_code == 200 and response.json() == {"search_result": []}
     assert store.count(kb_id) == 0  # nothing from the failed uploads reached the vector store
     assert client.get(f"{KB}/{kb_id}/documents", headers=alice).json() == []
-    assert not list((Path(store.settings.data_dir) / "uploads" / "documents").glob("up-*"))  # no spooled files
+    assert not list((settings.data_dir / "uploads" / "documents").glob("up-*"))  # no spooled files
 
 
-def test_upload_over_the_limit_is_413(local_app, make_token, tmp_path: Path) -> None:
-    from serve_app.context import current_context
-
-    client = local_app(capabilities=["embeddings", "knowledge"], knowledge_chroma_path=tmp_path / "chroma",
-                       max_document_mb=0.01)
-    store = current_context().backends.knowledge._target
-    try:
-        headers = {"X-CLIENT-TOKEN": make_token(f"kb-limit-{uuid.uuid4().hex[:6]}")}
-        kb_id = create(client, headers)
-        big = upload(client, headers, kb_id, "big.txt", b"Ward 17 water notice. " * 2000)
-        assert big.status_code == 413 and "limit" in big.json()["detail"]
-        assert upload(client, headers, kb_id, "small.txt", b"Ward 17 water notice.").status_code == 200
-    finally:
-        store.close()
+def test_upload_over_the_limit_is_413(knowledge_app, make_token) -> None:
+    client, _ = knowledge_app(max_document_mb=0.01)
+    headers = {"X-CLIENT-TOKEN": make_token(f"kb-limit-{uuid.uuid4().hex[:6]}")}
+    kb_id = create(client, headers)
+    big = upload(client, headers, kb_id, "big.txt", b"Ward 17 water notice. " * 2000)
+    assert big.status_code == 413 and "limit" in big.json()["detail"]
+    assert upload(client, headers, kb_id, "small.txt", b"Ward 17 water notice.").status_code == 200
 
 
 def test_strict_language_filters_and_items_carry_language(app, tokens) -> None:

@@ -15,32 +15,24 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from typer.testing import CliRunner
 
-from cluster.storage import (
-    LocalSeaweedFS,
-    batch_prefix,
-    blob_endpoint,
-    decode_token,
-    encode_token,
-    ensure_bucket,
-    issue_upload_credential,
-    list_objects,
-    s3_client,
-)
+from cluster.credentials import UploadToken, decode_token, encode_token, issue_upload_credential
+from cluster.s3 import batch_prefix, blob_endpoint, ensure_bucket, list_objects, s3_client
+from cluster.seaweedfs import LocalSeaweedFS
+from contracts.settings import Settings
 from serve_app.cli import app as cli_app
 from serve_app.cli.batch import upload_file
-from contracts.settings import Settings
 
 
 @pytest.fixture()
 def s3_settings(settings: Settings, seaweedfs: str) -> Settings:
-    return settings.model_copy(update={"s3_endpoint_url": seaweedfs, "s3_bucket": "khuluma-test-storage"})
+    return settings.updated({"s3": {"endpoint_url": seaweedfs, "bucket": "khuluma-test-storage"}})
 
 
 def _read(settings: Settings, key: str) -> bytes:
-    return s3_client(settings).get_object(Bucket=settings.s3.bucket, Key=key)["Body"].read()
+    return s3_client(settings.s3).get_object(Bucket=settings.s3.bucket, Key=key)["Body"].read()
 
 
-def _scoped_client(token: dict, settings: Settings):
+def _scoped_client(token: UploadToken, settings: Settings):
     creds = token["credentials"]
     return boto3.client("s3", endpoint_url=token["endpoint"], region_name=settings.s3.region,
                         aws_access_key_id=creds["access_key_id"], aws_secret_access_key=creds["secret_access_key"],
@@ -62,15 +54,15 @@ def test_token_is_base64_json_and_garbage_is_rejected(s3_settings: Settings):
     for bad in ("", "not base64!", base64.b64encode(b"[1,2]").decode(), base64.b64encode(b'{"v": 9}').decode()):
         with pytest.raises(ValueError):
             decode_token(bad)
-    assert blob_endpoint(s3_settings, "b-roundtrip") == (
+    assert blob_endpoint(s3_settings.s3, "b-roundtrip") == (
         f"{s3_settings.s3.endpoint_url}/khuluma-test-storage/batches/b-roundtrip/")
 
 
 def test_ensure_bucket_creates_a_missing_bucket(s3_settings: Settings):
-    fresh = s3_settings.model_copy(update={"s3_bucket": f"fresh-{int(time.time() * 1000)}"})
-    client = s3_client(fresh)
+    fresh = s3_settings.updated({"s3": {"bucket": f"fresh-{int(time.time() * 1000)}"}})
+    client = s3_client(fresh.s3)
     assert _denied(lambda: client.head_bucket(Bucket=fresh.s3.bucket)) in ("404", "NoSuchBucket")
-    ensure_bucket(fresh)
+    ensure_bucket(fresh.s3)
     client.head_bucket(Bucket=fresh.s3.bucket)  # exists now
 
 
@@ -91,12 +83,12 @@ def test_post_policy_uploads_inside_the_prefix_only(s3_settings: Settings, tmp_p
     # tampering with the signed policy (widening the prefix) breaks the signature
     forged = json.loads(base64.b64decode(token["post"]["fields"]["policy"]))
     forged["conditions"] = [c for c in forged["conditions"] if not (isinstance(c, list) and c[1] == "$key")]
-    token_forged = {**token, "post": {**token["post"], "fields": {
+    token_forged: UploadToken = {**token, "post": {**token["post"], "fields": {
         **token["post"]["fields"], "policy": base64.b64encode(json.dumps(forged).encode()).decode()}}}
     assert not upload_file(token_forged, audio, "elsewhere.wav").ok
-    keys = [o.key for o in list_objects(s3_settings, "")]
+    keys = [o.key for o in list_objects(s3_settings.s3, "")]
     assert "hello.wav" not in keys and not any(k.startswith("batches/other-batch/") for k in keys)
-    assert sorted(o.key for o in list_objects(s3_settings, batch_prefix("b-post"))) == [
+    assert sorted(o.key for o in list_objects(s3_settings.s3, batch_prefix("b-post"))) == [
         "batches/b-post/hello.wav", "batches/b-post/sub/dir/again.wav"]
 
 
@@ -109,7 +101,7 @@ def test_post_policy_expires(s3_settings: Settings, tmp_path: Path):
     time.sleep(3.2)
     late = upload_file(token, audio, "batches/b-expiring/late.wav")
     assert not late.ok and "403" in late.detail and "expired" in late.detail.lower()
-    assert [o.key for o in list_objects(s3_settings, "batches/b-expiring/")] == ["batches/b-expiring/first.wav"]
+    assert [o.key for o in list_objects(s3_settings.s3, "batches/b-expiring/")] == ["batches/b-expiring/first.wav"]
 
 
 def test_temporary_keys_write_the_prefix_and_nothing_else(s3_settings: Settings, tmp_path: Path):
@@ -133,7 +125,7 @@ def test_temporary_keys_write_the_prefix_and_nothing_else(s3_settings: Settings,
     assert _denied(lambda: client.list_objects_v2(Bucket=bucket)) == "AccessDenied"
     assert _denied(lambda: client.delete_object(Bucket=bucket, Key="batches/b-sts/one.wav")) == "AccessDenied"
     assert _denied(lambda: client.create_bucket(Bucket="sneaky-bucket")) == "AccessDenied"
-    assert sorted(o.key for o in list_objects(s3_settings, "batches/b-sts/")) == [
+    assert sorted(o.key for o in list_objects(s3_settings.s3, "batches/b-sts/")) == [
         "batches/b-sts/big.bin", "batches/b-sts/one.wav"]
 
 
@@ -147,7 +139,7 @@ def test_cli_uploads_a_directory_with_the_credential(s3_settings: Settings, tmp_
     runner = CliRunner()
     result = runner.invoke(cli_app, ["batch", "upload", "b-cli", str(folder), "--token", token])
     assert result.exit_code == 0, result.output
-    assert sorted(o.key for o in list_objects(s3_settings, "batches/b-cli/")) == [
+    assert sorted(o.key for o in list_objects(s3_settings.s3, "batches/b-cli/")) == [
         "batches/b-cli/a.wav", "batches/b-cli/day2/b.mp3"]
     wrong = runner.invoke(cli_app, ["batch", "upload", "another-batch", str(folder), "--token", token])
     assert wrong.exit_code == 2 and "belongs to batch b-cli" in wrong.output
@@ -160,8 +152,8 @@ def test_local_seaweedfs_binds_loopback_keeps_data_and_stops(tmp_path: Path, set
     server = LocalSeaweedFS(tmp_path / "sw", "k-local", "s-local")
     endpoint = server.start()
     assert endpoint.startswith("http://127.0.0.1:")
-    local = settings.model_copy(update={"s3_endpoint_url": endpoint, "s3_access_key": "k-local",
-                                        "s3_secret_key": "s-local", "s3_bucket": "persist-test"})
+    local = settings.updated({"s3": {"endpoint_url": endpoint, "access_key": "k-local", "secret_key": "s-local",
+                                     "bucket": "persist-test"}})
     token = issue_upload_credential(local, "b-restart")
     audio = tmp_path / "keep.wav"
     audio.write_bytes(b"keep me")

@@ -1,4 +1,5 @@
-"""Text routes through the ingress over in-process TextAnalysis + Embeddings deployments (no Ray)."""
+"""Text routes through the ingress over TextAnalysis + Embeddings deployments in Serve's local testing mode (no Ray
+cluster)."""
 
 from __future__ import annotations
 
@@ -15,26 +16,22 @@ EXAMPLES = [
 
 
 @pytest.fixture(scope="module")
-def backends(settings):
-    from deployments.app import build_in_process
+def handles(settings):
+    """One TextAnalysis + Embeddings pair for the module (loading the models is the slow part)."""
+    from deployments.app import build_local
 
-    return build_in_process(settings, ["embeddings", "text"])
+    return build_local(settings, ["embeddings", "text"])
 
 
 @pytest.fixture()
-def client(settings, backends):
-    from fastapi.testclient import TestClient
+def client(settings, handles):
+    """``client(text={"classify_enabled": False})``: a TestClient whose routes see changed settings."""
+    from tests.conftest import client_for
 
-    from serve_app.app import create_app
-    from serve_app.context import build_context, set_context
+    def make(**changes):
+        return client_for(settings.updated(changes) if changes else settings, handles)
 
-    def make(**overrides):
-        s = settings.model_copy(update=overrides) if overrides else settings
-        set_context(build_context(s, backends))
-        return TestClient(create_app(), raise_server_exceptions=False)
-
-    yield make
-    set_context(None)
+    return make
 
 
 @pytest.fixture()
@@ -97,8 +94,8 @@ def test_classify_validation_and_maintenance_switch(client, headers):
     assert r.status_code == 400 and "outage" in r.json()["detail"]
     r = c.post("/api/v1/classify", json={"examples": EXAMPLES, "inputs": []}, headers=headers)
     assert r.status_code == 400 and "inputs" in r.json()["detail"]
-    r = client(classify_enabled=False).post("/api/v1/classify", json={"examples": EXAMPLES, "inputs": ["hi"]},
-                                            headers=headers)
+    r = client(text={"classify_enabled": False}).post("/api/v1/classify",
+                                                   json={"examples": EXAMPLES, "inputs": ["hi"]}, headers=headers)
     assert r.status_code == 503 and "maintenance" in r.json()["detail"]
 
 
@@ -124,3 +121,10 @@ def test_models_listing_is_honest(client, headers):
     assert langs["zul"]["model"] == "heuristic" and "heuristic" in langs["zul"]["note"]
     lid = {lang["code"] for lang in caps["language_identification"]["languages"]}
     assert lid == {"nso", "afr", "sot", "ssw", "tso", "tsn", "xho", "zul", "eng", "swh", "sna", "fra"}
+
+
+def test_text_analysis_without_an_embeddings_handle_is_a_wiring_error(settings):
+    from deployments.text import TextAnalysis
+
+    with pytest.raises(ValueError, match="Embeddings"):
+        TextAnalysis(settings.for_replica(("text", "embeddings")))

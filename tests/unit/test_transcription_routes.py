@@ -198,7 +198,8 @@ def test_upload_over_the_limit_is_413(local_app, headers) -> None:
 
 
 def test_sync_timeout_is_504_and_fast_timeout_is_503(local_app, headers, speech) -> None:
-    client = local_app(capabilities=["transcription"], sync_timeout_seconds=0.001, fast_timeout_seconds=0.001)
+    client = local_app(capabilities=["transcription"],
+                       transcription={"sync_timeout_seconds": 0.001, "fast_timeout_seconds": 0.001})
     with speech["wav"].open("rb") as f:
         r = client.post("/api/v2alpha/transcribe/sync/file", files={"file": ("x.wav", f)}, headers=headers)
     assert r.status_code == 504 and "limit" in r.json()["detail"]
@@ -269,3 +270,23 @@ def test_stream_rejects_bad_input(client, headers) -> None:
         ws.send_text(json.dumps({"type": "end"}))
         final = ws.receive_json()
         assert final["type"] == "final" and final["text"] == ""
+
+
+def test_stream_close_codes_follow_the_error_class(local_app, headers) -> None:
+    from starlette.websockets import WebSocketDisconnect
+
+    client = local_app(capabilities=["transcription"], max_request_mb=0.01)
+    with client.websocket_connect("/ws/stream-transcribe", headers=headers) as ws:
+        assert ws.receive_json()["type"] == "ready"
+        ws.send_bytes(b"\x00" * 20_000)  # more audio than the limit: TooLarge -> 1009
+        message = ws.receive_json()
+        assert message["type"] == "error" and "limit" in message["detail"]
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_json()
+        assert closed.value.code == 1009
+    with client.websocket_connect("/ws/stream-transcribe?lang_code=xx", headers=headers) as ws:
+        message = ws.receive_json()  # an unknown language: InvalidInput -> 1008, the field named
+        assert message["type"] == "error" and "field 'lang_code'" in message["detail"]
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_json()
+        assert closed.value.code == 1008

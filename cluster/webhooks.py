@@ -1,4 +1,7 @@
-"""Webhook URLs, signatures and deliveries.
+"""Webhook URLs, signatures and deliveries of async v1 jobs.
+
+Here, below both users, so the ingress (it refuses a bad URL when a job is placed) and the ``Jobs`` deployment (it
+checks the URL again and delivers) share one policy without the deployment importing ``serve_app``.
 
 Each delivery is a ``POST`` of a JSON body with the headers::
 
@@ -69,12 +72,12 @@ def check_webhook_url(url: str, allow_private: bool) -> str:
         infos = socket.getaddrinfo(host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError):
         raise InvalidInput(f"field 'webhook': the host {host!r} cannot be resolved.") from None
-    addresses = {info[4][0] for info in infos}
+    addresses = {str(info[4][0]) for info in infos}
     blocked = sorted(a for a in addresses if not _is_public(a))
     if blocked:
         raise InvalidInput(
             f"field 'webhook': {host!r} resolves to a loopback, private or link-local address ({blocked[0]}); "
-            "such receivers are refused (an operator can allow them with KHULUMA_WEBHOOK_ALLOW_PRIVATE=true)."
+            "such receivers are refused (an operator can allow them with KHULUMA_WEBHOOKS_ALLOW_PRIVATE=true)."
         )
     return url
 
@@ -116,6 +119,9 @@ def signed_headers(secret: str, body: bytes, upload_id: str, attempt: int) -> di
         "X-Khuluma-Upload-Id": upload_id,
         "X-Khuluma-Delivery-Attempt": str(attempt),
     }
+
+
+# --------------------------------------------------------------------------- payload
 
 
 # --------------------------------------------------------------------------- delivery
