@@ -276,16 +276,16 @@ class Settings(BaseSettings):
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS (none by default).")
 
     # --- per capability ------------------------------------------------------------------
-    text: TextSettings = Field(default_factory=TextSettings)
-    embeddings: EmbeddingsSettings = Field(default_factory=EmbeddingsSettings)
-    translation: TranslationSettings = Field(default_factory=TranslationSettings)
-    search: SearchSettings = Field(default_factory=SearchSettings)
-    whisper: WhisperSettings = Field(default_factory=WhisperSettings)
-    transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
-    jobs: JobsSettings = Field(default_factory=JobsSettings)
-    webhooks: WebhooksSettings = Field(default_factory=WebhooksSettings)
-    s3: S3Settings = Field(default_factory=S3Settings)
-    batch: BatchSettings = Field(default_factory=BatchSettings)
+    text: TextSettings = Field(default_factory=TextSettings, description="Text analysis (KHULUMA_TEXT_*).")
+    embeddings: EmbeddingsSettings = Field(default_factory=EmbeddingsSettings, description="The shared sentence embedder (KHULUMA_EMBEDDINGS_*).")
+    translation: TranslationSettings = Field(default_factory=TranslationSettings, description="Translation (KHULUMA_TRANSLATION_*).")
+    search: SearchSettings = Field(default_factory=SearchSettings, description="Knowledge bases (KHULUMA_SEARCH_*).")
+    whisper: WhisperSettings = Field(default_factory=WhisperSettings, description="Whisper models and decoding (KHULUMA_WHISPER_*).")
+    transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings, description="Transcription routes (KHULUMA_TRANSCRIPTION_*).")
+    jobs: JobsSettings = Field(default_factory=JobsSettings, description="Async v1 jobs (KHULUMA_JOBS_*).")
+    webhooks: WebhooksSettings = Field(default_factory=WebhooksSettings, description="Webhook delivery (KHULUMA_WEBHOOKS_*).")
+    s3: S3Settings = Field(default_factory=S3Settings, description="Object storage (KHULUMA_S3_*).")
+    batch: BatchSettings = Field(default_factory=BatchSettings, description="Batch transcription (KHULUMA_BATCH_*).")
 
     @classmethod
     def settings_customise_sources(

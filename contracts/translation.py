@@ -1,11 +1,63 @@
-"""Contract of the Translation deployment: its request and result models, and the typed handle callers use."""
+"""Contract of the Translation deployment: its request and result models, and the typed handle callers use
+(the translation route's service, and the Transcription deployment for transcripts in English)."""
 
 from __future__ import annotations
 
-from contracts.handles import DeploymentClient
+from pydantic import BaseModel, Field
+
+from contracts.handles import DeploymentClient, call
+
+
+class TranslateRequest(BaseModel):
+    """The route's body (wire names)."""
+
+    input_text: str
+    source_lang: str
+    target_lang: str
+
+
+class TranslatedText(BaseModel):
+    translated_text: str
+
+
+class TranslationResult(BaseModel):
+    """The route's answer (wire names)."""
+
+    id: str
+    translation: list[TranslatedText]
+
+
+class TranslationRequest(BaseModel):
+    """One text to translate between two NLLB-200 codes (``zul_Latn``), already checked against the registry."""
+
+    text: str
+    source: str = Field(description="NLLB-200 code of the text's language")
+    target: str = Field(description="NLLB-200 code to translate into")
+
+
+class DecodedSegment(BaseModel):
+    source: str
+    tokens: list[str]
+    text: str
+
+
+class DetailedTranslation(BaseModel):
+    """A translation with the model and the decoded tokens of every sentence (diagnostics and tests)."""
+
+    translated_text: str
+    model: str
+    segments: list[DecodedSegment]
 
 
 class TranslationClient(DeploymentClient):
-    """Typed handle of ``deployments.*:Translation``."""
+    """Typed handle of ``deployments.translation:Translation``."""
 
     deployment = "Translation"
+
+    async def translate(self, request: TranslationRequest) -> str:
+        """deployments.translation.Translation.translate"""
+        return await call(self._handle.translate.remote(request))
+
+    async def translate_detailed(self, request: TranslationRequest) -> DetailedTranslation:
+        """deployments.translation.Translation.translate_detailed"""
+        return await call(self._handle.translate_detailed.remote(request))

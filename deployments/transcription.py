@@ -26,7 +26,7 @@ from contracts.errors import DomainError
 from contracts.languages import nllb_code
 from contracts.settings import WhisperSettings
 from contracts.speech import StreamRequest, StreamStep, TranscribeRequest, TranscriptionResult
-from contracts.translation import TranslationClient
+from contracts.translation import TranslationClient, TranslationRequest
 from deployments.common import load_settings
 from engines.asr import SETTING
 from engines.audio import load_pcm16
@@ -130,8 +130,8 @@ class Transcription:
             warnings.append(f"Translation to English is not available for language '{language}'.")
             return
         try:
-            # TranslationClient.translate: the typed handle of deployments.translation.Translation.translate
-            result.translation = await self.translation.translate(text, source, "eng_Latn")
+            result.translation = await self.translation.translate(
+                TranslationRequest(text=text, source=source, target="eng_Latn"))
         except DomainError as exc:
             warnings.append(f"Translation to English is not available: {exc.detail}")
         except Exception as exc:  # noqa: BLE001 - the transcript stands without its translation

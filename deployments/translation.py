@@ -18,9 +18,11 @@ from typing import Any
 from deployments.batching import batched
 from deployments.common import load_settings
 from engines.model_registry import ModelEntry, ModelError, ModelRegistry, install_hint, resolve
+from contracts import languages
+from contracts.capabilities import CapabilityInfo, LanguageSupport
+from contracts.errors import InvalidInput, ModelMissing, Unavailable
+from contracts.translation import DecodedSegment, DetailedTranslation, TranslationRequest
 from engines.translation import DecodeOptions, TranslationOutput, Translator, UnsupportedLanguage, load_translator
-from contracts.errors import InvalidInput, Unavailable
-from serve_app.services.translate import LANGUAGES
 
 log = logging.getLogger("khuluma.translation")
 
@@ -101,25 +103,26 @@ class Translation:
         if engine is None:
             if self.load_error:
                 raise Unavailable(f"The translation model could not be loaded: {self.load_error}")
-            raise Unavailable(NOT_INSTALLED)
+            raise ModelMissing(NOT_INSTALLED)
         return engine
 
-    async def translate(self, text: str, source: str, target: str) -> str:
+    async def translate(self, request: TranslationRequest) -> str:
         """Translate one text (NLLB codes); concurrent calls are decoded together."""
-        self._check(self._require_engine(), source, target)
-        result = await self._translate_batched((text, source, target))
-        if isinstance(result, Exception):
-            raise result
-        return result.text
+        return (await self._translate_one(request)).text
 
-    async def translate_detailed(self, text: str, source: str, target: str) -> dict[str, Any]:
+    async def translate_detailed(self, request: TranslationRequest) -> DetailedTranslation:
         """Like :meth:`translate`, plus the model and the decoded tokens of every segment (diagnostics)."""
-        self._check(self._require_engine(), source, target)
-        result = await self._translate_batched((text, source, target))
+        result = await self._translate_one(request)
+        return DetailedTranslation(
+            translated_text=result.text, model=result.model,
+            segments=[DecodedSegment(source=s.source, tokens=s.tokens, text=s.text) for s in result.segments])
+
+    async def _translate_one(self, request: TranslationRequest) -> TranslationOutput:
+        self._check(self._require_engine(), request.source, request.target)
+        result = await self._translate_batched((request.text, request.source, request.target))
         if isinstance(result, Exception):
             raise result
-        return {"translated_text": result.text, "model": result.model,
-                "segments": [{"source": s.source, "tokens": s.tokens, "text": s.text} for s in result.segments]}
+        return result
 
     @staticmethod
     def _check(engine: Translator, source: str, target: str) -> None:
@@ -132,7 +135,7 @@ class Translation:
     async def _translate_batched(self, items: list[tuple[str, str, str]]) -> list[TranslationOutput | Exception]:
         engine = self.engine  # this batch stays on this model even if a reload swaps the reference meanwhile
         if engine is None:
-            return [Unavailable(NOT_INSTALLED) for _ in items]
+            return [ModelMissing(NOT_INSTALLED) for _ in items]
         ok = [i for i, (_, src, tgt) in enumerate(items) if src in engine.languages and tgt in engine.languages]
         results: list[TranslationOutput | Exception] = [
             InvalidInput(f"The installed translation model {engine.name} does not support this language pair.")
@@ -147,22 +150,28 @@ class Translation:
 
     # ----------------------------------------------------------------------------------- description
 
-    def describe(self) -> list[dict[str, Any]]:
+    def describe(self) -> list[CapabilityInfo]:
         engine = self.engine
+        codes = languages.TRANSLATION_NLLB_CODES
         if engine is None:
             note = f"Model {self.model_ref!r} could not be loaded: {self.load_error}" if self.load_error \
                 else NOT_INSTALLED
-            return [{"capability": "translation", "installed": False, "model": None, "backend": None,
-                     "languages": [{"code": c, "name": n, "supported": False} for c, n in LANGUAGES.items()],
-                     "note": note}]
+            return [CapabilityInfo(capability="translation", installed=False, note=note,
+                                   languages=[_language(code, False, None) for code in codes])]
         entry = self.entry
         note = (f"NLLB-200 via {engine.backend} ({getattr(engine, 'device', '?')}, "
                 f"{getattr(engine, 'compute_type', '?')}), beam {engine.options.beam_size}, "
                 f"max {engine.options.max_length} tokens per sentence; source: {entry.source if entry else '?'}.")
         if self.load_error:
             note += f" The last reload failed and this model kept serving: {self.load_error}"
-        return [{"capability": "translation", "installed": True, "model": engine.name, "backend": engine.backend,
-                 "languages": [{"code": c, "name": n, "supported": c in engine.languages, "model": engine.name,
-                                **({} if c in engine.languages else {"note": "no language token in this model"})}
-                               for c, n in LANGUAGES.items()],
-                 "note": note}]
+        return [CapabilityInfo(
+            capability="translation", installed=True, model=engine.name, backend=engine.backend, note=note,
+            languages=[_language(code, code in engine.languages, engine.name,
+                                 None if code in engine.languages else "no language token in this model")
+                       for code in codes])]
+
+
+def _language(nllb: str, supported: bool, model: str | None, note: str | None = None) -> LanguageSupport:
+    """A listing entry keyed by the NLLB code (what the route takes), named from the registry."""
+    return LanguageSupport(code=nllb, name=languages.name(languages.NLLB_TO_CODE[nllb]), supported=supported,
+                           model=model, note=note)

@@ -80,12 +80,16 @@ class ModelEntry:
     added_at: str = ""
 
 
+# The setting (environment variable) that selects a capability's model.
+MODEL_SETTING = {"translation": "KHULUMA_TRANSLATION_MODEL", "whisper": "KHULUMA_WHISPER_MODEL",
+                 "ner": "KHULUMA_TEXT_NER_MODEL", "embeddings": "KHULUMA_EMBEDDINGS_MODEL"}
+
+
 def install_hint(capability: str = "translation") -> str:
     """The exact commands that install the default model of a capability."""
     hf_id = DEFAULT_MODELS.get(capability, "<huggingface-id>")
     name = hf_id.rsplit("/", 1)[-1]
-    setting = {"translation": "KHULUMA_TRANSLATION_MODEL", "whisper": "KHULUMA_WHISPER_MODEL",
-               "ner": "KHULUMA_NER_MODEL", "embeddings": "KHULUMA_EMBEDDING_MODEL"}[capability]
+    setting = MODEL_SETTING[capability]
     return (f"`khuluma models pull {hf_id}` (needs access to huggingface.co; offline: copy a downloaded "
             f"directory here and run `khuluma models add <dir> --name {name}`), then set "
             f"{setting}={name} (or `user_config: {{model: {name}}}` of the deployment in configs/serve.yaml) "

@@ -45,8 +45,9 @@ class Clients:
         """Wrap Serve ``DeploymentHandle``s, keyed like the fields, each in its typed handle."""
         return cls(**{name: _TYPED_HANDLES[name](h) for name, h in handles.items() if h is not None})
 
-    def deployed(self) -> list[DeploymentClient]:
-        return [c for c in (getattr(self, f.name) for f in fields(self)) if c is not None]
+    def deployed(self) -> list[tuple[str, DeploymentClient]]:
+        """(capability, typed handle) of every deployment in this service, as /api/v1/health names them."""
+        return [(f.name, c) for f in fields(self) if (c := getattr(self, f.name)) is not None]
 
 
 _TYPED_HANDLES: dict[str, Any] = {

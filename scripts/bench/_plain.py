@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -16,19 +16,22 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# argv: settings as JSON, capabilities (Backends field names, comma-separated; empty: none), port
+# argv: settings as JSON (no secrets: the server reads those from its environment), capabilities (fields of
+# serve_app.context.Clients, comma-separated; empty: none), port. The deployments run under Serve's local testing
+# mode: the same classes as in Ray Serve, in this one process.
 SERVER = """
 import json, sys
 import uvicorn
-from deployments.app import build_in_process
-from serve_app.app import create_app
-from serve_app.backends import Backends
-from serve_app.context import build_context, set_context
 from contracts.settings import Settings
-settings = Settings(**json.loads(sys.argv[1]))
+from deployments.app import build_local
+from serve_app.app import create_app
+from serve_app.context import Clients, build_context
+settings = Settings.from_bound(json.loads(sys.argv[1]))
 capabilities = [c for c in sys.argv[2].split(",") if c]
-set_context(build_context(settings, build_in_process(settings, capabilities) if capabilities else Backends()))
-uvicorn.run(create_app(), host="127.0.0.1", port=int(sys.argv[3]), log_level="warning", access_log=False)
+app = create_app()
+app.state.context = build_context(settings, Clients.from_handles(**(build_local(settings, capabilities)
+                                                                    if capabilities else {})))
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning", access_log=False)
 """
 
 
@@ -51,8 +54,9 @@ def wait_healthy(url: str, timeout: float = 300) -> None:
 
 
 @contextmanager
-def plain_server(settings: dict[str, Any], capabilities: list[str] = ()) -> Iterator[str]:
-    """Run the ingress under plain uvicorn with these in-process capabilities; yields its base URL."""
+def plain_server(settings: dict[str, Any], capabilities: Sequence[str] = ()) -> Iterator[str]:
+    """Run the ingress under plain uvicorn with these capabilities in-process; yields its base URL. ``settings``:
+    ``Settings.for_replica()`` (the database must be migrated already)."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(settings, default=str), ",".join(capabilities),
                              str(port)], cwd=ROOT)

@@ -89,8 +89,8 @@ def main() -> None:
     requests = [{"input_text": line.rstrip(",") or "Sawubona.", "source_lang": s, "target_lang": t}
                 for line, (s, t) in zip(training_lines(args.sentences, seed=7), itertools.cycle(PAIRS))]
 
-    settings = {"data_dir": data, "translation_model": str(model_dir), "translation_beam_size": args.beam,
-                "translation_max_length": args.max_length, "translation_threads": args.threads}
+    settings = {"data_dir": data, "translation": {"model": str(model_dir), "beam_size": args.beam,
+                                                  "max_length": args.max_length, "threads": args.threads}}
     from persistence.session import Database
     from contracts.settings import Settings
     from serve_app.tokens import create_token

@@ -19,6 +19,7 @@ from engines.model_registry import (
     ModelEntry,
     ModelError,
     ModelRegistry,
+    MODEL_SETTING,
     add_local,
     pull,
 )
@@ -27,8 +28,6 @@ from contracts.settings import get_settings
 app = typer.Typer(help="Install and list models (translation, speech, NER).", no_args_is_help=True)
 console = Console()
 
-_SETTING = {"translation": "KHULUMA_TRANSLATION_MODEL", "whisper": "KHULUMA_WHISPER_MODEL",
-            "ner": "KHULUMA_NER_MODEL", "embeddings": "KHULUMA_EMBEDDING_MODEL"}
 
 
 def _registry() -> ModelRegistry:
@@ -44,7 +43,7 @@ def _check_capability(capability: str | None) -> None:
 def _installed(entry: ModelEntry) -> None:
     console.print(f"Installed [bold]{entry.name}[/] ({entry.capability}, {entry.backend}"
                   f"{', ' + entry.quantization if entry.quantization else ''}) at {entry.path}")
-    console.print(f"Use it: {_SETTING.get(entry.capability, 'the setting')}={entry.name} or, in configs/serve.yaml, "
+    console.print(f"Use it: {MODEL_SETTING.get(entry.capability, 'the setting')}={entry.name} or, in configs/serve.yaml, "
                   f"`user_config: {{model: {entry.name}}}`.")
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from serve_app import RELEASE_DATE, RELEASE_NAME, __version__
+from contracts.capabilities import CapabilityInfo
+from contracts.handles import DeploymentClient
 from serve_app.context import AppContext
 
 # Capabilities and which deployment describes them; a missing deployment is reported as not installed.
@@ -45,9 +47,9 @@ def metadata(ctx: AppContext) -> dict[str, str]:
 
 
 async def health(ctx: AppContext, timeout: float = 5.0) -> dict[str, Any]:
-    async def probe(name: str, backend) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    async def probe(name: str, client: DeploymentClient) -> dict[str, Any]:
         try:
-            await backend.call_with_timeout(timeout, "ping")
+            await client.ping(timeout)
             return {"name": name, "healthy": True}
         except asyncio.TimeoutError:
             return {"name": name, "healthy": False, "detail": f"no answer within {timeout:.0f} s"}
@@ -55,7 +57,7 @@ async def health(ctx: AppContext, timeout: float = 5.0) -> dict[str, Any]:
             return {"name": name, "healthy": False, "detail": type(exc).__name__}
 
     deployments = [{"name": "database", **await _db_health(ctx)}]
-    deployments += await asyncio.gather(*(probe(n, b) for n, b in ctx.backends.items()))
+    deployments += await asyncio.gather(*(probe(name, client) for name, client in ctx.clients.deployed()))
     ok = all(d["healthy"] for d in deployments)
     return {"status": "ok" if ok else "degraded", "deployments": deployments}
 
@@ -89,23 +91,19 @@ async def _db_health(ctx: AppContext, max_age: float = 1.0) -> dict[str, Any]:
 
 async def models(ctx: AppContext) -> dict[str, Any]:
     """Ask every deployment what it really has loaded; capabilities without a deployment are not installed."""
-    described: dict[str, dict[str, Any]] = {}
+    described: dict[str, CapabilityInfo] = {}
 
-    async def ask(backend) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+    async def ask(client: DeploymentClient) -> list[CapabilityInfo]:
         try:
-            return await backend.call_with_timeout(10.0, "describe")
-        except Exception:  # noqa: BLE001
+            return await client.describe(10.0)
+        except Exception:  # noqa: BLE001 - a deployment that cannot answer is listed as not installed
             return []
 
-    results = await asyncio.gather(*(ask(b) for _, b in ctx.backends.items()))
-    for entries in results:
+    for entries in await asyncio.gather(*(ask(client) for _, client in ctx.clients.deployed())):
         for entry in entries:
-            described[entry["capability"]] = entry
-    out = []
-    for capability in CAPABILITIES:
-        out.append(described.get(capability) or {
-            "capability": capability, "installed": False,
-            "note": "Its deployment is not running in this service.",
-        })
-    out += [v for k, v in described.items() if k not in CAPABILITIES]
+            described[entry.capability] = entry
+    out = [described.get(capability) or CapabilityInfo(
+        capability=capability, installed=False, note="Its deployment is not running in this service.")
+        for capability in CAPABILITIES]
+    out += [info for name, info in described.items() if name not in CAPABILITIES]
     return {"capabilities": out}

@@ -56,20 +56,20 @@ def _exercise(db: Database) -> None:
 
 def test_sqlite_schema_tokens_and_persistence_across_restart(tmp_path: Path):
     url = f"sqlite:///{tmp_path / 'k.db'}"
-    db = Database(url)
+    db = Database.migrated(url)
     _exercise(db)
     token, _ = create_token(db, "persist")
     db.engine.dispose()
     from persistence import session as session_module
 
     session_module._engines.clear()  # a new process: fresh engine, migrations re-run idempotently
-    again = Database(url)
+    again = Database.migrated(url)
     assert TokenVerifier(again).verify(token) is not None
     assert hash_token(token) != token
 
 
 def test_transaction_rolls_back_on_error(tmp_path: Path):
-    db = Database(f"sqlite:///{tmp_path / 'r.db'}")
+    db = Database.migrated(f"sqlite:///{tmp_path / 'r.db'}")
     with pytest.raises(RuntimeError):
         with db.session() as s:
             from persistence.models import Customer
@@ -122,7 +122,7 @@ def postgres_url():
 @pytest.mark.postgres
 def test_postgresql_schema_tokens_and_persistence(postgres_url: str):
     started = time.time()
-    db = Database(postgres_url)
+    db = Database.migrated(postgres_url)
     assert time.time() - started < 60
     _exercise(db)
-    Database(postgres_url)  # migrating twice is a no-op
+    Database.migrated(postgres_url)  # migrating twice is a no-op

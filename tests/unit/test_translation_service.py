@@ -1,4 +1,4 @@
-"""Translation through the real deployment class and the FastAPI routes (in-process, no Ray)."""
+"""Translation through the real deployment class and the FastAPI routes (Serve's local testing mode, no Ray)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,22 @@ import pytest
 from deployments.translation import Translation
 from engines.translation import CTranslate2Translator, DecodeOptions
 from contracts.errors import InvalidInput, Unavailable
-from serve_app.services.translate import LANGUAGES
+from contracts.languages import TRANSLATION_NLLB_CODES as LANGUAGES
+from contracts.translation import TranslationRequest
 from tests.tiny_models import training_lines
 
 URL = "/api/v1/translate/process"
 INSTALL = "khuluma models pull facebook/nllb-200-distilled-600M"
 
 
-def _deployment(settings, **overrides: Any) -> Translation:
-    s = settings.model_copy(update={"translation_max_length": 12, "translation_compute_type": "float32",
-                                    **overrides})
-    return Translation(s.model_dump(mode="json"))
+def _deployment(settings, **translation: Any) -> Translation:
+    """The deployment class itself, in this process (its @batched methods group concurrent calls here too)."""
+    s = settings.updated({"translation": {"max_length": 12, "compute_type": "float32", **translation}})
+    return Translation(s.for_replica(("translation",)))
+
+
+def _request(text: str, source: str, target: str) -> TranslationRequest:
+    return TranslationRequest(text=text, source=source, target=target)
 
 
 def _engine(path) -> CTranslate2Translator:
@@ -44,19 +49,18 @@ def test_without_a_model_the_route_answers_503_with_install_instructions(local_a
 
 
 def test_a_model_that_cannot_be_loaded_is_reported(settings):
-    deployment = _deployment(settings, translation_model="facebook/nllb-200-distilled-600M")
+    deployment = _deployment(settings, model="facebook/nllb-200-distilled-600M")
     with pytest.raises(Unavailable, match="khuluma models pull facebook/nllb-200-distilled-600M"):
-        asyncio.run(deployment.translate("Sawubona", "zul_Latn", "eng_Latn"))
+        asyncio.run(deployment.translate(_request("Sawubona", "zul_Latn", "eng_Latn")))
     [entry] = deployment.describe()
-    assert entry["installed"] is False and "not installed" in entry["note"]
+    assert entry.installed is False and entry.note and "not installed" in entry.note
 
 
 # ------------------------------------------------------------------------------------------ routes
 
 
 def test_route_translates_and_validates(local_app, make_token, tiny_nllb):
-    client = local_app(capabilities=["translation"], translation_model=str(tiny_nllb.ct2),
-                       translation_max_length=12)
+    client = local_app(["translation"], translation={"model": str(tiny_nllb.ct2), "max_length": 12})
     headers = {"X-CLIENT-TOKEN": make_token()}
 
     def post(text: str, src: str = "zul_Latn", tgt: str = "xho_Latn"):
@@ -86,7 +90,7 @@ def test_route_translates_and_validates(local_app, make_token, tiny_nllb):
 
 
 def test_concurrent_requests_are_batched_and_answered_in_order(settings, tiny_nllb):
-    deployment = _deployment(settings, translation_model=str(tiny_nllb.ct2_f32))
+    deployment = _deployment(settings, model=str(tiny_nllb.ct2_f32))
     codes = list(LANGUAGES)
     requests = [(line, codes[i % 11], codes[(i * 7 + 3) % 11]) for i, line in enumerate(training_lines(48, 21))]
     requests = [r for r in requests if r[1] != r[2]]
@@ -101,58 +105,58 @@ def test_concurrent_requests_are_batched_and_answered_in_order(settings, tiny_nl
     engine.translate_batch = counting  # type: ignore[method-assign]
 
     async def run():
-        return await asyncio.gather(*(deployment.translate_detailed(*r) for r in requests))
+        return await asyncio.gather(*(deployment.translate_detailed(_request(*r)) for r in requests))
 
     results = asyncio.run(run())
     expected = _engine(tiny_nllb.ct2_f32).translate_batch(requests)
-    assert [r["translated_text"] for r in results] == [e.text for e in expected]
-    assert [r["segments"][0]["tokens"][0] for r in results] == [tgt for _, _, tgt in requests]
+    assert [r.translated_text for r in results] == [e.text for e in expected]
+    assert [r.segments[0].tokens[0] for r in results] == [tgt for _, _, tgt in requests]
     assert sum(calls) == len(requests) and len(calls) < len(requests) / 4  # grouped into few model calls
 
 
 def test_unsupported_language_in_the_model_is_a_400(settings, tiny_nllb):
-    deployment = _deployment(settings, translation_model=str(tiny_nllb.ct2))
+    deployment = _deployment(settings, model=str(tiny_nllb.ct2))
     with pytest.raises(InvalidInput, match="abc_Latn"):
-        asyncio.run(deployment.translate("hello", "eng_Latn", "abc_Latn"))
+        asyncio.run(deployment.translate(_request("hello", "eng_Latn", "abc_Latn")))
 
 
 def test_hot_reload_swaps_models_without_dropping_requests(settings, tiny_nllb):
-    deployment = _deployment(settings, translation_model=str(tiny_nllb.ct2_f32))
+    deployment = _deployment(settings, model=str(tiny_nllb.ct2_f32))
     texts = [(line, "zul_Latn", "xho_Latn") for line in training_lines(64, seed=5)]
     first = {r.text for r in _engine(tiny_nllb.ct2_f32).translate_batch(texts)}
     second_outputs = _engine(tiny_nllb.other_ct2_f32).translate_batch(texts)
 
     async def run():
-        before = [asyncio.ensure_future(deployment.translate_detailed(*t)) for t in texts]
+        before = [asyncio.ensure_future(deployment.translate_detailed(_request(*t))) for t in texts]
         await asyncio.sleep(0)  # the first batch is queued on the old model
         await deployment.reconfigure({"model": str(tiny_nllb.other_ct2_f32)})
-        after = await asyncio.gather(*(deployment.translate_detailed(*t) for t in texts))
+        after = await asyncio.gather(*(deployment.translate_detailed(_request(*t)) for t in texts))
         return await asyncio.gather(*before), after
 
     before, after = asyncio.run(run())
     assert len(before) == len(texts)  # none dropped, each answered by the model it was batched on
     for result, (text, _, _) in zip(before, texts):
-        assert result["model"] in ("ct2-f32", "other-ct2-f32")
-        if result["model"] == "ct2-f32":
-            assert result["translated_text"] in first
-    assert {r["model"] for r in after} == {"other-ct2-f32"}
-    assert [r["translated_text"] for r in after] == [o.text for o in second_outputs]
+        assert result.model in ("ct2-f32", "other-ct2-f32")
+        if result.model == "ct2-f32":
+            assert result.translated_text in first
+    assert {r.model for r in after} == {"other-ct2-f32"}
+    assert [r.translated_text for r in after] == [o.text for o in second_outputs]
     assert {o.text for o in second_outputs} != first  # the two models really differ
-    assert deployment.describe()[0]["model"] == "other-ct2-f32"
+    assert deployment.describe()[0].model == "other-ct2-f32"
 
     # a bad model keeps the current one serving and says why; `model: null` goes back to the setting
     asyncio.run(deployment.reconfigure({"model": "no-such-model"}))
     [entry] = deployment.describe()
-    assert entry["installed"] is True and "no-such-model" in entry["note"]
-    assert asyncio.run(deployment.translate(*texts[0])) == second_outputs[0].text
+    assert entry.installed is True and entry.note and "no-such-model" in entry.note
+    assert asyncio.run(deployment.translate(_request(*texts[0]))) == second_outputs[0].text
     asyncio.run(deployment.reconfigure({"model": None}))
     [entry] = deployment.describe()
-    assert entry["model"] == "ct2-f32" and "failed" not in entry["note"]
-    assert asyncio.run(deployment.translate(*texts[0])) in first
+    assert entry.model == "ct2-f32" and entry.note and "failed" not in entry.note
+    assert asyncio.run(deployment.translate(_request(*texts[0]))) in first
 
 
 def test_decoding_options_from_user_config(settings, tiny_nllb):
-    deployment = _deployment(settings, translation_model=str(tiny_nllb.ct2))
+    deployment = _deployment(settings, model=str(tiny_nllb.ct2))
     engine = deployment.engine
     asyncio.run(deployment.reconfigure({"model": None, "beam_size": 1, "max_length": 5}))
     assert deployment.engine is engine and engine.options.beam_size == 1  # same model: no reload
