@@ -1,6 +1,6 @@
 """Translation deployment: NLLB-200 through CTranslate2 (or transformers), batching concurrent requests.
 
-The model comes from ``user_config: {model: ...}`` (Serve) or the ``translation_model`` setting: a name registered
+The model comes from ``user_config: {model: ...}`` (Serve) or the ``translation.model`` setting: a name registered
 with ``khuluma models pull|add``, a CTranslate2 directory or a Hugging Face directory. Without one, every request
 answers 503 saying exactly how to install one, and ``describe()`` reports translation as not installed.
 
@@ -15,14 +15,14 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from deployments.batching import batched
-from deployments.common import load_settings
-from engines.model_registry import ModelEntry, ModelError, ModelRegistry, install_hint, resolve
 from contracts import languages
 from contracts.capabilities import CapabilityInfo, LanguageSupport
-from contracts.errors import InvalidInput, ModelMissing, Unavailable
+from contracts.errors import ModelMissing, Unavailable
 from contracts.translation import DecodedSegment, DetailedTranslation, TranslationRequest
-from engines.translation import DecodeOptions, TranslationOutput, Translator, UnsupportedLanguage, load_translator
+from deployments.batching import batched
+from deployments.common import load_settings
+from engines.model_registry import Backend, ModelEntry, ModelError, ModelRegistry, install_hint, resolve
+from engines.translation import DecodeOptions, TranslationOutput, Translator, load_translator
 
 log = logging.getLogger("khuluma.translation")
 
@@ -46,7 +46,7 @@ class Translation:
 
     def _load(self, ref: str, options: DecodeOptions) -> tuple[Translator, ModelEntry]:
         s = self.settings
-        prefer = "transformers" if s.translation.backend == "transformers" else "ctranslate2"
+        prefer: Backend = "transformers" if s.translation.backend == "transformers" else "ctranslate2"
         entry = resolve(self.registry, ref, "translation", prefer=prefer)
         try:
             engine = load_translator(entry.path, entry.backend, entry.name, options, s.translation.device,
@@ -76,8 +76,8 @@ class Translation:
                 self.model_ref = ref
             return
         self.engine, self.entry, self.model_ref, self.options, self.load_error = engine, entry, ref, options, None
-        log.info("translation model %s (%s, %s) loaded from %s", entry.name, entry.backend,
-                 getattr(engine, "compute_type", "?"), entry.path)
+        log.info("translation model %s (%s, %s) loaded from %s", entry.name, entry.backend, engine.compute_type,
+                 entry.path)
 
     async def reconfigure(self, config: dict[str, Any] | None) -> None:
         """Serve ``user_config``: ``model`` (null: the setting), optional ``beam_size`` and ``max_length``."""
@@ -118,35 +118,24 @@ class Translation:
             segments=[DecodedSegment(source=s.source, tokens=s.tokens, text=s.text) for s in result.segments])
 
     async def _translate_one(self, request: TranslationRequest) -> TranslationOutput:
-        self._check(self._require_engine(), request.source, request.target)
+        # The codes are the API's (checked by the service); whether this model has them is checked here, before
+        # the request joins a batch, so a refusal is this request's alone.
+        self._require_engine().check_languages(request.source, request.target)
         result = await self._translate_batched((request.text, request.source, request.target))
         if isinstance(result, Exception):
             raise result
         return result
-
-    @staticmethod
-    def _check(engine: Translator, source: str, target: str) -> None:
-        missing = [c for c in (source, target) if c not in engine.languages]
-        if missing:
-            raise InvalidInput(f"The installed translation model {engine.name} does not support "
-                             f"{', '.join(missing)}.")
 
     @batched(max_batch_size=32, batch_wait_timeout_s=0.01)
     async def _translate_batched(self, items: list[tuple[str, str, str]]) -> list[TranslationOutput | Exception]:
         engine = self.engine  # this batch stays on this model even if a reload swaps the reference meanwhile
         if engine is None:
             return [ModelMissing(NOT_INSTALLED) for _ in items]
-        ok = [i for i, (_, src, tgt) in enumerate(items) if src in engine.languages and tgt in engine.languages]
-        results: list[TranslationOutput | Exception] = [
-            InvalidInput(f"The installed translation model {engine.name} does not support this language pair.")
-            for _ in items]
-        try:
-            outputs = await asyncio.to_thread(engine.translate_batch, [items[i] for i in ok])
-        except UnsupportedLanguage as exc:
-            return [InvalidInput(str(exc)) for _ in items]
-        for i, output in zip(ok, outputs):
-            results[i] = output
-        return results
+        # A reload since the check above may have brought a model without some of the languages.
+        refusals = [engine.unsupported(src, tgt) for _, src, tgt in items]
+        todo = [item for item, refusal in zip(items, refusals, strict=True) if refusal is None]
+        outputs = iter(await asyncio.to_thread(engine.translate_batch, todo))  # in request order
+        return [refusal or next(outputs) for refusal in refusals]
 
     # ----------------------------------------------------------------------------------- description
 
@@ -159,9 +148,9 @@ class Translation:
             return [CapabilityInfo(capability="translation", installed=False, note=note,
                                    languages=[_language(code, False, None) for code in codes])]
         entry = self.entry
-        note = (f"NLLB-200 via {engine.backend} ({getattr(engine, 'device', '?')}, "
-                f"{getattr(engine, 'compute_type', '?')}), beam {engine.options.beam_size}, "
-                f"max {engine.options.max_length} tokens per sentence; source: {entry.source if entry else '?'}.")
+        note = (f"NLLB-200 via {engine.backend} ({engine.device}, {engine.compute_type}), "
+                f"beam {engine.options.beam_size}, max {engine.options.max_length} tokens per sentence; "
+                f"source: {entry.source if entry else '?'}.")
         if self.load_error:
             note += f" The last reload failed and this model kept serving: {self.load_error}"
         return [CapabilityInfo(
@@ -173,5 +162,4 @@ class Translation:
 
 def _language(nllb: str, supported: bool, model: str | None, note: str | None = None) -> LanguageSupport:
     """A listing entry keyed by the NLLB code (what the route takes), named from the registry."""
-    return LanguageSupport(code=nllb, name=languages.name(languages.NLLB_TO_CODE[nllb]), supported=supported,
-                           model=model, note=note)
+    return LanguageSupport.of(nllb, supported, model, note, name=languages.name(languages.NLLB_TO_CODE[nllb]))

@@ -19,15 +19,13 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
+
+from contracts.errors import InvalidInput
 
 LANG_TOKEN = re.compile(r"^[a-z]{3}_[A-Z][a-z]{3}$")  # NLLB language tokens, e.g. zul_Latn
 CONTROL_TOKENS = frozenset({"<s>", "</s>", "<pad>", "<unk>", "<mask>"})
 EOS = "</s>"
-
-
-class UnsupportedLanguage(ValueError):
-    """The loaded model has no token for a requested language."""
 
 
 @dataclass(frozen=True)
@@ -51,10 +49,10 @@ class Piece:
 
 _SENTENCE_END = re.compile(r"[.!?…。]+[\"'”’»)\]]*(?=\s|$)|\n")
 _CLAUSE_END = re.compile(r"[,;:](?=\s)")
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof st mt no nr vs etc e.g i.e cf mnr mev me dkt ds adv jan feb mar apr jun jul aug sep sept "
-    "oct nov dec".split()
-)
+_ABBREVIATIONS = frozenset((
+    "mr", "mrs", "ms", "dr", "prof", "st", "mt", "no", "nr", "vs", "etc", "e.g", "i.e", "cf", "mnr", "mev", "me",
+    "dkt", "ds", "adv", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+))
 
 
 def split_sentences(text: str, max_words: int = 80) -> tuple[str, list[Piece]]:
@@ -120,7 +118,7 @@ def _split_long(piece: Piece, max_words: int) -> list[Piece]:
 
 
 def join_pieces(lead: str, pieces: Sequence[Piece], translations: Sequence[str]) -> str:
-    return lead + "".join(t + p.trailing for p, t in zip(pieces, translations))
+    return lead + "".join(t + p.trailing for p, t in zip(pieces, translations, strict=True))
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -146,8 +144,14 @@ Request = tuple[str, str, str]  # (text, source language, target language)
 class Translator(Protocol):
     name: str
     backend: str
-    languages: frozenset[str]
+    device: str
+    compute_type: str
+    languages: frozenset[str]  # the NLLB language tokens of the model's vocabulary
     options: DecodeOptions
+
+    def unsupported(self, *codes: str) -> InvalidInput | None: ...
+
+    def check_languages(self, *codes: str) -> None: ...
 
     def translate_batch(self, requests: Sequence[Request]) -> list[TranslationOutput]: ...
 
@@ -157,14 +161,22 @@ class _SegmentingTranslator:
 
     name: str
     backend: str
+    device: str
+    compute_type: str
     languages: frozenset[str]
     options: DecodeOptions
 
-    def check_languages(self, *codes: str) -> None:
+    def unsupported(self, *codes: str) -> InvalidInput | None:
+        """The 400 for codes this model has no language token for (the model decides what it serves), or None."""
         missing = [c for c in codes if c not in self.languages]
-        if missing:
-            raise UnsupportedLanguage(f"The translation model {self.name} has no language token for "
-                                      f"{', '.join(missing)}.")
+        if not missing:
+            return None
+        return InvalidInput(f"The installed translation model {self.name} does not support {', '.join(missing)}.")
+
+    def check_languages(self, *codes: str) -> None:
+        error = self.unsupported(*codes)
+        if error is not None:
+            raise error
 
     def translate_batch(self, requests: Sequence[Request]) -> list[TranslationOutput]:
         plans = []
@@ -310,7 +322,7 @@ class TransformersTranslator(_SegmentingTranslator):
     def _decode(self, segments: Sequence[Request]) -> list[tuple[list[str], str]]:
         import torch
 
-        out: list[tuple[list[str], str] | None] = [None] * len(segments)
+        out: dict[int, tuple[list[str], str]] = {}
         groups: dict[tuple[str, str], list[int]] = {}
         for i, (_, src, tgt) in enumerate(segments):
             groups.setdefault((src, tgt), []).append(i)
@@ -327,11 +339,12 @@ class TransformersTranslator(_SegmentingTranslator):
                         **inputs, forced_bos_token_id=self.tokenizer.convert_tokens_to_ids(tgt),
                         num_beams=self.options.beam_size, do_sample=False, max_new_tokens=self.options.max_length,
                     )
-                for i, row in zip(chunk, generated.tolist()):
-                    tokens = self._strip(self.tokenizer.convert_ids_to_tokens(row))
-                    text = self.tokenizer.decode(row, skip_special_tokens=True)
+                for i, row in zip(chunk, generated.tolist(), strict=True):
+                    # a list of ids decodes to a list of tokens and to one string (the stubs allow both)
+                    tokens = self._strip(cast(list[str], self.tokenizer.convert_ids_to_tokens(row)))
+                    text = cast(str, self.tokenizer.decode(row, skip_special_tokens=True))
                     out[i] = (tokens, text)
-        return out  # type: ignore[return-value]
+        return [out[i] for i in range(len(segments))]
 
     def _strip(self, tokens: list[str]) -> list[str]:
         """Same shape as CTranslate2's hypotheses: no decoder start, no end token, no padding."""

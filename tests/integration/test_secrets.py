@@ -55,12 +55,15 @@ def collect_views() -> dict[str, str]:
     from ray.experimental.internal_kv import _internal_kv_get, _internal_kv_list
     from ray.serve.context import _get_global_client
 
-    stored = b"".join(key + b"=" + (_internal_kv_get(key, namespace=b"serve") or b"") + b"\n"
-                      for key in _internal_kv_list(b"", namespace=b"serve"))
+    stored = b"".join(
+        key + b"=" + (_internal_kv_get(key, namespace=b"serve") or b"") + b"\n"
+        for key in _internal_kv_list(b"", namespace=b"serve")
+    )
     return {
         "serve.status()": repr(serve.status()),
-        "Serve application details (dashboard: /api/serve/applications/)":
-            json.dumps(_get_global_client().get_serve_details(), default=repr),
+        "Serve application details (dashboard: /api/serve/applications/)": json.dumps(
+            _get_global_client().get_serve_details(), default=repr
+        ),
         "runtime_env of the job": json.dumps(ray.get_runtime_context().runtime_env, default=repr),
         "GCS job table (dashboard: Jobs)": repr(state.jobs()),
         "GCS actor table (dashboard: Actors)": repr(state.actors()),
@@ -79,8 +82,13 @@ def pickled_bind_args(app: Any) -> str:
     def walk(value: Any) -> Any:
         if isinstance(value, Application):
             deployment = value._bound_deployment
-            args.append((deployment.name, [walk(a) for a in deployment.init_args],
-                         {k: walk(v) for k, v in deployment.init_kwargs.items()}))
+            args.append(
+                (
+                    deployment.name,
+                    [walk(a) for a in deployment.init_args],
+                    {k: walk(v) for k, v in deployment.init_kwargs.items()},
+                )
+            )
             return f"<handle {deployment.name}>"
         return value
 
@@ -91,6 +99,12 @@ def pickled_bind_args(app: Any) -> str:
 def find_secrets(text: str | bytes, secrets: list[str]) -> list[str]:
     data = text.encode("latin-1", "replace") if isinstance(text, str) else text
     return [secret for secret in secrets if secret.encode() in data]
+
+
+def _session_files_with(session_dir: Path, secrets: list[str]) -> dict[str, list[str]]:
+    """Files of a Ray session directory (logs, runtime-env agent state, ...) that hold any of the secrets."""
+    files = [p for p in session_dir.rglob("*") if p.is_file() and not p.is_symlink() and p.stat().st_size < 256 << 20]
+    return {str(p.relative_to(session_dir)): found for p in files if (found := find_secrets(p.read_bytes(), secrets))}
 
 
 # --- the subprocess: a local Ray cluster + Serve app started with the secrets in its environment -------------------
@@ -109,8 +123,13 @@ def _serve_with_secrets(out: Path, port: int) -> None:
     settings = Settings()
     env = ray_env()
     os.environ.update(env)
-    ray.init(address="local", include_dashboard=False, logging_level="INFO", runtime_env={"env_vars": env},
-             num_cpus=os.cpu_count() or 2)
+    ray.init(
+        address="local",
+        include_dashboard=False,
+        logging_level="INFO",
+        runtime_env={"env_vars": env},
+        num_cpus=os.cpu_count() or 2,
+    )
     # INFO and access logs: a wider net than the shipped WARNING level for anything that logs a secret.
     logging_config = {"log_level": "INFO", "enable_access_log": True}
     serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=logging_config)
@@ -171,22 +190,40 @@ def secret_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecretApp]:
     tag = uuid.uuid4().hex
     root = tmp_path_factory.mktemp("secrets")
     data_dir = root / "data"
-    settings = Settings(data_dir=data_dir, database_url=f"sqlite:///{root}/khuluma-{tag}.db",
-                        s3={"secret_key": f"s3-secret-{tag}"}, _env_file=None)
+    settings = Settings(
+        data_dir=data_dir,
+        database_url=f"sqlite:///{root}/khuluma-{tag}.db",
+        s3={"secret_key": f"s3-secret-{tag}"},
+        _env_file=None,
+    )
     settings.ensure_dirs()
     token = create_token(Database.migrated(settings.db_url), "secrets")[0]  # migrated first, as khuluma serve does
     secrets = settings.secret_values()
     assert len(secrets) == 2, "both secret settings must have a value for this test to mean anything"
 
     release = f"release-{tag}"
-    env = {**os.environ, **settings.secret_env(), "KHULUMA_DATA_DIR": str(data_dir), "KHULUMA_RELEASE_NAME": release,
-           "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"), "RAY_USAGE_STATS_ENABLED": "0"}
+    # Not the session cluster's HAProxy ports (ray_env() exported them to this process): the child picks its own.
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("RAY_SERVE_HAPROXY_")}
+    env = {
+        **inherited,
+        **settings.secret_env(),
+        "KHULUMA_DATA_DIR": str(data_dir),
+        "KHULUMA_RELEASE_NAME": release,
+        "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
     port = free_port()
     out, driver_log = root / "views.json", root / "driver.log"
     with driver_log.open("w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "tests.integration.test_secrets", str(out), str(port)],
-                                cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
-                                text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.integration.test_secrets", str(out), str(port)],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     try:
         deadline = time.monotonic() + 900
         while not out.exists():
@@ -194,20 +231,46 @@ def secret_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecretApp]:
                 pytest.fail(f"the secrets app did not start (exit {proc.poll()}):\n{driver_log.read_text()[-6000:]}")
             time.sleep(1)
         data = json.loads(out.read_text())
-        app = SecretApp(url=f"http://127.0.0.1:{port}", token=token, secrets=secrets, release=release,
-                        views=data["views"], session_dir=Path(data["session_dir"]), driver_log=driver_log, proc=proc)
+        app = SecretApp(
+            url=f"http://127.0.0.1:{port}",
+            token=token,
+            secrets=secrets,
+            release=release,
+            views=data["views"],
+            session_dir=Path(data["session_dir"]),
+            driver_log=driver_log,
+            proc=proc,
+        )
         yield app
         app.stop()
     finally:
         _stop(proc)
 
 
+def test_session_app_shows_no_secret(serve_url: str, settings: Settings) -> None:
+    """The session application (tests/conftest.py, every deployment; its S3 secret is the settings' value). First
+    in this module, so that the app below starts its own cluster while the session cluster runs, as in a full run."""
+    import ray
+
+    secrets = settings.secret_values()
+    assert secrets
+    views = collect_views()
+    leaks = {view: found for view, text in views.items() if (found := find_secrets(text, secrets))}
+    assert not leaks, f"secret values appear in: {sorted(leaks)}"
+    assert str(settings.data_dir) in views[STORED_STATE]  # bound (not secret), so the view does show bind args
+    session_dir = Path(ray._private.worker._global_node.get_session_dir_path())
+    assert not _session_files_with(session_dir, secrets)
+
+
 def test_the_secrets_reach_the_replicas(secret_app: SecretApp) -> None:
     """Positive control: the ingress opened the database named only by the secret KHULUMA_DATABASE_URL (the token
     exists there and nowhere else) and was bound with the non-secret settings."""
-    r = httpx.get(f"{secret_app.url}/v1/transcribe/usage", headers={"X-CLIENT-TOKEN": secret_app.token},
-                  params={"start_date_time": "2024-01-01T00:00:00Z", "end_date_time": "2024-01-02T00:00:00Z"},
-                  timeout=60)
+    r = httpx.get(
+        f"{secret_app.url}/v1/transcribe/usage",
+        headers={"X-CLIENT-TOKEN": secret_app.token},
+        params={"start_date_time": "2024-01-01T00:00:00Z", "end_date_time": "2024-01-02T00:00:00Z"},
+        timeout=60,
+    )
     assert r.status_code == 200, r.text
     version = httpx.get(f"{secret_app.url}/_meta/version", timeout=60)
     assert version.status_code == 200 and version.json()["release_name"] == secret_app.release
@@ -227,23 +290,12 @@ def test_no_secret_in_what_ray_shows(secret_app: SecretApp) -> None:
 def test_no_secret_in_the_ray_logs(secret_app: SecretApp) -> None:
     secret_app.stop()  # shut down first: every log line is flushed to the session directory
     assert secret_app.proc.returncode == 0, secret_app.driver_log.read_text()[-6000:]
-    files = [p for p in secret_app.session_dir.rglob("*") if p.is_file() and not p.is_symlink()]
-    leaks = {str(p.relative_to(secret_app.session_dir)): found for p in files
-             if p.stat().st_size < 256 << 20 and (found := find_secrets(p.read_bytes(), secret_app.secrets))}
+    leaks = _session_files_with(secret_app.session_dir, secret_app.secrets)
     assert not leaks, f"secret values appear in Ray's session files: {leaks}"
     assert not find_secrets(secret_app.driver_log.read_bytes(), secret_app.secrets), "the driver printed a secret"
     # Positive control: the replicas' logs are in this directory (Serve writes one file per replica).
-    assert any("Ingress" in p.name for p in files), sorted(p.name for p in files)[:50]
-
-
-def test_session_app_shows_no_secret(serve_url: str, settings: Settings) -> None:
-    """The session application (tests/conftest.py, every deployment; its S3 secret is the settings' value)."""
-    secrets = settings.secret_values()
-    assert secrets
-    views = collect_views()
-    leaks = {view: found for view, text in views.items() if (found := find_secrets(text, secrets))}
-    assert not leaks, f"secret values appear in: {sorted(leaks)}"
-    assert str(settings.data_dir) in views[STORED_STATE]  # bound (not secret), so the view does show bind args
+    names = sorted(p.name for p in secret_app.session_dir.rglob("*"))
+    assert any("Ingress" in name for name in names), names[:50]
 
 
 if __name__ == "__main__":

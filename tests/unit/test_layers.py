@@ -65,35 +65,86 @@ def pristine_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # (contract id, module file that gets the extra line, the line, the chain lint-imports must report)
 FORBIDDEN = [
-    pytest.param("engines-pure", "engines/text_utils.py", "import fastapi", "engines.text_utils -> fastapi",
-                 id="engine-imports-fastapi"),
+    pytest.param(
+        "engines-pure",
+        "engines/text_utils.py",
+        "import fastapi",
+        "engines.text_utils -> fastapi",
+        id="engine-imports-fastapi",
+    ),
     pytest.param("engines-pure", "engines/audio.py", "import ray", "engines.audio -> ray", id="engine-imports-ray"),
-    pytest.param("engines-pure", "engines/fusion.py", "from persistence import models",
-                 "engines.fusion -> persistence.models", id="engine-imports-persistence"),
-    pytest.param("contracts-standalone", "contracts/errors.py", "import sqlalchemy", "contracts.errors -> sqlalchemy",
-                 id="contracts-import-sqlalchemy"),
-    pytest.param("contracts-standalone", "contracts/languages.py", "from engines import text_utils",
-                 "contracts.languages -> engines.text_utils", id="contracts-import-engines"),
-    pytest.param("persistence-below-serving", "persistence/models.py", "import ray", "persistence.models -> ray",
-                 id="persistence-imports-ray"),
-    pytest.param("deployments-not-services", "deployments/embeddings.py", "from serve_app.services import text",
-                 "deployments.embeddings -> serve_app.services.text", id="deployment-imports-service"),
+    pytest.param(
+        "engines-pure",
+        "engines/fusion.py",
+        "from persistence import models",
+        "engines.fusion -> persistence.models",
+        id="engine-imports-persistence",
+    ),
+    pytest.param(
+        "contracts-standalone",
+        "contracts/errors.py",
+        "import sqlalchemy",
+        "contracts.errors -> sqlalchemy",
+        id="contracts-import-sqlalchemy",
+    ),
+    pytest.param(
+        "contracts-standalone",
+        "contracts/languages.py",
+        "from engines import text_utils",
+        "contracts.languages -> engines.text_utils",
+        id="contracts-import-engines",
+    ),
+    pytest.param(
+        "persistence-below-serving",
+        "persistence/models.py",
+        "import ray",
+        "persistence.models -> ray",
+        id="persistence-imports-ray",
+    ),
+    pytest.param(
+        "deployments-not-services",
+        "deployments/embeddings.py",
+        "from serve_app.services import text",
+        "deployments.embeddings -> serve_app.services.text",
+        id="deployment-imports-service",
+    ),
     # Only the composition root's edge to the ingress is allowed, not any import from deployments.app.
-    pytest.param("deployments-not-services", "deployments/app.py", "import serve_app.routers.text",
-                 "deployments.app -> serve_app.routers.text", id="composition-root-imports-router"),
-    pytest.param("edge-no-models", "serve_app/services/usage.py", "import engines.langid",
-                 "serve_app.services.usage -> engines.langid", id="service-imports-engine"),
+    pytest.param(
+        "deployments-not-services",
+        "deployments/app.py",
+        "import serve_app.routers.text",
+        "deployments.app -> serve_app.routers.text",
+        id="composition-root-imports-router",
+    ),
+    pytest.param(
+        "edge-no-models",
+        "serve_app/services/usage.py",
+        "import engines.langid",
+        "serve_app.services.usage -> engines.langid",
+        id="service-imports-engine",
+    ),
     # Indirect: a service reaches a deployment through a helper module it imports (serve_app.tokens).
-    pytest.param("edge-no-models", "serve_app/tokens.py", "import deployments.common",
-                 "serve_app.tokens -> deployments.common", id="service-reaches-deployment-indirectly"),
-    pytest.param("cluster-not-serving", "cluster/s3.py", "from serve_app import errors",
-                 "cluster.s3 -> serve_app.errors", id="cluster-imports-serve-app"),
+    pytest.param(
+        "edge-no-models",
+        "serve_app/tokens.py",
+        "import deployments.common",
+        "serve_app.tokens -> deployments.common",
+        id="service-reaches-deployment-indirectly",
+    ),
+    pytest.param(
+        "cluster-not-serving",
+        "cluster/s3.py",
+        "from serve_app import errors",
+        "cluster.s3 -> serve_app.errors",
+        id="cluster-imports-serve-app",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("contract", "module", "line", "chain"), FORBIDDEN)
-def test_each_contract_fails_on_a_forbidden_import(pristine_copy: Path, tmp_path: Path, contract: str, module: str,
-                                                  line: str, chain: str) -> None:
+def test_each_contract_fails_on_a_forbidden_import(
+    pristine_copy: Path, tmp_path: Path, contract: str, module: str, line: str, chain: str
+) -> None:
     tree = tmp_path / "tree"
     shutil.copytree(pristine_copy, tree)
     target = tree / module

@@ -6,13 +6,8 @@ import random
 
 import pytest
 
-from engines.translation import (
-    CTranslate2Translator,
-    DecodeOptions,
-    TransformersTranslator,
-    UnsupportedLanguage,
-    split_sentences,
-)
+from contracts.errors import InvalidInput
+from engines.translation import CTranslate2Translator, DecodeOptions, TransformersTranslator, split_sentences
 from tests.tiny_models import training_lines
 
 OPTS = DecodeOptions(beam_size=2, max_length=12)
@@ -71,7 +66,7 @@ def test_source_layout_and_forced_target_token(ct2: CTranslate2Translator):
 
 
 def test_unknown_language_token_is_refused(ct2: CTranslate2Translator):
-    with pytest.raises(UnsupportedLanguage, match="xyz_Latn"):
+    with pytest.raises(InvalidInput, match="xyz_Latn"):
         ct2.translate_batch([("hello", "eng_Latn", "xyz_Latn")])
 
 
@@ -110,7 +105,7 @@ def test_transformers_backend_decodes_the_same_tokens_as_ctranslate2(tiny_nllb):
     requests = _requests(6, seed=11)
     hf_out, ct_out = hf.translate_batch(requests), ct.translate_batch(requests)
     assert hf.languages == ct.languages
-    for (_, _, tgt), h, c in zip(requests, hf_out, ct_out):
+    for (_, _, tgt), h, c in zip(requests, hf_out, ct_out, strict=True):
         assert h.segments[0].tokens[0] == tgt  # forced_bos_token_id
         assert [s.tokens for s in h.segments] == [s.tokens for s in c.segments]
         assert h.text.split() == c.text.split()
