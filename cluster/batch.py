@@ -117,16 +117,22 @@ def process_item(bound: dict[str, Any], item_id: str) -> str:
             return _failed(db, item_id, exc.for_field("lang_code").detail)
         except DomainError as exc:
             return _failed(db, item_id, exc.detail)
-        except Exception as exc:  # noqa: BLE001 - a file the engine chokes on fails alone, with the reason
+        except Exception as exc:
             log.exception("batch file %s failed", task.blob_name)
             return _failed(db, item_id, f"Transcription failed: {type(exc).__name__}: {exc}")
 
     if result.mime_type is None:  # the decoder could not name it: the file name's type is the best guess
         result = result.model_copy(update={"mime_type": mimetypes.guess_type(task.blob_name)[0]})
     record = build_record(
-        result, id=item_id, customer_id=task.customer_id, project_id=task.project_id,
-        keychain_id=task.keychain_id, blob_name=task.blob_name, upload_file_size=size,
-        storage_url=object_url(s3, task.blob_name), container_name=s3.bucket,
+        result,
+        id=item_id,
+        customer_id=task.customer_id,
+        project_id=task.project_id,
+        keychain_id=task.keychain_id,
+        blob_name=task.blob_name,
+        upload_file_size=size,
+        storage_url=object_url(s3, task.blob_name),
+        container_name=s3.bucket,
     )
     return batches.complete(db, item_id, record) or MISSING
 
@@ -188,8 +194,9 @@ class BatchCoordinator:
             thread = self._running.get(batch_id)
             if thread is not None and thread.is_alive():
                 return False
-            thread = threading.Thread(target=self._run_safely, args=(batch_id,), name=f"batch-{batch_id[:8]}",
-                                      daemon=True)
+            thread = threading.Thread(
+                target=self._run_safely, args=(batch_id,), name=f"batch-{batch_id[:8]}", daemon=True
+            )
             self._running[batch_id] = thread
             thread.start()
             return True
@@ -233,7 +240,7 @@ class BatchCoordinator:
     def _run_safely(self, batch_id: str) -> None:
         try:
             self.run(batch_id)
-        except Exception:  # noqa: BLE001 - the sweep resumes the batch later
+        except Exception:
             log.exception("batch %s: coordinator failed; it will be resumed", batch_id)
 
     def _run_local(self, item_id: str) -> None:
@@ -246,12 +253,14 @@ class BatchCoordinator:
                 if attempt == retries:
                     batches.fail(self.db, item_id, f"Object storage could not be read: {exc}")
                     return
-                time.sleep(min(2 ** attempt, 10))
+                time.sleep(min(2**attempt, 10))
 
     def _submit(self, item_id: str) -> Any:
         return transcribe_batch_file.options(
-            num_cpus=self.settings.batch.task_cpus, scheduling_strategy="SPREAD",
-            max_retries=self.settings.batch.task_retries, retry_exceptions=[StorageError],
+            num_cpus=self.settings.batch.task_cpus,
+            scheduling_strategy="SPREAD",
+            max_retries=self.settings.batch.task_retries,
+            retry_exceptions=[StorageError],
             name=f"batch-file-{item_id[:8]}",
         ).remote(self.task_settings, item_id)
 
@@ -273,8 +282,12 @@ class BatchCoordinator:
                     batches.fail(self.db, item_id, _failure_reason(exc))
 
 
-def sweep_forever(coordinator: BatchCoordinator, interval: float, stop: threading.Event,
-                  on_error: Callable[[Exception], None] | None = None) -> None:
+def sweep_forever(
+    coordinator: BatchCoordinator,
+    interval: float,
+    stop: threading.Event,
+    on_error: Callable[[Exception], None] | None = None,
+) -> None:
     """Resume PROCESSING batches that no thread runs (start-up, a lost call, a crashed coordinator)."""
     while not stop.is_set():
         try:

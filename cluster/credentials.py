@@ -58,11 +58,16 @@ def _utc(ts: datetime) -> str:
 
 def upload_session_policy(bucket: str, prefix: str) -> dict[str, Any]:
     """Session policy of the temporary keys: write objects under the prefix (multipart included), nothing else."""
-    return {"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow",
-        "Action": ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
-        "Resource": [f"arn:aws:s3:::{bucket}/{prefix}*"],
-    }]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": ["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                "Resource": [f"arn:aws:s3:::{bucket}/{prefix}*"],
+            }
+        ],
+    }
 
 
 def issue_upload_credential(settings: Settings, batch_id: str, seconds: int | None = None) -> UploadToken:
@@ -85,16 +90,25 @@ def issue_upload_credential(settings: Settings, batch_id: str, seconds: int | No
     prefix = batch_prefix(batch_id)
     max_bytes = int(settings.max_request_mb * 1024 * 1024)
     post = s3_client(s3, public=True).generate_presigned_post(
-        s3.bucket, prefix + "${filename}",
+        s3.bucket,
+        prefix + "${filename}",
         Fields={"Content-Type": "application/octet-stream"},
-        Conditions=[["starts-with", "$key", prefix], ["content-length-range", 1, max_bytes],
-                    ["starts-with", "$Content-Type", ""]],
+        Conditions=[
+            ["starts-with", "$key", prefix],
+            ["content-length-range", 1, max_bytes],
+            ["starts-with", "$Content-Type", ""],
+        ],
         ExpiresIn=seconds,
     )
     token: UploadToken = {
-        "v": TOKEN_VERSION, "batch_id": batch_id, "endpoint": public_endpoint(s3), "region": s3.region,
-        "bucket": s3.bucket, "prefix": prefix,
-        "expires_at": _utc(datetime.now(UTC) + timedelta(seconds=seconds)), "max_file_bytes": max_bytes,
+        "v": TOKEN_VERSION,
+        "batch_id": batch_id,
+        "endpoint": public_endpoint(s3),
+        "region": s3.region,
+        "bucket": s3.bucket,
+        "prefix": prefix,
+        "expires_at": _utc(datetime.now(UTC) + timedelta(seconds=seconds)),
+        "max_file_bytes": max_bytes,
         "post": {"url": post["url"], "fields": post["fields"]},
     }
     if settings.batch.credential_sts and seconds >= STS_MIN_SECONDS:
@@ -121,16 +135,23 @@ def _federation_token(s3: S3Settings, batch_id: str, prefix: str, seconds: int) 
             DurationSeconds=seconds,
         )
     except ClientError as exc:  # the service answered: it does not issue them (remembered for this process)
-        log.warning("Storage at %s issues no STS federation tokens (%s): batch credentials carry the POST "
-                    "policy only.", endpoint, exc)
+        log.warning(
+            "Storage at %s issues no STS federation tokens (%s): batch credentials carry the POST policy only.",
+            endpoint,
+            exc,
+        )
         _sts_unsupported.add(endpoint)
         return None
     except BotoCoreError as exc:  # a network hiccup: this credential goes without temporary keys
         log.warning("STS call to %s failed (%s): this batch credential carries the POST policy only.", endpoint, exc)
         return None
     c = result["Credentials"]
-    return {"access_key_id": c["AccessKeyId"], "secret_access_key": c["SecretAccessKey"],
-            "session_token": c["SessionToken"], "expires_at": _utc(c["Expiration"])}
+    return {
+        "access_key_id": c["AccessKeyId"],
+        "secret_access_key": c["SecretAccessKey"],
+        "session_token": c["SessionToken"],
+        "expires_at": _utc(c["Expiration"]),
+    }
 
 
 def encode_token(token: UploadToken) -> str:

@@ -11,7 +11,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from pydantic import SecretStr
 
@@ -25,18 +25,39 @@ T = TypeVar("T")
 
 
 @functools.lru_cache(maxsize=32)  # boto3 clients are thread-safe and costly to build: one per configuration
-def boto_client(service: str, endpoint: str, access_key: str, secret_key: SecretStr, region: str, *,
-                connect_timeout: float = 10, read_timeout: float = 120, retries: int = 4) -> Any:
+def boto_client(
+    service: Literal["s3", "sts"],
+    endpoint: str,
+    access_key: str,
+    secret_key: SecretStr,
+    region: str,
+    *,
+    connect_timeout: float = 10,
+    read_timeout: float = 120,
+    retries: int = 4,
+) -> Any:
     """A boto3 client (``s3`` or ``sts``) with path-style addressing and SigV4, as S3-compatible services need."""
     import boto3
     from botocore.config import Config
 
-    config = Config(signature_version="s3v4", s3={"addressing_style": "path"},
-                    connect_timeout=connect_timeout, read_timeout=read_timeout,
-                    retries={"max_attempts": retries, "mode": "standard"})
-    return boto3.session.Session().client(
-        service, endpoint_url=endpoint, region_name=region, aws_access_key_id=access_key,
-        aws_secret_access_key=secret_key.get_secret_value(), config=config)
+    config = Config(
+        signature_version="s3v4",
+        s3={"addressing_style": "path"},
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        retries={"max_attempts": retries, "mode": "standard"},
+    )
+    options: dict[str, Any] = {
+        "endpoint_url": endpoint,
+        "region_name": region,
+        "aws_access_key_id": access_key,
+        "aws_secret_access_key": secret_key.get_secret_value(),
+        "config": config,
+    }
+    session = boto3.session.Session()
+    if service == "sts":
+        return session.client("sts", **options)
+    return session.client("s3", **options)
 
 
 def require_endpoint(s3: S3Settings) -> str:

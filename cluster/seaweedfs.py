@@ -93,19 +93,20 @@ def service_policy() -> dict[str, Any]:
     """IAM policy attached to the service identity. Scoped STS credentials are the intersection of this and
     their session policy, so the identity needs an IAM policy (SeaweedFS's legacy ``actions`` alone grant
     a session nothing)."""
-    return {"Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Action": ["s3:*", "sts:*"], "Resource": ["*"]}]}
+    return {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:*", "sts:*"], "Resource": ["*"]}]}
 
 
 def seaweedfs_s3_config(access_key: str, secret_key: str) -> dict[str, Any]:
     """The ``-s3.config`` document: one identity (the service) with full rights."""
     return {
-        "identities": [{
-            "name": "khuluma",
-            "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
-            "actions": ["Admin", "Read", "List", "Tagging", "Write"],
-            "policyNames": ["khuluma-service"],
-        }],
+        "identities": [
+            {
+                "name": "khuluma",
+                "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
+                "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+                "policyNames": ["khuluma-service"],
+            }
+        ],
         "policies": [{"name": "khuluma-service", "content": json.dumps(service_policy())}],
     }
 
@@ -117,8 +118,9 @@ class LocalSeaweedFS:
     Data lives under ``data_dir`` and survives restarts (so do upload credentials already handed out).
     """
 
-    def __init__(self, data_dir: Path, access_key: str, secret_key: str, *, host: str = "127.0.0.1",
-                 start_timeout: float = 90.0) -> None:
+    def __init__(
+        self, data_dir: Path, access_key: str, secret_key: str, *, host: str = "127.0.0.1", start_timeout: float = 90.0
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.access_key = access_key
         self._secret_key = SecretStr(secret_key)  # kept out of reprs and logs
@@ -134,15 +136,25 @@ class LocalSeaweedFS:
     def _command(self, ports: list[int]) -> list[str]:
         master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc, admin = ports
         return [
-            str(weed_binary()), "mini",
+            str(weed_binary()),
+            "mini",
             f"-dir={self.data_dir / 'data'}",
-            f"-ip={self.host}", f"-ip.bind={self.host}",
-            f"-master.port={master}", f"-master.port.grpc={master_grpc}",
-            f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}",
-            f"-filer.port={filer}", f"-filer.port.grpc={filer_grpc}",
-            f"-s3.port={s3}", f"-s3.port.grpc={s3_grpc}",
-            f"-admin.port={admin}", f"-admin.port.grpc={admin + 10_000}",
-            "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false", "-admin.ui=false",
+            f"-ip={self.host}",
+            f"-ip.bind={self.host}",
+            f"-master.port={master}",
+            f"-master.port.grpc={master_grpc}",
+            f"-volume.port={volume}",
+            f"-volume.port.grpc={volume_grpc}",
+            f"-filer.port={filer}",
+            f"-filer.port.grpc={filer_grpc}",
+            f"-s3.port={s3}",
+            f"-s3.port.grpc={s3_grpc}",
+            f"-admin.port={admin}",
+            f"-admin.port.grpc={admin + 10_000}",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+            "-webdav=false",
+            "-admin.ui=false",
             "-master.telemetry=false",
             f"-s3.config={self.data_dir / 's3.json'}",
         ]
@@ -162,8 +174,13 @@ class LocalSeaweedFS:
             ports = self._saved_ports() if attempt == 0 else None
             ports = ports or _free_ports(9, self.host)
             with open(self.log_path, "ab") as out:
-                self._process = subprocess.Popen(self._command(ports), stdout=out, stderr=subprocess.STDOUT,
-                                                 stdin=subprocess.DEVNULL, start_new_session=True)
+                self._process = subprocess.Popen(
+                    self._command(ports),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
             endpoint = f"http://{self.host}:{ports[6]}"
             try:
                 self._wait_ready(endpoint)
@@ -194,8 +211,9 @@ class LocalSeaweedFS:
     def _wait_ready(self, endpoint: str) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        client = boto_client("s3", endpoint, self.access_key, self._secret_key, "us-east-1",
-                             connect_timeout=2, read_timeout=5, retries=0)
+        client = boto_client(
+            "s3", endpoint, self.access_key, self._secret_key, "us-east-1", connect_timeout=2, read_timeout=5, retries=0
+        )
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             assert self._process is not None

@@ -94,8 +94,9 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
     return hmac.new(secret.encode("utf-8"), timestamp.encode("ascii") + b"." + body, hashlib.sha256).hexdigest()
 
 
-def verify(secret: str, timestamp: str, body: bytes, signature: str, tolerance_seconds: float = 300.0,
-           now: float | None = None) -> bool:
+def verify(
+    secret: str, timestamp: str, body: bytes, signature: str, tolerance_seconds: float = 300.0, now: float | None = None
+) -> bool:
     """What a receiver does: constant-time compare, and refuse stale timestamps (replays)."""
     try:
         age = abs((now if now is not None else time.time()) - int(timestamp))
@@ -134,8 +135,9 @@ class DeliveryResult:
     detail: str
 
 
-async def deliver(client: httpx.AsyncClient, url: str, payload: dict[str, Any], secret: str, attempt: int,
-                  allow_private: bool) -> DeliveryResult:
+async def deliver(
+    client: httpx.AsyncClient, url: str, payload: dict[str, Any], secret: str, attempt: int, allow_private: bool
+) -> DeliveryResult:
     """One signed POST. The URL is checked again (its DNS may have changed since the job was placed)."""
     try:
         await check_webhook_url_async(url, allow_private)
@@ -156,7 +158,7 @@ def retry_delay(failures: int, base: float, cap: float, budget: float) -> float 
     """Delay before the next attempt after ``failures`` failed ones (base, 2*base, 4*base, ... capped), or None
     once the whole schedule would run past ``budget`` seconds. Depends only on the count stored in the
     database, so the schedule survives restarts."""
-    delays = [min(base * 2 ** k, cap) for k in range(failures)]
+    delays = [min(base * 2**k, cap) for k in range(failures)]
     if sum(delays) > budget:
         return None
     return delays[-1] if delays else 0.0

@@ -15,8 +15,9 @@ class LanguageSupport(BaseModel):
     note: str | None = None
 
     @classmethod
-    def of(cls, code: str, supported: bool, model: str | None, note: str | None = None, *,
-           name: str | None = None) -> LanguageSupport:
+    def of(
+        cls, code: str, supported: bool, model: str | None, note: str | None = None, *, name: str | None = None
+    ) -> LanguageSupport:
         """An entry named from the language registry (``name`` overrides, e.g. ``languages.speech_name(code)``)."""
         return cls(code=code, name=name or languages.name(code), supported=supported, model=model, note=note)
 

@@ -36,15 +36,25 @@ class JobResult(BaseModel):
         """The text, the language and the timed speech segments of a transcription; a transcript without a
         timeline is one segment over the whole audio."""
         segments = [
-            JobSegment(start_time=item.start_time, end_time=item.end_time, text=item.text.strip(),
-                       speaker_id=item.speaker_id or None)
-            for item in result.timeline if item.type == "speech" and item.text.strip()
+            JobSegment(
+                start_time=item.start_time,
+                end_time=item.end_time,
+                text=item.text.strip(),
+                speaker_id=item.speaker_id or None,
+            )
+            for item in result.timeline
+            if item.type == "speech" and item.text.strip()
         ]
         text = result.text.strip()
         if not segments and text:
             segments = [JobSegment(start_time=0.0, end_time=float(result.audio_length_seconds), text=text)]
-        return cls(text=text, language_id=result.language_code or "", postprocessed_text=segments,
-                   audio_length_seconds=float(result.audio_length_seconds), warnings=list(result.warnings))
+        return cls(
+            text=text,
+            language_id=result.language_code or "",
+            postprocessed_text=segments,
+            audio_length_seconds=float(result.audio_length_seconds),
+            warnings=list(result.warnings),
+        )
 
 
 class JobsStatus(BaseModel):

@@ -26,39 +26,83 @@ class Language:
     aliases: tuple[str, ...] = ()  # other spellings clients send (lower case)
 
 
-LANGUAGES: dict[str, Language] = {lang.code: lang for lang in (
-    Language("nso", "Northern Sotho", "Sepedi (Northern Sotho)", None, "nso_Latn", text=True,
-             aliases=("ped", "sepedi", "pedi", "northern sotho", "sesotho sa leboa")),
-    Language("afr", "Afrikaans", "Afrikaans", "af", "afr_Latn", "af", whisper_base=True, text=True,
-             aliases=("afrikaans",)),
-    Language("sot", "Southern Sotho", "Sesotho", "st", "sot_Latn", text=True,
-             aliases=("sesotho", "sotho", "southern sotho")),
-    Language("ssw", "Swati", "siSwati", "ss", "ssw_Latn", text=True, aliases=("siswati", "swati")),
-    Language("tso", "Tsonga", "Xitsonga", "ts", "tso_Latn", text=True, aliases=("xitsonga", "tsonga")),
-    Language("tsn", "Tswana", "Setswana", "tn", "tsn_Latn", text=True, aliases=("setswana", "tswana")),
-    Language("xho", "Xhosa", "isiXhosa", "xh", "xho_Latn", text=True, aliases=("xhosa", "isixhosa")),
-    Language("zul", "Zulu", "isiZulu", "zu", "zul_Latn", text=True, aliases=("zulu", "isizulu")),
-    Language("eng", "English", "English", "en", "eng_Latn", "en", whisper_base=True, text=True,
-             aliases=("english",)),
-    Language("swh", "Swahili", "Kiswahili", "sw", "swh_Latn", "sw", text=True,
-             aliases=("swa", "kiswahili", "swahili")),
-    Language("sna", "Shona", "chiShona", "sn", "sna_Latn", "sn", text=True, aliases=("shona", "chishona")),
-    Language("fra", "French", "French", "fr", "fra_Latn", "fr", whisper_base=True, text=True,
-             aliases=("fre", "french", "francais", "français")),
-    Language("ven", "Venda", "Tshivenda", "ve", "ven_Latn", aliases=("tshivenda", "venda")),
-    Language("nbl", "Southern Ndebele", "isiNdebele", "nr", None, aliases=("isindebele", "ndebele")),
-)}
+LANGUAGES: dict[str, Language] = {
+    lang.code: lang
+    for lang in (
+        Language(
+            "nso",
+            "Northern Sotho",
+            "Sepedi (Northern Sotho)",
+            None,
+            "nso_Latn",
+            text=True,
+            aliases=("ped", "sepedi", "pedi", "northern sotho", "sesotho sa leboa"),
+        ),
+        Language(
+            "afr",
+            "Afrikaans",
+            "Afrikaans",
+            "af",
+            "afr_Latn",
+            "af",
+            whisper_base=True,
+            text=True,
+            aliases=("afrikaans",),
+        ),
+        Language(
+            "sot",
+            "Southern Sotho",
+            "Sesotho",
+            "st",
+            "sot_Latn",
+            text=True,
+            aliases=("sesotho", "sotho", "southern sotho"),
+        ),
+        Language("ssw", "Swati", "siSwati", "ss", "ssw_Latn", text=True, aliases=("siswati", "swati")),
+        Language("tso", "Tsonga", "Xitsonga", "ts", "tso_Latn", text=True, aliases=("xitsonga", "tsonga")),
+        Language("tsn", "Tswana", "Setswana", "tn", "tsn_Latn", text=True, aliases=("setswana", "tswana")),
+        Language("xho", "Xhosa", "isiXhosa", "xh", "xho_Latn", text=True, aliases=("xhosa", "isixhosa")),
+        Language("zul", "Zulu", "isiZulu", "zu", "zul_Latn", text=True, aliases=("zulu", "isizulu")),
+        Language(
+            "eng", "English", "English", "en", "eng_Latn", "en", whisper_base=True, text=True, aliases=("english",)
+        ),
+        Language(
+            "swh", "Swahili", "Kiswahili", "sw", "swh_Latn", "sw", text=True, aliases=("swa", "kiswahili", "swahili")
+        ),
+        Language("sna", "Shona", "chiShona", "sn", "sna_Latn", "sn", text=True, aliases=("shona", "chishona")),
+        Language(
+            "fra",
+            "French",
+            "French",
+            "fr",
+            "fra_Latn",
+            "fr",
+            whisper_base=True,
+            text=True,
+            aliases=("fre", "french", "francais", "français"),
+        ),
+        Language("ven", "Venda", "Tshivenda", "ve", "ven_Latn", aliases=("tshivenda", "venda")),
+        Language("nbl", "Southern Ndebele", "isiNdebele", "nr", None, aliases=("isindebele", "ndebele")),
+    )
+}
 
 CODE_SWITCHED_ZULU = "cs-zul"
 # Transcription codes of the spec, in its order (cs-zul is isiZulu mixed with English).
 TRANSCRIPTION_CODES: tuple[str, ...] = ("afr", "zul", "sot", "eng", "fra", CODE_SWITCHED_ZULU)
-TRANSCRIPTION_NAMES = {"afr": "Afrikaans", "eng": "English (South African)", "fra": "French (African)",
-                       "zul": "isiZulu", "sot": "Sesotho", CODE_SWITCHED_ZULU: "Code-switched isiZulu (alpha)"}
+TRANSCRIPTION_NAMES = {
+    "afr": "Afrikaans",
+    "eng": "English (South African)",
+    "fra": "French (African)",
+    "zul": "isiZulu",
+    "sot": "Sesotho",
+    CODE_SWITCHED_ZULU: "Code-switched isiZulu (alpha)",
+}
 # Languages the text capabilities (language ID, NER, sentiment, intent) know: the translation list plus French.
 TEXT_CODES: tuple[str, ...] = tuple(code for code, lang in LANGUAGES.items() if lang.text)
 # NLLB-200 codes the translation route accepts (the spec's list: our text languages less French).
 TRANSLATION_NLLB_CODES: tuple[str, ...] = tuple(
-    lang.nllb for code, lang in LANGUAGES.items() if lang.text and lang.nllb and code != "fra")
+    lang.nllb for code, lang in LANGUAGES.items() if lang.text and lang.nllb and code != "fra"
+)
 NLLB_TO_CODE = {lang.nllb: code for code, lang in LANGUAGES.items() if lang.nllb}
 
 _NONE = ("", "auto", "none", "null", "any")
@@ -132,6 +176,5 @@ def nllb_code(code: str) -> str | None:
 def check_translation_code(value: str, field: str) -> str:
     """An NLLB code the translation route accepts, exactly as the client sent it, or the field's 400."""
     if value not in TRANSLATION_NLLB_CODES:
-        raise UnsupportedLanguage(value, f"Accepted codes: {', '.join(TRANSLATION_NLLB_CODES)}.", field,
-                                  unknown=True)
+        raise UnsupportedLanguage(value, f"Accepted codes: {', '.join(TRANSLATION_NLLB_CODES)}.", field, unknown=True)
     return value

@@ -31,8 +31,9 @@ class DocumentFile(BaseModel):
     path; this model is the only thing that changes then."""
 
     path: str
-    filename: str = Field(description="The client's (sanitised) file name: the format's first hint, and what "
-                                      "results show.")
+    filename: str = Field(
+        description="The client's (sanitised) file name: the format's first hint, and what results show."
+    )
     content_type: str | None = Field(default=None, description="The declared content type of the upload.")
 
 

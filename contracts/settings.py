@@ -96,7 +96,8 @@ class SearchSettings(BaseModel):
         description="Directory of the embedded Chroma store (default `<data_dir>/chroma`). One process only.",
     )
     lock_wait_seconds: float = Field(
-        default=30.0, ge=0,
+        default=30.0,
+        ge=0,
         description="How long a starting KnowledgeStore waits for another process to release the embedded store.",
     )
     chunk_chars: int = Field(default=800, ge=100, description="Largest chunk of a document, in characters.")
@@ -111,14 +112,13 @@ class SearchSettings(BaseModel):
     )
     rrf_k: float = Field(default=60.0, gt=0, description="Reciprocal rank fusion constant k.")
     language_boost: float = Field(
-        default=0.02, ge=0,
+        default=0.02,
+        ge=0,
         description="Score bonus (fraction) for chunks in the query's `language`. 0.02 is about one rank step in "
         "reciprocal rank fusion (a tie-breaker that keeps cross-lingual answers); larger values prefer the language "
         "more strongly; `strict_language` filters instead.",
     )
-    bm25_cache_kbs: int = Field(
-        default=16, ge=1, description="Knowledge bases whose BM25 index stays in memory (LRU)."
-    )
+    bm25_cache_kbs: int = Field(default=16, ge=1, description="Knowledge bases whose BM25 index stays in memory (LRU).")
 
 
 class WhisperSettings(BaseModel):
@@ -157,14 +157,17 @@ class TranscriptionSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     window_seconds: float = Field(
-        default=300.0, ge=30.0,
+        default=300.0,
+        ge=30.0,
         description="Long audio is transcribed in windows of about this length, cut in silence found by the VAD, "
         "so memory stays flat whatever the file length.",
     )
     sync_timeout_seconds: float = Field(default=150.0, description="Sync transcription limit (spec: 2 min 30 s).")
     fast_timeout_seconds: float = Field(default=60.0, description="Fast transcription limit (503 beyond it).")
     diarisation_threshold: float = Field(
-        default=0.45, gt=0, lt=2,
+        default=0.45,
+        gt=0,
+        lt=2,
         description="Cosine distance between speaker clusters above which they are different speakers "
         "(lower finds more speakers).",
     )
@@ -176,13 +179,15 @@ class JobsSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     concurrency: int = Field(default=1, description="Async transcription jobs processed at once.")
     lease_seconds: float = Field(
-        default=60.0, gt=0,
+        default=60.0,
+        gt=0,
         description="Lease on a claimed async job, renewed while it runs. A job whose worker died is taken up "
         "again once its lease expires.",
     )
     max_attempts: int = Field(
-        default=3, ge=1, description="Times a job is started (worker crashes, transcription unavailable) before it "
-        "is marked failed.",
+        default=3,
+        ge=1,
+        description="Times a job is started (worker crashes, transcription unavailable) before it is marked failed.",
     )
     poll_seconds: float = Field(default=2.0, gt=0, description="How often the job worker looks for due work.")
 
@@ -277,13 +282,23 @@ class Settings(BaseSettings):
 
     # --- per capability ------------------------------------------------------------------
     text: TextSettings = Field(default_factory=TextSettings, description="Text analysis (KHULUMA_TEXT_*).")
-    embeddings: EmbeddingsSettings = Field(default_factory=EmbeddingsSettings, description="The shared sentence embedder (KHULUMA_EMBEDDINGS_*).")
-    translation: TranslationSettings = Field(default_factory=TranslationSettings, description="Translation (KHULUMA_TRANSLATION_*).")
+    embeddings: EmbeddingsSettings = Field(
+        default_factory=EmbeddingsSettings, description="The shared sentence embedder (KHULUMA_EMBEDDINGS_*)."
+    )
+    translation: TranslationSettings = Field(
+        default_factory=TranslationSettings, description="Translation (KHULUMA_TRANSLATION_*)."
+    )
     search: SearchSettings = Field(default_factory=SearchSettings, description="Knowledge bases (KHULUMA_SEARCH_*).")
-    whisper: WhisperSettings = Field(default_factory=WhisperSettings, description="Whisper models and decoding (KHULUMA_WHISPER_*).")
-    transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings, description="Transcription routes (KHULUMA_TRANSCRIPTION_*).")
+    whisper: WhisperSettings = Field(
+        default_factory=WhisperSettings, description="Whisper models and decoding (KHULUMA_WHISPER_*)."
+    )
+    transcription: TranscriptionSettings = Field(
+        default_factory=TranscriptionSettings, description="Transcription routes (KHULUMA_TRANSCRIPTION_*)."
+    )
     jobs: JobsSettings = Field(default_factory=JobsSettings, description="Async v1 jobs (KHULUMA_JOBS_*).")
-    webhooks: WebhooksSettings = Field(default_factory=WebhooksSettings, description="Webhook delivery (KHULUMA_WEBHOOKS_*).")
+    webhooks: WebhooksSettings = Field(
+        default_factory=WebhooksSettings, description="Webhook delivery (KHULUMA_WEBHOOKS_*)."
+    )
     s3: S3Settings = Field(default_factory=S3Settings, description="Object storage (KHULUMA_S3_*).")
     batch: BatchSettings = Field(default_factory=BatchSettings, description="Batch transcription (KHULUMA_BATCH_*).")
 
@@ -325,8 +340,11 @@ class Settings(BaseSettings):
         """What a replica (or a Ray task, or the app builder) is handed: the service-wide fields and the named
         sections (None: all), secrets left out. The receiver reads those from its own environment
         (:meth:`from_bound`), so no secret ever appears in Ray's bind arguments, task arguments or dashboard."""
-        top = {name for name, info in type(self).model_fields.items()
-               if not (isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel))}
+        top = {
+            name
+            for name, info in type(self).model_fields.items()
+            if not (isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel))
+        }
         if sections is None:
             sections = tuple(name for name in type(self).model_fields if name not in top)
         exclude: dict[str, Any] = {name: True for section, name in SECRET_FIELDS if section is None}

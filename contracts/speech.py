@@ -66,8 +66,9 @@ class TranscribeRequest(BaseModel):
     (``<data_dir>/uploads``): audio never travels through Ray."""
 
     path: str
-    language: str | None = Field(default=None, description="Requested language code (any accepted spelling); "
-                                 "None: detect it.")
+    language: str | None = Field(
+        default=None, description="Requested language code (any accepted spelling); None: detect it."
+    )
     diarise: bool = False
     detect_music: bool = False
     translate: bool = Field(default=False, description="Add an English translation (or a warning).")
@@ -81,8 +82,10 @@ class StreamRequest(BaseModel):
     language: str | None = None
     offset: float = Field(default=0.0, description="Seconds of the stream before this buffer.")
     commit_before: float | None = Field(
-        default=None, description="Seconds into the buffer: segments that end before the last pause before it "
-        "are final (None: nothing is committed).")
+        default=None,
+        description="Seconds into the buffer: segments that end before the last pause before it "
+        "are final (None: nothing is committed).",
+    )
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -149,7 +152,8 @@ class TranscriptionRecord(BaseModel):
     words: list[Word] = Field(default_factory=list)
     translation: str | None = None
     language_probability: float | None = Field(
-        default=None, description="Confidence of the auto-detected language (null when lang_code was given).")
+        default=None, description="Confidence of the auto-detected language (null when lang_code was given)."
+    )
     model: str | None = Field(default=None, description="Speech model that transcribed the audio.")
     processing_seconds: float | None = Field(default=None, description="Time the transcription took.")
 
@@ -177,14 +181,27 @@ def build_record(
     """
     if result is None:
         return TranscriptionRecord(
-            id=id, customer_id=customer_id, project_id=project_id, keychain_id=keychain_id, blob_name=blob_name,
-            storage_url=storage_url, container_name=container_name, upload_file_size=upload_file_size,
-            language_code=language_code, transcription_status=status, error_message=error_message,
+            id=id,
+            customer_id=customer_id,
+            project_id=project_id,
+            keychain_id=keychain_id,
+            blob_name=blob_name,
+            storage_url=storage_url,
+            container_name=container_name,
+            upload_file_size=upload_file_size,
+            language_code=language_code,
+            transcription_status=status,
+            error_message=error_message,
         )
     words = result.words if result.diarised else []  # the spec's arrays are empty when diarisation is off
     return TranscriptionRecord(
-        id=id, customer_id=customer_id, project_id=project_id, keychain_id=keychain_id, blob_name=blob_name,
-        storage_url=storage_url, container_name=container_name,
+        id=id,
+        customer_id=customer_id,
+        project_id=project_id,
+        keychain_id=keychain_id,
+        blob_name=blob_name,
+        storage_url=storage_url,
+        container_name=container_name,
         upload_file_size=result.file_size if upload_file_size is None else upload_file_size,
         audio_length_seconds=result.audio_length_seconds,
         sample_rate=result.sample_rate,
@@ -193,8 +210,10 @@ def build_record(
         mime_type=result.mime_type,
         language_code=result.language_code,
         diarisation_result=DiarisationResult(
-            starts=[w.start_time for w in words], ends=[w.end_time for w in words],
-            speaker_ids=[w.speaker_id or "" for w in words], words=[w.word for w in words],
+            starts=[w.start_time for w in words],
+            ends=[w.end_time for w in words],
+            speaker_ids=[w.speaker_id or "" for w in words],
+            words=[w.word for w in words],
             timeline=result.timeline,
         ),
         transcription_text=result.text,

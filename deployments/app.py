@@ -30,30 +30,67 @@ class DeploymentSpec:
 
 # Defaults sized for a 2-core machine; serve.yaml overrides any of them.
 SPECS: tuple[DeploymentSpec, ...] = (
-    DeploymentSpec("Embeddings", "deployments.embeddings:Embeddings", "embeddings", ("embeddings",),
-                   options={"ray_actor_options": {"num_cpus": 0.25}, "max_ongoing_requests": 64}),
-    DeploymentSpec("TextAnalysis", "deployments.text:TextAnalysis", "text", ("text", "embeddings"),
-                   needs=("embeddings",),
-                   options={"ray_actor_options": {"num_cpus": 0.25}, "max_ongoing_requests": 64}),
-    DeploymentSpec("Translation", "deployments.translation:Translation", "translation", ("translation",),
-                   options={"ray_actor_options": {"num_cpus": 0.25}, "max_ongoing_requests": 64}),
-    DeploymentSpec("Transcription", "deployments.transcription:Transcription", "transcription",
-                   ("whisper", "transcription"), needs=("translation",),
-                   options={"ray_actor_options": {"num_cpus": 0.5}, "max_ongoing_requests": 16}),
-    DeploymentSpec("KnowledgeStore", "deployments.knowledge:KnowledgeStore", "knowledge", ("search", "embeddings"),
-                   needs=("embeddings",),
-                   options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2}}),
-    DeploymentSpec("Jobs", "deployments.jobs:Jobs", "jobs", ("jobs", "webhooks"),
-                   needs=("transcription",),
-                   options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.1}}),
-    DeploymentSpec("BatchRunner", "deployments.batch:BatchRunner", "batch",
-                   ("batch", "s3", "whisper", "transcription"),
-                   options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.05}}),
+    DeploymentSpec(
+        "Embeddings",
+        "deployments.embeddings:Embeddings",
+        "embeddings",
+        ("embeddings",),
+        options={"ray_actor_options": {"num_cpus": 0.25}, "max_ongoing_requests": 64},
+    ),
+    DeploymentSpec(
+        "TextAnalysis",
+        "deployments.text:TextAnalysis",
+        "text",
+        ("text", "embeddings"),
+        needs=("embeddings",),
+        options={"ray_actor_options": {"num_cpus": 0.25}, "max_ongoing_requests": 64},
+    ),
+    DeploymentSpec(
+        "Translation",
+        "deployments.translation:Translation",
+        "translation",
+        ("translation",),
+        options={"ray_actor_options": {"num_cpus": 0.25}, "max_ongoing_requests": 64},
+    ),
+    DeploymentSpec(
+        "Transcription",
+        "deployments.transcription:Transcription",
+        "transcription",
+        ("whisper", "transcription"),
+        needs=("translation",),
+        options={"ray_actor_options": {"num_cpus": 0.5}, "max_ongoing_requests": 16},
+    ),
+    DeploymentSpec(
+        "KnowledgeStore",
+        "deployments.knowledge:KnowledgeStore",
+        "knowledge",
+        ("search", "embeddings"),
+        needs=("embeddings",),
+        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2}},
+    ),
+    DeploymentSpec(
+        "Jobs",
+        "deployments.jobs:Jobs",
+        "jobs",
+        ("jobs", "webhooks"),
+        needs=("transcription",),
+        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.1}},
+    ),
+    DeploymentSpec(
+        "BatchRunner",
+        "deployments.batch:BatchRunner",
+        "batch",
+        ("batch", "s3", "whisper", "transcription"),
+        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.05}},
+    ),
 )
 # The ingress validates requests, signs upload credentials and meters usage; it runs no model.
 INGRESS_SECTIONS = ("text", "translation", "search", "transcription", "jobs", "webhooks", "s3", "batch")
-INGRESS_OPTIONS: dict[str, Any] = {"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2},
-                                   "max_ongoing_requests": 256}
+INGRESS_OPTIONS: dict[str, Any] = {
+    "num_replicas": 1,
+    "ray_actor_options": {"num_cpus": 0.2},
+    "max_ongoing_requests": 256,
+}
 
 
 def load_class(target: str) -> type:
@@ -77,7 +114,7 @@ def build_local(settings: Settings, capabilities: list[str] | None = None) -> di
     fast tests and the plain-uvicorn side of the benchmarks use it."""
     wanted = set(capabilities or [s.backend for s in SPECS])
     bound = _bind(settings, {spec.name: {} for spec in SPECS}, wanted)
-    root = serve.deployment(_Handles, name="LocalHandles").bind(**bound)
+    root = serve.deployment(name="LocalHandles")(_Handles).bind(**bound)
     handle = serve.run(root, name=f"khuluma-local-{next(_local_apps)}", route_prefix=None, _local_testing_mode=True)
     return handle.handles.remote().result()
 
@@ -92,7 +129,7 @@ def _bind(settings: Settings, options: dict[str, dict[str, Any]], wanted: set[st
         if spec.backend not in wanted:
             continue
         deps = {need: bound[need] for need in spec.needs if need in bound}
-        deployment = serve.deployment(load_class(spec.target), name=spec.name).options(**options[spec.name])
+        deployment = serve.deployment(name=spec.name)(load_class(spec.target)).options(**options[spec.name])
         bound[spec.backend] = deployment.bind(settings.for_replica(spec.sections), **deps)
     return bound
 
@@ -162,7 +199,7 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
 
     from serve_app.ingress import Ingress  # the composition root binds the ingress (import-linter allows this one)
 
-    ingress = serve.deployment(Ingress, name="Ingress").options(**options["Ingress"])
+    ingress = serve.deployment(name="Ingress")(Ingress).options(**options["Ingress"])
     return ingress.bind(settings.for_replica(INGRESS_SECTIONS), **bound)
 
 

@@ -27,8 +27,9 @@ class BatchRunner:
         self.db.require_current_schema()  # migrations run once before the app starts, never in a replica
         self.coordinator = BatchCoordinator(self.settings, self.db)
         self._stop = threading.Event()
-        self._sweeper = threading.Thread(target=sweep_forever, args=(self.coordinator, SWEEP_SECONDS, self._stop),
-                                         name="batch-sweep", daemon=True)
+        self._sweeper = threading.Thread(
+            target=sweep_forever, args=(self.coordinator, SWEEP_SECONDS, self._stop), name="batch-sweep", daemon=True
+        )
         self._sweeper.start()  # the first sweep runs now: batches interrupted by a restart resume at once
 
     def ping(self) -> bool:
@@ -39,10 +40,15 @@ class BatchRunner:
 
     def describe(self) -> list[CapabilityInfo]:
         mode = "Ray tasks (SPREAD)" if self.coordinator.use_ray else "in-process, one file at a time"
-        return [CapabilityInfo(
-            capability="batch_transcription", installed=True, backend=mode,
-            note="Files uploaded to S3-compatible storage are transcribed by the transcription pipeline, one task "
-                 "per file; see docs/batch.md.")]
+        return [
+            CapabilityInfo(
+                capability="batch_transcription",
+                installed=True,
+                backend=mode,
+                note="Files uploaded to S3-compatible storage are transcribed by the transcription pipeline, one task "
+                "per file; see docs/batch.md.",
+            )
+        ]
 
     def run(self, batch_id: str) -> bool:
         """Start transcribing a PROCESSING batch in the background; False if it is already running."""

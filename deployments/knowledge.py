@@ -124,18 +124,25 @@ class KnowledgeStore:
         model = await self._embedding_model()
         detectable = set(await asyncio.to_thread(detectable_languages))
         undetected = "Accepted as `language`, but not detected at ingest: no boost or filter effect."
-        languages = [LanguageSupport.of(code, True, model, None if code in detectable else undetected,
-                                        name=lang.local_name)  # as speakers name it (isiZulu), as search did
-                     for code, lang in LANGUAGES.items()]
-        return [CapabilityInfo(
-            capability="knowledge_base_search", installed=True, model=model,
-            backend=f"chromadb {chromadb.__version__} ({self.mode}: {self.location}) + BM25 (bm25s), "
-                    f"{'hybrid RRF' if self.hybrid else 'vector only'}",
-            languages=languages,
-            note="Documents in any language the embedding model covers are searchable, also across languages "
-                 "(an isiZulu question finds an English passage). `language` boosts (or with strict_language "
-                 "filters) passages whose detected language matches.",
-        )]
+        languages = [
+            LanguageSupport.of(
+                code, True, model, None if code in detectable else undetected, name=lang.local_name
+            )  # as speakers name it (isiZulu), as search did
+            for code, lang in LANGUAGES.items()
+        ]
+        return [
+            CapabilityInfo(
+                capability="knowledge_base_search",
+                installed=True,
+                model=model,
+                backend=f"chromadb {chromadb.__version__} ({self.mode}: {self.location}) + BM25 (bm25s), "
+                f"{'hybrid RRF' if self.hybrid else 'vector only'}",
+                languages=languages,
+                note="Documents in any language the embedding model covers are searchable, also across languages "
+                "(an isiZulu question finds an English passage). `language` boosts (or with strict_language "
+                "filters) passages whose detected language matches.",
+            )
+        ]
 
     async def _embedding_model(self) -> str | None:
         """The embedding model the Embeddings deployment reports (None when it cannot say)."""
@@ -156,43 +163,81 @@ class KnowledgeStore:
         chunks = await asyncio.to_thread(chunk_text, extracted.text, self.chunk_chars, self.chunk_overlap)
         languages = await asyncio.to_thread(detect_languages, [c.text for c in chunks])
         try:
-            vectors = [await self.embeddings.embed([c.text for c in chunks[lo:lo + EMBED_BATCH]], "passage")
-                       for lo in range(0, len(chunks), EMBED_BATCH)]
-            await self._write(request.kb_id, request.customer_id, request.document_id, file.filename, chunks,
-                              languages, np.concatenate(vectors))
+            vectors = [
+                await self.embeddings.embed([c.text for c in chunks[lo : lo + EMBED_BATCH]], "passage")
+                for lo in range(0, len(chunks), EMBED_BATCH)
+            ]
+            await self._write(
+                request.kb_id,
+                request.customer_id,
+                request.document_id,
+                file.filename,
+                chunks,
+                languages,
+                np.concatenate(vectors),
+            )
         except BaseException:
             await self._undo(request.kb_id, request.document_id)
             raise
         language = dominant_language(languages, [c.end - c.start for c in chunks])
-        return IndexedDocument(document_id=request.document_id, chunks=len(chunks),
-                               language=language or UNDETERMINED, mime_type=extracted.mime_type,
-                               tokens=len(extracted.text.split()))
+        return IndexedDocument(
+            document_id=request.document_id,
+            chunks=len(chunks),
+            language=language or UNDETERMINED,
+            mime_type=extracted.mime_type,
+            tokens=len(extracted.text.split()),
+        )
 
-    async def add_precomputed(self, kb_id: str, document_id: str, filename: str, chunks: list[dict[str, Any]],
-                              embeddings: np.ndarray, customer_id: int | None = None) -> int:
+    async def add_precomputed(
+        self,
+        kb_id: str,
+        document_id: str,
+        filename: str,
+        chunks: list[dict[str, Any]],
+        embeddings: np.ndarray,
+        customer_id: int | None = None,
+    ) -> int:
         """Store chunks whose vectors were computed elsewhere (benchmarks, re-imports); returns how many.
         ``chunks`` items: text, start, end and optionally language."""
-        parsed = [Chunk(i, int(c.get("start", 0)), int(c.get("end", len(c["text"]))), c["text"])
-                  for i, c in enumerate(chunks)]
+        parsed = [
+            Chunk(i, int(c.get("start", 0)), int(c.get("end", len(c["text"]))), c["text"]) for i, c in enumerate(chunks)
+        ]
         languages: list[str | None] = [c.get("language") for c in chunks]
         if any(lang is None for lang in languages):
             languages = await asyncio.to_thread(detect_languages, [c.text for c in parsed])
         try:
-            await self._write(kb_id, customer_id, document_id, filename, parsed, languages,
-                              np.asarray(embeddings, dtype=np.float32))
+            await self._write(
+                kb_id, customer_id, document_id, filename, parsed, languages, np.asarray(embeddings, dtype=np.float32)
+            )
         except BaseException:
             await self._undo(kb_id, document_id)
             raise
         return len(parsed)
 
-    async def _write(self, kb_id: str, customer_id: int | None, document_id: str, filename: str,
-                     chunks: list[Chunk], languages: list[str | None], embeddings: np.ndarray) -> None:
+    async def _write(
+        self,
+        kb_id: str,
+        customer_id: int | None,
+        document_id: str,
+        filename: str,
+        chunks: list[Chunk],
+        languages: list[str | None],
+        embeddings: np.ndarray,
+    ) -> None:
         if len(embeddings) != len(chunks):
             raise ValueError(f"{len(chunks)} chunks but {len(embeddings)} embeddings")
         ids = [f"{document_id}:{c.index}" for c in chunks]
         metadatas: list[dict[str, Any]] = [
-            {"document_id": document_id, "filename": filename, "chunk_index": c.index, "start": c.start,
-             "end": c.end, "language": lang or UNDETERMINED} for c, lang in zip(chunks, languages)]
+            {
+                "document_id": document_id,
+                "filename": filename,
+                "chunk_index": c.index,
+                "start": c.start,
+                "end": c.end,
+                "language": lang or UNDETERMINED,
+            }
+            for c, lang in zip(chunks, languages)
+        ]
         texts = [c.text for c in chunks]
 
         def write() -> None:
@@ -211,7 +256,7 @@ class KnowledgeStore:
     async def _undo(self, kb_id: str, document_id: str) -> None:
         try:
             await asyncio.shield(self.delete_document(kb_id, document_id))
-        except Exception:  # noqa: BLE001 - report the original error, log this one
+        except Exception:
             log.exception("could not remove the vectors of failed document %s", document_id)
 
     async def delete_document(self, kb_id: str, document_id: str) -> int:
@@ -259,7 +304,7 @@ class KnowledgeStore:
             ranked = rank_by_similarity(vector_hits, self.fusion, language)
         else:
             ranked = fuse(vector_hits, lexical_hits, self.fusion, language)
-        return [_result(hit) for hit in ranked[:request.top_k]]
+        return [_result(hit) for hit in ranked[: request.top_k]]
 
     def _lexical(self, kb_id: str, text: str, k: int, language: str | None) -> list[Hit]:
         index = self.bm25.get(kb_id)
@@ -278,9 +323,15 @@ class KnowledgeStore:
 
 def _result(hit: Hit) -> SearchResultItem:
     meta = hit.metadata
-    return SearchResultItem(text=hit.text, score=hit.score, document_id=meta.get("document_id"),
-                            filename=meta.get("filename"), language=meta.get("language"), start=meta.get("start"),
-                            end=meta.get("end"))
+    return SearchResultItem(
+        text=hit.text,
+        score=hit.score,
+        document_id=meta.get("document_id"),
+        filename=meta.get("filename"),
+        language=meta.get("language"),
+        start=meta.get("start"),
+        end=meta.get("end"),
+    )
 
 
 def _is_connection_error(exc: BaseException) -> bool:

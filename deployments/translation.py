@@ -36,8 +36,9 @@ class Translation:
         self.engine: Translator | None = None
         self.entry: ModelEntry | None = None
         self.model_ref: str | None = None
-        self.options = DecodeOptions(beam_size=self.settings.translation.beam_size,
-                                     max_length=self.settings.translation.max_length)
+        self.options = DecodeOptions(
+            beam_size=self.settings.translation.beam_size, max_length=self.settings.translation.max_length
+        )
         self.load_error: str | None = None
         self._reload_lock = asyncio.Lock()
         self._apply(self.settings.translation.model, self.options)
@@ -49,17 +50,26 @@ class Translation:
         prefer: Backend = "transformers" if s.translation.backend == "transformers" else "ctranslate2"
         entry = resolve(self.registry, ref, "translation", prefer=prefer)
         try:
-            engine = load_translator(entry.path, entry.backend, entry.name, options, s.translation.device,
-                                     s.translation.compute_type, s.translation.threads)
+            engine = load_translator(
+                entry.path,
+                entry.backend,
+                entry.name,
+                options,
+                device=s.translation.device,
+                compute_type=s.translation.compute_type,
+                threads=s.translation.threads,
+            )
         except ImportError as exc:
-            raise ModelError(f"The {entry.backend} backend needs the `transformers` extra "
-                             f"(pip install 'khuluma[transformers]'): {exc}") from exc
+            raise ModelError(
+                f"The {entry.backend} backend needs the `transformers` extra "
+                f"(pip install 'khuluma[transformers]'): {exc}"
+            ) from exc
         except Exception as exc:  # a broken or incompatible directory
-            raise ModelError(f"Could not load translation model {entry.name} from {entry.path}: "
-                             f"{type(exc).__name__}: {exc}") from exc
+            raise ModelError(
+                f"Could not load translation model {entry.name} from {entry.path}: {type(exc).__name__}: {exc}"
+            ) from exc
         if not engine.languages:
-            raise ModelError(f"{entry.name} has no NLLB language tokens (like zul_Latn); it is not an NLLB-200 "
-                             f"model.")
+            raise ModelError(f"{entry.name} has no NLLB language tokens (like zul_Latn); it is not an NLLB-200 model.")
         return engine, entry
 
     def _apply(self, ref: str | None, options: DecodeOptions) -> None:
@@ -76,15 +86,19 @@ class Translation:
                 self.model_ref = ref
             return
         self.engine, self.entry, self.model_ref, self.options, self.load_error = engine, entry, ref, options, None
-        log.info("translation model %s (%s, %s) loaded from %s", entry.name, entry.backend, engine.compute_type,
-                 entry.path)
+        log.info(
+            "translation model %s (%s, %s) loaded from %s", entry.name, entry.backend, engine.compute_type, entry.path
+        )
 
     async def reconfigure(self, config: dict[str, Any] | None) -> None:
         """Serve ``user_config``: ``model`` (null: the setting), optional ``beam_size`` and ``max_length``."""
         config = dict(config or {})
         ref = config.get("model") or self.settings.translation.model
-        options = replace(self.options, beam_size=int(config.get("beam_size") or self.settings.translation.beam_size),
-                          max_length=int(config.get("max_length") or self.settings.translation.max_length))
+        options = replace(
+            self.options,
+            beam_size=int(config.get("beam_size") or self.settings.translation.beam_size),
+            max_length=int(config.get("max_length") or self.settings.translation.max_length),
+        )
         async with self._reload_lock:
             if ref == self.model_ref and (self.engine is not None or not ref) and self.load_error is None:
                 if self.engine is not None:  # same model: new decoding options apply to the next batch
@@ -114,8 +128,10 @@ class Translation:
         """Like :meth:`translate`, plus the model and the decoded tokens of every segment (diagnostics)."""
         result = await self._translate_one(request)
         return DetailedTranslation(
-            translated_text=result.text, model=result.model,
-            segments=[DecodedSegment(source=s.source, tokens=s.tokens, text=s.text) for s in result.segments])
+            translated_text=result.text,
+            model=result.model,
+            segments=[DecodedSegment(source=s.source, tokens=s.tokens, text=s.text) for s in result.segments],
+        )
 
     async def _translate_one(self, request: TranslationRequest) -> TranslationOutput:
         # The codes are the API's (checked by the service); whether this model has them is checked here, before
@@ -143,21 +159,43 @@ class Translation:
         engine = self.engine
         codes = languages.TRANSLATION_NLLB_CODES
         if engine is None:
-            note = f"Model {self.model_ref!r} could not be loaded: {self.load_error}" if self.load_error \
-                else NOT_INSTALLED
-            return [CapabilityInfo(capability="translation", installed=False, note=note,
-                                   languages=[_language(code, False, None) for code in codes])]
+            note = (
+                f"Model {self.model_ref!r} could not be loaded: {self.load_error}" if self.load_error else NOT_INSTALLED
+            )
+            return [
+                CapabilityInfo(
+                    capability="translation",
+                    installed=False,
+                    note=note,
+                    languages=[_language(code, False, None) for code in codes],
+                )
+            ]
         entry = self.entry
-        note = (f"NLLB-200 via {engine.backend} ({engine.device}, {engine.compute_type}), "
-                f"beam {engine.options.beam_size}, max {engine.options.max_length} tokens per sentence; "
-                f"source: {entry.source if entry else '?'}.")
+        note = (
+            f"NLLB-200 via {engine.backend} ({engine.device}, {engine.compute_type}), "
+            f"beam {engine.options.beam_size}, max {engine.options.max_length} tokens per sentence; "
+            f"source: {entry.source if entry else '?'}."
+        )
         if self.load_error:
             note += f" The last reload failed and this model kept serving: {self.load_error}"
-        return [CapabilityInfo(
-            capability="translation", installed=True, model=engine.name, backend=engine.backend, note=note,
-            languages=[_language(code, code in engine.languages, engine.name,
-                                 None if code in engine.languages else "no language token in this model")
-                       for code in codes])]
+        return [
+            CapabilityInfo(
+                capability="translation",
+                installed=True,
+                model=engine.name,
+                backend=engine.backend,
+                note=note,
+                languages=[
+                    _language(
+                        code,
+                        code in engine.languages,
+                        engine.name,
+                        None if code in engine.languages else "no language token in this model",
+                    )
+                    for code in codes
+                ],
+            )
+        ]
 
 
 def _language(nllb: str, supported: bool, model: str | None, note: str | None = None) -> LanguageSupport:

@@ -71,8 +71,9 @@ def _whisper_token(code: str) -> str | None:
 
 # The transcription languages in the order the service has always listed them (error texts, /api/v1/models):
 # those Whisper base covers, then those that need a configured model.
-LISTED_CODES: tuple[str, ...] = (tuple(c for c in TRANSCRIPTION_CODES if _on_base(c))
-                                 + tuple(c for c in TRANSCRIPTION_CODES if not _on_base(c)))
+LISTED_CODES: tuple[str, ...] = tuple(c for c in TRANSCRIPTION_CODES if _on_base(c)) + tuple(
+    c for c in TRANSCRIPTION_CODES if not _on_base(c)
+)
 
 
 @dataclass(frozen=True)
@@ -177,12 +178,13 @@ class SpeechRecognizer:
             raise UnsupportedLanguage(
                 code,
                 f"({languages.speech_name(code)}) has no speech model on this server: Whisper base does not cover it. "
-                f"An operator can configure one with {SETTING}='{{\"{target}\": \"<model directory or Hugging "
+                f'An operator can configure one with {SETTING}=\'{{"{target}": "<model directory or Hugging '
                 f"Face id>\"}}' (a faster-whisper / CTranslate2 Whisper model fine-tuned for "
                 f"{languages.speech_name(target)}). Languages available now: {available}.",
             )
         raise UnsupportedLanguage(
-            requested, f"Accepted codes: {', '.join(LISTED_CODES)} (available on this server: {available}).",
+            requested,
+            f"Accepted codes: {', '.join(LISTED_CODES)} (available on this server: {available}).",
             unknown=True,
         )
 
@@ -215,13 +217,19 @@ class SpeechRecognizer:
         started = time.perf_counter()
         try:
             model = WhisperModel(
-                ref, device=self.device, compute_type=self.compute_type, cpu_threads=self.cpu_threads,
+                ref,
+                device=self.device,
+                compute_type=self.compute_type,
+                cpu_threads=self.cpu_threads,
                 download_root=str(self.download_root) if self.download_root else None,
                 local_files_only=True,  # never download weights at run time
             )
         except Exception as exc:  # noqa: BLE001 - missing directory, no network for a hub id, bad files
-            which = "default Whisper model (KHULUMA_WHISPER_MODEL)" if key == DEFAULT_MODEL else \
-                f"speech model for '{key}' ({SETTING})"
+            which = (
+                "default Whisper model (KHULUMA_WHISPER_MODEL)"
+                if key == DEFAULT_MODEL
+                else f"speech model for '{key}' ({SETTING})"
+            )
             raise Unavailable(
                 f"The {which} '{ref}' could not be loaded: {type(exc).__name__}: {exc}. Point the setting at a "
                 f"faster-whisper (CTranslate2) model directory."
@@ -235,15 +243,20 @@ class SpeechRecognizer:
     # ------------------------------------------------------------------ VAD
 
     @staticmethod
-    def speech_chunks(audio: np.ndarray, *, min_silence_ms: int = 500, pad_ms: int = 200,
-                      threshold: float = 0.5) -> list[dict[str, int]]:
+    def speech_chunks(
+        audio: np.ndarray, *, min_silence_ms: int = 500, pad_ms: int = 200, threshold: float = 0.5
+    ) -> list[dict[str, int]]:
         """Silero VAD speech chunks ``{"start": sample, "end": sample}`` of 16 kHz ``audio``."""
         from faster_whisper.vad import VadOptions, get_speech_timestamps
 
         if audio.size < 512:
             return []
-        options = VadOptions(threshold=threshold, min_silence_duration_ms=min_silence_ms, speech_pad_ms=pad_ms,
-                             min_speech_duration_ms=120)
+        options = VadOptions(
+            threshold=threshold,
+            min_silence_duration_ms=min_silence_ms,
+            speech_pad_ms=pad_ms,
+            min_speech_duration_ms=120,
+        )
         return get_speech_timestamps(np.ascontiguousarray(audio, dtype=np.float32), options)
 
     # ------------------------------------------------------------------ detection
@@ -305,8 +318,20 @@ class SpeechRecognizer:
         for segment in restore_speech_timestamps(segments, chunks, SAMPLE_RATE):
             if deadline is not None and time.time() > deadline:
                 raise TimedOut("Transcription took longer than the time limit.")
-            words = [WordTiming(w.word, round(float(w.start) + offset, 3), round(float(w.end) + offset, 3),
-                                round(float(w.probability), 4)) for w in (segment.words or [])]
-            yield SpeechSegment(round(float(segment.start) + offset, 3), round(float(segment.end) + offset, 3),
-                                segment.text.strip(), words, float(segment.avg_logprob),
-                                float(segment.no_speech_prob))
+            words = [
+                WordTiming(
+                    w.word,
+                    round(float(w.start) + offset, 3),
+                    round(float(w.end) + offset, 3),
+                    round(float(w.probability), 4),
+                )
+                for w in (segment.words or [])
+            ]
+            yield SpeechSegment(
+                round(float(segment.start) + offset, 3),
+                round(float(segment.end) + offset, 3),
+                segment.text.strip(),
+                words,
+                float(segment.avg_logprob),
+                float(segment.no_speech_prob),
+            )

@@ -28,10 +28,18 @@ SAMPLE_RATE = 16_000
 SUPPORTED_FORMATS = "WAV, MP3, FLAC, AAC, OGG, MP4, AIFF, OPUS"
 # FFmpeg demuxers we let open an upload (FFmpeg's `format_whitelist`): the spec's formats plus the containers
 # they commonly arrive in. Playlist/concat demuxers (hls, concat, ...) that would read other files never open.
-ALLOWED_DEMUXERS = ("wav", "w64", "mp3", "flac", "aac", "ogg", "mov", "mp4", "m4a", "aiff", "matroska",
-                    "webm", "caf")
-_MIME = {"wav": "audio/wav", "w64": "audio/wav", "mp3": "audio/mpeg", "flac": "audio/flac", "aac": "audio/aac",
-         "aiff": "audio/aiff", "caf": "audio/x-caf", "matroska": "audio/x-matroska", "webm": "audio/webm"}
+ALLOWED_DEMUXERS = ("wav", "w64", "mp3", "flac", "aac", "ogg", "mov", "mp4", "m4a", "aiff", "matroska", "webm", "caf")
+_MIME = {
+    "wav": "audio/wav",
+    "w64": "audio/wav",
+    "mp3": "audio/mpeg",
+    "flac": "audio/flac",
+    "aac": "audio/aac",
+    "aiff": "audio/aiff",
+    "caf": "audio/x-caf",
+    "matroska": "audio/x-matroska",
+    "webm": "audio/webm",
+}
 
 
 @dataclass
@@ -125,6 +133,7 @@ def iter_audio(path: Path, block_seconds: float = 30.0, info: AudioInfo | None =
     with _open(path) as container:
         stream = _audio_stream(container)
         resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
+
         def resampled():
             for frame in _frames(container, stream):
                 yield from resampler.resample(frame)
@@ -135,7 +144,7 @@ def iter_audio(path: Path, block_seconds: float = 30.0, info: AudioInfo | None =
                 samples = out.to_ndarray().reshape(-1)
                 while samples.size:
                     take = min(block - filled, samples.size)
-                    buffer[filled:filled + take] = samples[:take]
+                    buffer[filled : filled + take] = samples[:take]
                     filled += take
                     samples = samples[take:]
                     if filled == block:
@@ -188,7 +197,7 @@ def load_audio(path: Path, info: AudioInfo | None = None) -> np.ndarray:
     for chunk in iter_audio(path, 30.0, info):
         if n + chunk.size > audio.size:
             audio = np.resize(audio, max(audio.size * 2, n + chunk.size))
-        audio[n:n + chunk.size] = chunk
+        audio[n : n + chunk.size] = chunk
         n += chunk.size
     if n == 0:
         raise InvalidInput("The audio file contains no samples (zero-length audio).")

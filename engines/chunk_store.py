@@ -44,8 +44,7 @@ def connect_chroma(path: str | None = None, url: str | None = None) -> Any:
         parsed = urlparse(url if "://" in url else f"http://{url}")
         ssl = parsed.scheme == "https"
         port = parsed.port or (443 if ssl else 8000)
-        return chromadb.HttpClient(host=parsed.hostname or "localhost", port=port, ssl=ssl,
-                                   settings=chroma_settings())
+        return chromadb.HttpClient(host=parsed.hostname or "localhost", port=port, ssl=ssl, settings=chroma_settings())
     if not path:
         raise ValueError("either a path or a url is needed")
     return chromadb.PersistentClient(path=str(path), settings=chroma_settings())
@@ -68,9 +67,10 @@ class ChunkStore:
         name = collection_name(kb_id)
         if create:
             return self.client.get_or_create_collection(
-                name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}},
-                metadata={"kb_id": str(kb_id), "customer_id": int(customer_id or 0),
-                          "generation": uuid.uuid4().hex},
+                name,
+                embedding_function=None,
+                configuration={"hnsw": {"space": "cosine"}},
+                metadata={"kb_id": str(kb_id), "customer_id": int(customer_id or 0), "generation": uuid.uuid4().hex},
             )
         try:
             return self.client.get_collection(name, embedding_function=None)
@@ -93,15 +93,26 @@ class ChunkStore:
         col.modify(metadata=meta)
         return (str(previous) if previous is not None else None), meta["generation"]
 
-    def add(self, kb_id: str, customer_id: int | None, ids: list[str], embeddings: np.ndarray,
-            texts: list[str], metadatas: list[dict[str, Any]]) -> Generation:
+    def add(
+        self,
+        kb_id: str,
+        customer_id: int | None,
+        ids: list[str],
+        embeddings: np.ndarray,
+        texts: list[str],
+        metadatas: list[dict[str, Any]],
+    ) -> Generation:
         """Store chunks; returns the collection's (previous, new) generation."""
         col = self._collection(kb_id, create=True, customer_id=customer_id)
         try:
             for lo in range(0, len(ids), self.max_batch):
                 hi = lo + self.max_batch
-                col.add(ids=ids[lo:hi], embeddings=np.asarray(embeddings[lo:hi], dtype=np.float32),
-                        documents=texts[lo:hi], metadatas=metadatas[lo:hi])
+                col.add(
+                    ids=ids[lo:hi],
+                    embeddings=np.asarray(embeddings[lo:hi], dtype=np.float32),
+                    documents=texts[lo:hi],
+                    metadatas=metadatas[lo:hi],
+                )
         except BaseException:
             self._touch(col)
             raise
@@ -141,12 +152,16 @@ class ChunkStore:
         col = self._collection(kb_id)
         if col is None:
             return []
-        result = col.query(query_embeddings=np.asarray(embedding, dtype=np.float32).reshape(1, -1),
-                           n_results=k, where={"language": language} if language else None,
-                           include=["documents", "metadatas", "distances"])
+        result = col.query(
+            query_embeddings=np.asarray(embedding, dtype=np.float32).reshape(1, -1),
+            n_results=k,
+            where={"language": language} if language else None,
+            include=["documents", "metadatas", "distances"],
+        )
         hits = []
-        for chunk_id, text, meta, dist in zip(result["ids"][0], result["documents"][0], result["metadatas"][0],
-                                              result["distances"][0]):
+        for chunk_id, text, meta, dist in zip(
+            result["ids"][0], result["documents"][0], result["metadatas"][0], result["distances"][0]
+        ):
             hits.append(Hit(chunk_id, text or "", dict(meta or {}), similarity=1.0 - float(dist)))
         return hits
 

@@ -125,8 +125,11 @@ def chunk_text(text: str, max_chars: int = 800, overlap_chars: int = 150, min_ch
         # overlap: repeat the last sentences that fit in overlap_chars (and leave room for the next sentence)
         following = spans[fresh]
         back = fresh
-        while (back - 1 > first and spans[end_index].end - spans[back - 1].start <= overlap_chars
-               and following.end - spans[back - 1].start <= max_chars):
+        while (
+            back - 1 > first
+            and spans[end_index].end - spans[back - 1].start <= overlap_chars
+            and following.end - spans[back - 1].start <= max_chars
+        ):
             back -= 1
         i = back
     return chunks

@@ -95,9 +95,15 @@ class SpeakerEmbedder:
         import librosa
 
         spec = librosa.feature.melspectrogram(
-            y=np.ascontiguousarray(audio, dtype=np.float32), sr=SAMPLE_RATE, n_fft=_N_FFT,
-            win_length=_WIN_LENGTH, hop_length=_HOP_LENGTH, n_mels=_N_MELS, window="hamming",
-            center=False, power=2.0,
+            y=np.ascontiguousarray(audio, dtype=np.float32),
+            sr=SAMPLE_RATE,
+            n_fft=_N_FFT,
+            win_length=_WIN_LENGTH,
+            hop_length=_HOP_LENGTH,
+            n_mels=_N_MELS,
+            window="hamming",
+            center=False,
+            power=2.0,
         )
         return np.log10(spec + 1e-10).T.astype(np.float32)
 
@@ -106,8 +112,9 @@ class SpeakerEmbedder:
         if len(inputs) == 0:
             return np.zeros((0, 256), dtype=np.float32)
         x = np.ascontiguousarray(inputs, dtype=np.float32)
-        out = np.concatenate([self._session.run(None, {"mel_window": x[i:i + batch]})[0]
-                              for i in range(0, len(x), batch)])
+        out = np.concatenate(
+            [self._session.run(None, {"mel_window": x[i : i + batch]})[0] for i in range(0, len(x), batch)]
+        )
         return out / (np.linalg.norm(out, axis=1, keepdims=True) + 1e-12)
 
 
@@ -138,7 +145,7 @@ def _sub_windows(feats: np.ndarray) -> tuple[np.ndarray, list[int]]:
     starts = list(range(0, len(feats) - _SUB_WINDOW + 1, _SUB_STRIDE))
     if starts[-1] + _SUB_WINDOW < len(feats):  # last input flush with the segment end
         starts.append(len(feats) - _SUB_WINDOW)
-    return np.stack([feats[f:f + _SUB_WINDOW] for f in starts]), starts
+    return np.stack([feats[f : f + _SUB_WINDOW] for f in starts]), starts
 
 
 def _group(count: int) -> list[range]:
@@ -159,19 +166,22 @@ def _cluster(embeddings: np.ndarray, threshold: float, num_speakers: int | None)
     if len(embeddings) > MAX_CLUSTER_WINDOWS:
         sample = np.linspace(0, len(embeddings) - 1, MAX_CLUSTER_WINDOWS).astype(int)
         sample_labels = _cluster(embeddings[sample], threshold, num_speakers)
-        centroids = np.stack([_unit(embeddings[sample][sample_labels == c].mean(axis=0))
-                              for c in range(sample_labels.max() + 1)])
+        centroids = np.stack(
+            [_unit(embeddings[sample][sample_labels == c].mean(axis=0)) for c in range(sample_labels.max() + 1)]
+        )
         return np.argmax(embeddings @ centroids.T, axis=1)
     if len(embeddings) == 1:
         return np.zeros(1, dtype=int)
     from sklearn.cluster import AgglomerativeClustering
 
     if num_speakers is not None:
-        model = AgglomerativeClustering(n_clusters=min(num_speakers, len(embeddings)), metric="cosine",
-                                        linkage="average")
+        model = AgglomerativeClustering(
+            n_clusters=min(num_speakers, len(embeddings)), metric="cosine", linkage="average"
+        )
     else:
-        model = AgglomerativeClustering(n_clusters=None, distance_threshold=threshold, metric="cosine",
-                                        linkage="average")
+        model = AgglomerativeClustering(
+            n_clusters=None, distance_threshold=threshold, metric="cosine", linkage="average"
+        )
     labels = model.fit_predict(embeddings)
     if num_speakers is None:
         labels = _fold_small_clusters(embeddings, labels)
@@ -266,7 +276,7 @@ def diarise(
             t0 = start + first * _HOP_LENGTH / SAMPLE_RATE
             t1 = min(end, start + ((last + _SUB_WINDOW - 1) * _HOP_LENGTH + _WIN_LENGTH) / SAMPLE_RATE)
             windows.append(_Window(t0, t1, index))
-            vectors.append(_unit(sub_vectors[group.start:group.stop].mean(axis=0)))
+            vectors.append(_unit(sub_vectors[group.start : group.stop].mean(axis=0)))
 
     if not windows:  # nothing long enough to tell voices apart: one speaker
         return [(round(s, 3), round(e, 3), "SPEAKER_0") for s, e in _merge_plain(segments, max_gap)]
@@ -293,9 +303,7 @@ def _merge_plain(segments: list[Segment], max_gap: float) -> list[Segment]:
     return [(s, e) for s, e, _ in _merge([(s, e, 0) for s, e in segments], max_gap)]
 
 
-def assign_speakers(
-    words: list[tuple[float, float]], turns: list[Turn]
-) -> list[str | None]:
+def assign_speakers(words: list[tuple[float, float]], turns: list[Turn]) -> list[str | None]:
     """Speaker of each ``(start, end)`` word: the turn overlapping it most (else the nearest turn)."""
     out: list[str | None] = []
     for start, end in words:

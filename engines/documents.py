@@ -24,20 +24,44 @@ from contracts.errors import InvalidInput, UnsupportedMedia
 from contracts.search import EmptyDocument
 
 SUPPORTED_EXTENSIONS: dict[str, str] = {
-    ".txt": "text", ".text": "text", ".md": "markdown", ".markdown": "markdown",
-    ".pdf": "pdf", ".docx": "docx", ".html": "html", ".htm": "html", ".xhtml": "html",
-    ".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl",
+    ".txt": "text",
+    ".text": "text",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".html": "html",
+    ".htm": "html",
+    ".xhtml": "html",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".json": "json",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
 }
 _MIME_KINDS: dict[str, str] = {
-    "text/plain": "text", "text/markdown": "markdown", "text/x-markdown": "markdown", "application/pdf": "pdf",
+    "text/plain": "text",
+    "text/markdown": "markdown",
+    "text/x-markdown": "markdown",
+    "application/pdf": "pdf",
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
-    "text/html": "html", "application/xhtml+xml": "html", "text/csv": "csv", "text/tab-separated-values": "csv",
-    "application/json": "json", "application/x-ndjson": "jsonl", "application/jsonl": "jsonl",
+    "text/html": "html",
+    "application/xhtml+xml": "html",
+    "text/csv": "csv",
+    "text/tab-separated-values": "csv",
+    "application/json": "json",
+    "application/x-ndjson": "jsonl",
+    "application/jsonl": "jsonl",
 }
 MIME_TYPES: dict[str, str] = {
-    "text": "text/plain", "markdown": "text/markdown", "pdf": "application/pdf",
-    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document", "html": "text/html",
-    "csv": "text/csv", "json": "application/json", "jsonl": "application/x-ndjson",
+    "text": "text/plain",
+    "markdown": "text/markdown",
+    "pdf": "application/pdf",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "html": "text/html",
+    "csv": "text/csv",
+    "json": "application/json",
+    "jsonl": "application/x-ndjson",
 }
 SUPPORTED_LABEL = ".txt, .md, .pdf, .docx, .html, .csv, .json"
 
@@ -93,12 +117,11 @@ def extract_text(path: Path, filename: str, content_type: str | None = None) -> 
 
 # --- readers ------------------------------------------------------------------------------------------------
 
+
 def _looks_like_text(data: bytes) -> bool:
     if not data:
         return True
-    if b"\x00" in data and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return False
-    return True
+    return not (b"\x00" in data and not data.startswith((b"\xff\xfe", b"\xfe\xff")))
 
 
 def decode_bytes(data: bytes) -> str:
@@ -203,7 +226,7 @@ def _read_csv(path: Path) -> str:
     for row in body:
         if header:
             pairs = [f"{h}: {v.strip()}" if h else v.strip() for h, v in zip(header, row) if v.strip()]
-            pairs += [v.strip() for v in row[len(header):] if v.strip()]
+            pairs += [v.strip() for v in row[len(header) :] if v.strip()]
             lines.append("; ".join(pairs))
         else:
             lines.append("; ".join(v.strip() for v in row if v.strip()))
@@ -254,8 +277,14 @@ def _join_json_fields(value: Any) -> str:
 
 
 _READERS = {
-    "text": _read_text, "markdown": _read_markdown, "pdf": _read_pdf, "docx": _read_docx,
-    "html": _read_html, "csv": _read_csv, "json": _read_json, "jsonl": _read_jsonl,
+    "text": _read_text,
+    "markdown": _read_markdown,
+    "pdf": _read_pdf,
+    "docx": _read_docx,
+    "html": _read_html,
+    "csv": _read_csv,
+    "json": _read_json,
+    "jsonl": _read_jsonl,
 }
 
 

@@ -35,8 +35,9 @@ class FusionConfig:
         return 1.0
 
 
-def fuse(vector_hits: list[Hit], lexical_hits: list[Hit], config: FusionConfig,
-         language: str | None = None) -> list[Hit]:
+def fuse(
+    vector_hits: list[Hit], lexical_hits: list[Hit], config: FusionConfig, language: str | None = None
+) -> list[Hit]:
     """Weighted reciprocal rank fusion of two rankings, language boost, scores scaled to 0..1."""
     merged: dict[str, Hit] = {}
     for rank, hit in enumerate(vector_hits, 1):

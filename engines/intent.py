@@ -59,9 +59,14 @@ class EmbeddingCache:
         return len(self._items)
 
 
-def intent_probabilities(intents: list[str], example_intents: list[str], example_vectors: np.ndarray,
-                         input_vectors: np.ndarray, temperature: float = DEFAULT_TEMPERATURE,
-                         top_k: int = DEFAULT_TOP_K) -> np.ndarray:
+def intent_probabilities(
+    intents: list[str],
+    example_intents: list[str],
+    example_vectors: np.ndarray,
+    input_vectors: np.ndarray,
+    temperature: float = DEFAULT_TEMPERATURE,
+    top_k: int = DEFAULT_TOP_K,
+) -> np.ndarray:
     """(n_inputs, n_intents) probabilities, rows sum to 1, columns in ``intents`` order."""
     sims = np.atleast_2d(input_vectors) @ np.atleast_2d(example_vectors).T  # (n_inputs, n_examples)
     labels = np.array(example_intents)

@@ -30,8 +30,18 @@ from contracts.languages import TEXT_CODES
 ARTIFACT = Path(__file__).resolve().parent / "artifacts" / "langid_ngram.npz"
 
 # lingua's names of the registry's text languages it knows (it has no nso and no ssw)
-_LINGUA_NAMES = {"afr": "AFRIKAANS", "eng": "ENGLISH", "fra": "FRENCH", "sna": "SHONA", "sot": "SOTHO",
-                 "swh": "SWAHILI", "tsn": "TSWANA", "tso": "TSONGA", "xho": "XHOSA", "zul": "ZULU"}
+_LINGUA_NAMES = {
+    "afr": "AFRIKAANS",
+    "eng": "ENGLISH",
+    "fra": "FRENCH",
+    "sna": "SHONA",
+    "sot": "SOTHO",
+    "swh": "SWAHILI",
+    "tsn": "TSWANA",
+    "tso": "TSONGA",
+    "xho": "XHOSA",
+    "zul": "ZULU",
+}
 FAMILIES: tuple[tuple[str, ...], ...] = (("nso", "sot", "tsn"), ("ssw", "zul", "xho"))
 # weight of lingua (vs the n-gram model) when splitting a family's mass between lingua's own members
 LINGUA_WEIGHT = 1.0
@@ -65,10 +75,13 @@ class NgramLanguageModel:
             meta = json.loads(str(data["meta"]))
         self.languages: list[str] = meta["languages"]
         self.source: str = meta.get("source", "")
-        self._vectorizer = CountVectorizer(analyzer=meta.get("analyzer", "char_wb"), lowercase=True,
-                                           ngram_range=tuple(meta["ngram_range"]),
-                                           vocabulary={v: i for i, v in enumerate(vocabulary)},
-                                           dtype=np.float32)
+        self._vectorizer = CountVectorizer(
+            analyzer=meta.get("analyzer", "char_wb"),
+            lowercase=True,
+            ngram_range=tuple(meta["ngram_range"]),
+            vocabulary={v: i for i, v in enumerate(vocabulary)},
+            dtype=np.float32,
+        )
 
     def probabilities(self, texts: list[str]) -> np.ndarray:
         """(n, len(languages)) class probabilities."""
@@ -90,8 +103,9 @@ class LanguageIdentifier:
 
         self._lingua_lang = {code: getattr(Language, name) for code, name in _LINGUA_NAMES.items()}
         self._code_of = {lang: code for code, lang in self._lingua_lang.items()}
-        self._lingua = (LanguageDetectorBuilder.from_languages(*self._lingua_lang.values())
-                        .with_preloaded_language_models().build())
+        self._lingua = (
+            LanguageDetectorBuilder.from_languages(*self._lingua_lang.values()).with_preloaded_language_models().build()
+        )
         self.ngram = NgramLanguageModel(artifact)
         self._lock = threading.Lock()
 
@@ -110,7 +124,7 @@ class LanguageIdentifier:
             lingua = self._lingua.compute_language_confidence_values_in_parallel(texts)
         guesses = []
         for values, row in zip(lingua, ngram):
-            scores = {code: 0.0 for code in TEXT_CODES}
+            scores = dict.fromkeys(TEXT_CODES, 0.0)
             for value in values:
                 scores[self._code_of[value.language]] = float(value.value)
             if not any(scores.values()):  # lingua found no letters: fall back to the n-gram model alone
@@ -123,8 +137,9 @@ class LanguageIdentifier:
         return guesses
 
     @staticmethod
-    def _resolve_families(scores: dict[str, float], ngram: dict[str, float],
-                          lingua_weight: float = LINGUA_WEIGHT) -> None:
+    def _resolve_families(
+        scores: dict[str, float], ngram: dict[str, float], lingua_weight: float = LINGUA_WEIGHT
+    ) -> None:
         """Share each family's lingua mass out among its members (see the module docstring)."""
         for family in FAMILIES:
             mass = sum(scores[c] for c in family)
@@ -134,8 +149,10 @@ class LanguageIdentifier:
             q_ngram = {c: max(ngram.get(c, 0.0) / ngram_total, 1e-9) for c in family}
             known = [c for c in family if c in _LINGUA_NAMES]
             share = sum(q_ngram[c] for c in known)  # the n-gram model's weight for lingua's members
-            mixed = {c: (scores[c] / mass + 1e-9) ** lingua_weight * (q_ngram[c] / share) ** (1 - lingua_weight)
-                     for c in known}
+            mixed = {
+                c: (scores[c] / mass + 1e-9) ** lingua_weight * (q_ngram[c] / share) ** (1 - lingua_weight)
+                for c in known
+            }
             mixed_total = sum(mixed.values())
             for code in family:
                 weight = share * mixed[code] / mixed_total if code in mixed else q_ngram[code]
@@ -157,13 +174,12 @@ class LanguageIdentifier:
             piece = text[start:end]
             if spans and len(piece.split()) < min_words:  # too short to trust alone: join the previous span
                 prev = spans.pop()
-                start, piece = prev.start, text[prev.start:end]
+                start, piece = prev.start, text[prev.start : end]
             spans.append(LanguageSpan(start, end, piece, self.detect(piece).language))
         merged: list[LanguageSpan] = []
         for span in spans:
             if merged and merged[-1].language == span.language:
                 prev = merged.pop()
-                span = LanguageSpan(prev.start, span.end, text[prev.start:span.end], span.language)
+                span = LanguageSpan(prev.start, span.end, text[prev.start : span.end], span.language)
             merged.append(span)
         return merged
-

@@ -16,18 +16,234 @@ from typing import Any, Protocol
 
 import numpy as np
 
-_STOPWORDS: frozenset[str] = frozenset("""
-a an and are as at be been but by can could did do does for from had has have he her his how i if in into is
-it its me my no not of on or our she so than that the their them then there these they this to was we were
-what when where which who whom why will with would you your about also am any all just may might must
-die en van n is in op te vir met wat wie waar hoe wanneer het was nie om aan by sy hy ek jy ons hulle dit of
-as ook maar na word kan sal moet mag daar hier ja hoeveel watter al baie dat deur hul jou my se sodat want
-na ne no nga nge ngo ku kwa e u i uma futhi kodwa lapho ini yini kanjani nini kuphi ubani ngubani le lo la
-leli lesi lezi lokho kanye noma kakhulu ukuthi ngabe yiziphi yimuphi ukuze ngoba kanti kepha ngakho nje
-manje khona zonke wonke yonke bonke konke lokhu lawa labo laba leyo lowo malini yimalini ngani kungani
-ya ka ho ba sa tsa wa ke ha hore mme empa eng kae neng jwang mang sena seo tse tseo ona hae bona hona di
-efe kang hobane kapa hape feela kaofela bokae hoo moo
-""".split())
+_STOPWORDS: frozenset[str] = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "about",
+        "also",
+        "am",
+        "any",
+        "all",
+        "just",
+        "may",
+        "might",
+        "must",
+        "die",
+        "en",
+        "van",
+        "n",
+        "is",
+        "in",
+        "op",
+        "te",
+        "vir",
+        "met",
+        "wat",
+        "wie",
+        "waar",
+        "hoe",
+        "wanneer",
+        "het",
+        "was",
+        "nie",
+        "om",
+        "aan",
+        "by",
+        "sy",
+        "hy",
+        "ek",
+        "jy",
+        "ons",
+        "hulle",
+        "dit",
+        "of",
+        "as",
+        "ook",
+        "maar",
+        "na",
+        "word",
+        "kan",
+        "sal",
+        "moet",
+        "mag",
+        "daar",
+        "hier",
+        "ja",
+        "hoeveel",
+        "watter",
+        "al",
+        "baie",
+        "dat",
+        "deur",
+        "hul",
+        "jou",
+        "my",
+        "se",
+        "sodat",
+        "want",
+        "na",
+        "ne",
+        "no",
+        "nga",
+        "nge",
+        "ngo",
+        "ku",
+        "kwa",
+        "e",
+        "u",
+        "i",
+        "uma",
+        "futhi",
+        "kodwa",
+        "lapho",
+        "ini",
+        "yini",
+        "kanjani",
+        "nini",
+        "kuphi",
+        "ubani",
+        "ngubani",
+        "le",
+        "lo",
+        "la",
+        "leli",
+        "lesi",
+        "lezi",
+        "lokho",
+        "kanye",
+        "noma",
+        "kakhulu",
+        "ukuthi",
+        "ngabe",
+        "yiziphi",
+        "yimuphi",
+        "ukuze",
+        "ngoba",
+        "kanti",
+        "kepha",
+        "ngakho",
+        "nje",
+        "manje",
+        "khona",
+        "zonke",
+        "wonke",
+        "yonke",
+        "bonke",
+        "konke",
+        "lokhu",
+        "lawa",
+        "labo",
+        "laba",
+        "leyo",
+        "lowo",
+        "malini",
+        "yimalini",
+        "ngani",
+        "kungani",
+        "ya",
+        "ka",
+        "ho",
+        "ba",
+        "sa",
+        "tsa",
+        "wa",
+        "ke",
+        "ha",
+        "hore",
+        "mme",
+        "empa",
+        "eng",
+        "kae",
+        "neng",
+        "jwang",
+        "mang",
+        "sena",
+        "seo",
+        "tse",
+        "tseo",
+        "ona",
+        "hae",
+        "bona",
+        "hona",
+        "di",
+        "efe",
+        "kang",
+        "hobane",
+        "kapa",
+        "hape",
+        "feela",
+        "kaofela",
+        "bokae",
+        "hoo",
+        "moo",
+    ]
+)
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|\w+", re.UNICODE)
 # uMandela, eThekwini, kwaZulu, ngoMandela: a lower-case class prefix glued to a capitalised name
 _PREFIXED_NAME = re.compile(r"(?<!\w)[a-z]{1,3}([A-Z]\w{2,})(?!\w)")
@@ -36,8 +252,11 @@ _PREFIXED_NAME = re.compile(r"(?<!\w)[a-z]{1,3}([A-Z]\w{2,})(?!\w)")
 def tokenize(text: str) -> list[str]:
     """Lower-cased word tokens for BM25: numbers whole (thousands separators dropped), function words and single
     letters dropped, and the stems of prefixed names added (``eThekwini`` -> ``ethekwini``, ``thekwini``)."""
-    tokens = [t.replace(",", "") if t[0].isdigit() else t for t in _TOKEN.findall(text.lower())
-              if t not in _STOPWORDS and (len(t) > 1 or t.isdigit())]
+    tokens = [
+        t.replace(",", "") if t[0].isdigit() else t
+        for t in _TOKEN.findall(text.lower())
+        if t not in _STOPWORDS and (len(t) > 1 or t.isdigit())
+    ]
     tokens.extend(stem.lower() for stem in _PREFIXED_NAME.findall(text))
     return tokens
 
@@ -54,16 +273,21 @@ def _bm25_class() -> Any:
         from scipy import sparse
 
         class FastBM25(bm25s.BM25):
-            def build_index_from_ids(  # type: ignore[no-untyped-def]
-                    self, unique_token_ids, corpus_token_ids, show_progress=True, leave_progress=False):
+            def build_index_from_ids(
+                self, unique_token_ids, corpus_token_ids, show_progress=True, leave_progress=False
+            ):
                 if self.method != "lucene":
-                    return super().build_index_from_ids(unique_token_ids, corpus_token_ids, show_progress,
-                                                        leave_progress)
+                    return super().build_index_from_ids(
+                        unique_token_ids, corpus_token_ids, show_progress, leave_progress
+                    )
                 self.nonoccurrence_array = None  # only BM25L/BM25+ use it
                 n_docs, n_vocab = len(corpus_token_ids), len(unique_token_ids)
                 lengths = np.fromiter((len(d) for d in corpus_token_ids), dtype=np.int64, count=n_docs)
-                flat = (np.concatenate([np.asarray(d, dtype=np.int64) for d in corpus_token_ids])
-                        if n_docs else np.zeros(0, dtype=np.int64))
+                flat = (
+                    np.concatenate([np.asarray(d, dtype=np.int64) for d in corpus_token_ids])
+                    if n_docs
+                    else np.zeros(0, dtype=np.int64)
+                )
                 docs = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
                 keys, tf = np.unique(docs * n_vocab + flat, return_counts=True)
                 doc_idx, voc_idx = keys // n_vocab, keys % n_vocab
@@ -72,10 +296,12 @@ def _bm25_class() -> Any:
                 avg = float(lengths.mean()) if n_docs else 1.0
                 tf = tf.astype(np.float64)
                 tfc = tf / (self.k1 * ((1 - self.b) + self.b * lengths[doc_idx] / avg) + tf)
-                matrix = sparse.csc_matrix(((idf[voc_idx] * tfc).astype(self.dtype), (doc_idx, voc_idx)),
-                                           shape=(n_docs, n_vocab), dtype=self.dtype)
-                return {"data": matrix.data, "indices": matrix.indices, "indptr": matrix.indptr,
-                        "num_docs": n_docs}
+                matrix = sparse.csc_matrix(
+                    ((idf[voc_idx] * tfc).astype(self.dtype), (doc_idx, voc_idx)),
+                    shape=(n_docs, n_vocab),
+                    dtype=self.dtype,
+                )
+                return {"data": matrix.data, "indices": matrix.indices, "indptr": matrix.indptr, "num_docs": n_docs}
 
         _fast_bm25 = FastBM25
     return _fast_bm25
@@ -89,8 +315,9 @@ class Bm25Index:
     change, so nothing is fetched from Chroma or tokenized again.
     """
 
-    def __init__(self, ids: Sequence[str] = (), texts: Sequence[str] = (),
-                 metadatas: Sequence[dict[str, Any]] = ()) -> None:
+    def __init__(
+        self, ids: Sequence[str] = (), texts: Sequence[str] = (), metadatas: Sequence[dict[str, Any]] = ()
+    ) -> None:
         self.vocab: dict[str, int] = {}
         self.chunks: dict[str, tuple[str, dict[str, Any], np.ndarray]] = {}
         self._retriever: Any = None
@@ -119,16 +346,20 @@ class Bm25Index:
 
         order = list(self.chunks)
         retriever = _bm25_class()()
-        retriever.index(Tokenized(ids=[self.chunks[c][2] for c in order], vocab=dict(self.vocab)),
-                        create_empty_token=False, show_progress=False)
+        retriever.index(
+            Tokenized(ids=[self.chunks[c][2] for c in order], vocab=dict(self.vocab)),
+            create_empty_token=False,
+            show_progress=False,
+        )
         self._retriever, self._order = retriever, order
 
     def search(self, query: str, k: int, language: str | None = None) -> list[tuple[str, float]]:
         """Top ``k`` (id, score) with a positive score; ``language`` keeps only chunks in that language."""
         return [(chunk_id, score) for chunk_id, score, _, _ in self.search_chunks(query, k, language)]
 
-    def search_chunks(self, query: str, k: int, language: str | None = None
-                      ) -> list[tuple[str, float, str, dict[str, Any]]]:
+    def search_chunks(
+        self, query: str, k: int, language: str | None = None
+    ) -> list[tuple[str, float, str, dict[str, Any]]]:
         """Like :meth:`search`, with each chunk's text and metadata."""
         with self._lock:
             token_ids = [self.vocab[t] for t in tokenize(query) if t in self.vocab]
@@ -144,8 +375,11 @@ class Bm25Index:
             k = min(k, len(scores))
             top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
             top = top[np.argsort(-scores[top], kind="stable")]
-            return [(order[i], float(scores[i]), self.chunks[order[i]][0], dict(self.chunks[order[i]][1]))
-                    for i in top if scores[i] > 0]
+            return [
+                (order[i], float(scores[i]), self.chunks[order[i]][0], dict(self.chunks[order[i]][1]))
+                for i in top
+                if scores[i] > 0
+            ]
 
 
 class ChunkSource(Protocol):
@@ -207,8 +441,9 @@ class Bm25Cache:
         apply(entry[1])
         self._put(kb_id, change[1], entry[1])
 
-    def added(self, kb_id: str, change: Generation | None, ids: list[str], texts: list[str],
-              metadatas: list[dict[str, Any]]) -> None:
+    def added(
+        self, kb_id: str, change: Generation | None, ids: list[str], texts: list[str], metadatas: list[dict[str, Any]]
+    ) -> None:
         self._delta(kb_id, change, lambda index: index.add(ids, texts, metadatas))
 
     def removed(self, kb_id: str, change: Generation | None, document_id: str) -> None:

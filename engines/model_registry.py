@@ -48,25 +48,38 @@ class KnownModel:
 
 # Short names `khuluma models pull` accepts besides any Hugging Face id. Other capabilities add theirs here.
 KNOWN_MODELS: dict[str, KnownModel] = {
-    "nllb-200-distilled-600M": KnownModel("facebook/nllb-200-distilled-600M", "translation", "CC-BY-NC-4.0",
-                                          "about 2.5 GB download, 0.6 GB as CTranslate2 int8"),
-    "nllb-200-distilled-1.3B": KnownModel("facebook/nllb-200-distilled-1.3B", "translation", "CC-BY-NC-4.0",
-                                          "about 5.5 GB download, 1.4 GB as CTranslate2 int8"),
-    "nllb-200-1.3B": KnownModel("facebook/nllb-200-1.3B", "translation", "CC-BY-NC-4.0",
-                                "about 5.5 GB download, 1.4 GB as CTranslate2 int8"),
-    "nllb-200-3.3B": KnownModel("facebook/nllb-200-3.3B", "translation", "CC-BY-NC-4.0",
-                                "about 17.6 GB download, 3.3 GB as CTranslate2 int8"),
+    "nllb-200-distilled-600M": KnownModel(
+        "facebook/nllb-200-distilled-600M",
+        "translation",
+        "CC-BY-NC-4.0",
+        "about 2.5 GB download, 0.6 GB as CTranslate2 int8",
+    ),
+    "nllb-200-distilled-1.3B": KnownModel(
+        "facebook/nllb-200-distilled-1.3B",
+        "translation",
+        "CC-BY-NC-4.0",
+        "about 5.5 GB download, 1.4 GB as CTranslate2 int8",
+    ),
+    "nllb-200-1.3B": KnownModel(
+        "facebook/nllb-200-1.3B", "translation", "CC-BY-NC-4.0", "about 5.5 GB download, 1.4 GB as CTranslate2 int8"
+    ),
+    "nllb-200-3.3B": KnownModel(
+        "facebook/nllb-200-3.3B", "translation", "CC-BY-NC-4.0", "about 17.6 GB download, 3.3 GB as CTranslate2 int8"
+    ),
 }
 DEFAULT_MODELS: dict[str, str] = {"translation": "facebook/nllb-200-distilled-600M"}
 
 # Files a converted directory keeps from its source (tokenizer, feature extractor), per capability.
 COPY_FILES: dict[str, tuple[str, ...]] = {
-    "translation": ("sentencepiece.bpe.model", "tokenizer.json", "tokenizer_config.json",
-                    "special_tokens_map.json"),
+    "translation": ("sentencepiece.bpe.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"),
     "whisper": ("tokenizer.json", "preprocessor_config.json", "vocabulary.json"),
 }
-_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
-                 "pytorch_model.bin.index.json")
+_WEIGHT_FILES = (
+    "model.safetensors",
+    "pytorch_model.bin",
+    "model.safetensors.index.json",
+    "pytorch_model.bin.index.json",
+)
 
 
 @dataclass(frozen=True)
@@ -81,8 +94,12 @@ class ModelEntry:
 
 
 # The setting (environment variable) that selects a capability's model.
-MODEL_SETTING = {"translation": "KHULUMA_TRANSLATION_MODEL", "whisper": "KHULUMA_WHISPER_MODEL",
-                 "ner": "KHULUMA_TEXT_NER_MODEL", "embeddings": "KHULUMA_EMBEDDINGS_MODEL"}
+MODEL_SETTING = {
+    "translation": "KHULUMA_TRANSLATION_MODEL",
+    "whisper": "KHULUMA_WHISPER_MODEL",
+    "ner": "KHULUMA_TEXT_NER_MODEL",
+    "embeddings": "KHULUMA_EMBEDDINGS_MODEL",
+}
 
 
 def install_hint(capability: str = "translation") -> str:
@@ -90,10 +107,12 @@ def install_hint(capability: str = "translation") -> str:
     hf_id = DEFAULT_MODELS.get(capability, "<huggingface-id>")
     name = hf_id.rsplit("/", 1)[-1]
     setting = MODEL_SETTING[capability]
-    return (f"`khuluma models pull {hf_id}` (needs access to huggingface.co; offline: copy a downloaded "
-            f"directory here and run `khuluma models add <dir> --name {name}`), then set "
-            f"{setting}={name} (or `user_config: {{model: {name}}}` of the deployment in configs/serve.yaml) "
-            f"and restart or redeploy the service")
+    return (
+        f"`khuluma models pull {hf_id}` (needs access to huggingface.co; offline: copy a downloaded "
+        f"directory here and run `khuluma models add <dir> --name {name}`), then set "
+        f"{setting}={name} (or `user_config: {{model: {name}}}` of the deployment in configs/serve.yaml) "
+        f"and restart or redeploy the service"
+    )
 
 
 def model_format(path: Path) -> Backend | None:
@@ -146,8 +165,10 @@ class ModelRegistry:
         os.replace(tmp, self.file)
 
     def list(self, capability: str | None = None) -> list[ModelEntry]:
-        entries = [ModelEntry(name=name, **{k: v for k, v in d.items() if k != "name"})
-                   for name, d in sorted(self._read().items())]
+        entries = [
+            ModelEntry(name=name, **{k: v for k, v in d.items() if k != "name"})
+            for name, d in sorted(self._read().items())
+        ]
         return [e for e in entries if capability is None or e.capability == capability]
 
     def get(self, ref: str, capability: str | None = None) -> ModelEntry | None:
@@ -164,8 +185,13 @@ class ModelRegistry:
     def register(self, entry: ModelEntry) -> ModelEntry:
         if entry.capability not in CAPABILITIES:
             raise ModelError(f"Unknown capability {entry.capability!r}; one of {', '.join(CAPABILITIES)}.")
-        entry = ModelEntry(**{**asdict(entry), "path": str(Path(entry.path).resolve()),
-                              "added_at": entry.added_at or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        entry = ModelEntry(
+            **{
+                **asdict(entry),
+                "path": str(Path(entry.path).resolve()),
+                "added_at": entry.added_at or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        )
         with self._locked():
             data = self._read()
             data[entry.name] = {k: v for k, v in asdict(entry).items() if k != "name"}
@@ -185,21 +211,25 @@ class ModelRegistry:
         return entry
 
 
-def convert_to_ctranslate2(src: Path, dest: Path, capability: str, quantization: str | None = "int8",
-                           force: bool = True) -> Path:
+def convert_to_ctranslate2(
+    src: Path, dest: Path, capability: str, quantization: str | None = "int8", force: bool = True
+) -> Path:
     """Convert a Hugging Face checkpoint with CTranslate2's TransformersConverter (needs transformers+torch)."""
     try:
         from ctranslate2.converters import TransformersConverter
     except ImportError as exc:  # the converter imports transformers and torch
-        raise ModelError("Converting a Hugging Face checkpoint to CTranslate2 needs the `transformers` extra: "
-                         "pip install 'khuluma[transformers]' (or convert elsewhere with ct2-transformers-converter "
-                         "and `khuluma models add` the result).") from exc
+        raise ModelError(
+            "Converting a Hugging Face checkpoint to CTranslate2 needs the `transformers` extra: "
+            "pip install 'khuluma[transformers]' (or convert elsewhere with ct2-transformers-converter "
+            "and `khuluma models add` the result)."
+        ) from exc
     copy = [f for f in COPY_FILES.get(capability, ()) if (src / f).is_file()]
     tmp = dest.with_name(dest.name + ".converting")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        TransformersConverter(str(src), copy_files=copy or None).convert(str(tmp), quantization=quantization,
-                                                                          force=True)
+        TransformersConverter(str(src), copy_files=copy or None).convert(
+            str(tmp), quantization=quantization, force=True
+        )
     except Exception as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ModelError(f"CTranslate2 cannot convert {src}: {exc}") from exc
@@ -212,8 +242,15 @@ def convert_to_ctranslate2(src: Path, dest: Path, capability: str, quantization:
     return dest
 
 
-def add_local(registry: ModelRegistry, path: Path, name: str | None = None, capability: str = "translation",
-              quantization: str | None = "int8", convert: bool = True, source: str | None = None) -> ModelEntry:
+def add_local(
+    registry: ModelRegistry,
+    path: Path,
+    name: str | None = None,
+    capability: str = "translation",
+    quantization: str | None = "int8",
+    convert: bool = True,
+    source: str | None = None,
+) -> ModelEntry:
     """Register a local directory: CTranslate2 as is; Hugging Face converted into ``models/<name>``.
 
     With ``convert=False``, or when CTranslate2 has no converter for the architecture, the Hugging Face directory
@@ -222,8 +259,10 @@ def add_local(registry: ModelRegistry, path: Path, name: str | None = None, capa
     path = Path(path).expanduser().resolve()
     fmt = model_format(path)
     if fmt is None:
-        raise ModelError(f"{path} is neither a CTranslate2 model directory (model.bin + config.json) nor a "
-                         f"Hugging Face checkpoint (config.json + model weights).")
+        raise ModelError(
+            f"{path} is neither a CTranslate2 model directory (model.bin + config.json) nor a "
+            f"Hugging Face checkpoint (config.json + model weights)."
+        )
     name = safe_name(name or path.name)
     source = source or str(path)
     if fmt == "ctranslate2":
@@ -246,21 +285,32 @@ def _download_patterns(repo_id: str, revision: str | None) -> list[str]:
     from huggingface_hub import HfApi
 
     files = [s.rfilename for s in HfApi().model_info(repo_id, revision=revision).siblings or []]
-    weights = ["*.safetensors", "*.safetensors.index.json"] if any(f.endswith(".safetensors") for f in files) \
+    weights = (
+        ["*.safetensors", "*.safetensors.index.json"]
+        if any(f.endswith(".safetensors") for f in files)
         else ["*.bin", "*.bin.index.json"]
+    )
     return ["*.json", "*.model", "*.txt", "*.tiktoken", *weights]
 
 
-def pull(registry: ModelRegistry, ref: str, name: str | None = None, capability: str | None = None,
-         quantization: str | None = "int8", backend: Backend = "ctranslate2", revision: str | None = None,
-         keep_download: bool = False) -> ModelEntry:
+def pull(
+    registry: ModelRegistry,
+    ref: str,
+    name: str | None = None,
+    capability: str | None = None,
+    quantization: str | None = "int8",
+    backend: Backend = "ctranslate2",
+    revision: str | None = None,
+    keep_download: bool = False,
+) -> ModelEntry:
     """Download ``ref`` (a short name of :data:`KNOWN_MODELS` or a Hugging Face id), convert and register it."""
     known = KNOWN_MODELS.get(ref)
     repo_id = known.hf_id if known else ref
     capability = capability or (known.capability if known else "translation")
     if "/" not in repo_id:
-        raise ModelError(f"Unknown model {ref!r}: give a Hugging Face id (owner/name) or one of "
-                         f"{', '.join(KNOWN_MODELS)}.")
+        raise ModelError(
+            f"Unknown model {ref!r}: give a Hugging Face id (owner/name) or one of {', '.join(KNOWN_MODELS)}."
+        )
     name = safe_name(name or repo_id.rsplit("/", 1)[-1])
     download_dir = registry.models_dir / ".downloads" / safe_name(repo_id.replace("/", "--"))
     try:
@@ -290,15 +340,18 @@ def pull(registry: ModelRegistry, ref: str, name: str | None = None, capability:
     return entry
 
 
-def resolve(registry: ModelRegistry, ref: str, capability: str = "translation",
-            prefer: Backend = "ctranslate2") -> ModelEntry:
+def resolve(
+    registry: ModelRegistry, ref: str, capability: str = "translation", prefer: Backend = "ctranslate2"
+) -> ModelEntry:
     """Find the model a setting names. Never downloads; a Hugging Face directory is converted (once) and
     registered, unless ``prefer`` is ``transformers``."""
     entry = registry.get(ref, capability)
     if entry is not None:
         if model_format(Path(entry.path)) is None:
-            raise ModelError(f"Model {entry.name!r} is registered at {entry.path}, but no model is there any "
-                             f"more. Reinstall it: {install_hint(capability)}.")
+            raise ModelError(
+                f"Model {entry.name!r} is registered at {entry.path}, but no model is there any "
+                f"more. Reinstall it: {install_hint(capability)}."
+            )
         return entry
     path = Path(ref).expanduser()
     fmt = model_format(path)
@@ -315,10 +368,16 @@ def resolve(registry: ModelRegistry, ref: str, capability: str = "translation",
                 name = f"{name}-{hashlib.sha1(source.encode()).hexdigest()[:8]}"
             return add_local(registry, path, name, capability)
     if path.exists():
-        raise ModelError(f"{path} is not a model directory (expected a CTranslate2 model.bin or a Hugging Face "
-                         f"checkpoint).")
+        raise ModelError(
+            f"{path} is not a model directory (expected a CTranslate2 model.bin or a Hugging Face checkpoint)."
+        )
     installed = ", ".join(e.name for e in registry.list(capability)) or "none"
-    how = (f"`khuluma models pull {ref}`, then restart or redeploy the service" if "/" in ref or ref in KNOWN_MODELS
-           else install_hint(capability))
-    raise ModelError(f"Model {ref!r} is not installed (installed {capability} models: {installed}; "
-                     f"registry {registry.file}). Install it: {how}.")
+    how = (
+        f"`khuluma models pull {ref}`, then restart or redeploy the service"
+        if "/" in ref or ref in KNOWN_MODELS
+        else install_hint(capability)
+    )
+    raise ModelError(
+        f"Model {ref!r} is not installed (installed {capability} models: {installed}; "
+        f"registry {registry.file}). Install it: {how}."
+    )

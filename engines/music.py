@@ -45,7 +45,7 @@ def event_probabilities(audio_16k: np.ndarray) -> np.ndarray:
             probs = np.asarray(_detector().detect_probs(audio[lo:hi]), dtype=np.float32)
         first = (start - lo) // hop
         wanted = (min(len(audio), start + block) - start) // hop
-        parts.append(probs[first:first + wanted])
+        parts.append(probs[first : first + wanted])
     return np.concatenate(parts) if parts else np.zeros((0, 3), dtype=np.float32)
 
 
@@ -75,7 +75,7 @@ def detect_music(
     probs = event_probabilities(audio_16k)
     if len(probs) == 0:
         return []
-    smooth = max(1, int(round(smooth_seconds / FRAME_SECONDS)))
+    smooth = max(1, round(smooth_seconds / FRAME_SECONDS))
     speech = _moving_average(probs[:, 0], smooth)
     music = _moving_average(np.maximum(probs[:, 1], probs[:, 2]), smooth)
     mask = (music >= threshold) & (music > speech)

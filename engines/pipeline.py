@@ -73,7 +73,7 @@ class _Pass:
 
 
 def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(round(seconds)), 60)
+    minutes, secs = divmod(round(seconds), 60)
     return f"{minutes}:{secs:02d}"
 
 
@@ -102,8 +102,14 @@ class _LanguageIdentifier:
 class TranscriptionPipeline:
     """Transcribes files into :class:`TranscriptionResult`; thread-safe, one per process is enough."""
 
-    def __init__(self, whisper: WhisperSettings, transcription: TranscriptionSettings, data_dir: Path, *,
-                 recognizer: SpeechRecognizer | None = None) -> None:
+    def __init__(
+        self,
+        whisper: WhisperSettings,
+        transcription: TranscriptionSettings,
+        data_dir: Path,
+        *,
+        recognizer: SpeechRecognizer | None = None,
+    ) -> None:
         self.whisper = whisper
         self.data_dir = Path(data_dir)  # where the default Whisper weights are unpacked
         self.window_seconds = transcription.window_seconds
@@ -137,10 +143,16 @@ class TranscriptionPipeline:
             route = routes.get(code)
             if route is None:
                 target = "zul" if code == CODE_SWITCHED_ZULU else code
-                out.append(LanguageSupport.of(
-                    code, False, None,
-                    f"Whisper base has no {language_name(target)}; configure a model with "
-                    f"{SETTING}='{{\"{target}\": \"<dir or HF id>\"}}'.", name=language_name(code)))
+                out.append(
+                    LanguageSupport.of(
+                        code,
+                        False,
+                        None,
+                        f"Whisper base has no {language_name(target)}; configure a model with "
+                        f'{SETTING}=\'{{"{target}": "<dir or HF id>"}}\'.',
+                        name=language_name(code),
+                    )
+                )
                 continue
             model = self.model_name if route.model_key == DEFAULT_MODEL else route.model_ref
             note = None
@@ -151,14 +163,24 @@ class TranscriptionPipeline:
             out.append(LanguageSupport.of(code, True, model, note, name=language_name(code)))
         for code, route in routes.items():
             if code not in LISTED_CODES:  # configured beyond the spec's languages: named by its code
-                out.append(LanguageSupport(code=code, name=code, supported=True, model=route.model_ref,
-                                           note=f"Configured in {SETTING}."))
+                out.append(
+                    LanguageSupport(
+                        code=code, name=code, supported=True, model=route.model_ref, note=f"Configured in {SETTING}."
+                    )
+                )
         return out
 
     # ------------------------------------------------------------------ the file route
 
-    def transcribe(self, path: Path | str, language: str | None = None, diarise: bool = False,
-                   detect_music: bool = False, *, timeout_s: float | None = None) -> TranscriptionResult:
+    def transcribe(
+        self,
+        path: Path | str,
+        language: str | None = None,
+        diarise: bool = False,
+        detect_music: bool = False,
+        *,
+        timeout_s: float | None = None,
+    ) -> TranscriptionResult:
         """What transcribing the file at ``path`` produced.
 
         Raises domain errors: :class:`UnsupportedLanguage` / :class:`InvalidInput` (bad language, empty audio),
@@ -178,7 +200,7 @@ class TranscriptionPipeline:
             if detect_music:
                 music = self._detect_music(audio, warnings)
                 for start, end in music:  # silence music so neither VAD nor Whisper sees it
-                    audio[int(start * SAMPLE_RATE):int(end * SAMPLE_RATE)] = 0.0
+                    audio[int(start * SAMPLE_RATE) : int(end * SAMPLE_RATE)] = 0.0
 
         def file_windows() -> Iterator[Window]:
             blocks = array_blocks(audio) if audio is not None else iter_audio(path, 30.0, info)
@@ -213,15 +235,17 @@ class TranscriptionPipeline:
             diarised=diarise,
             timeline=build_timeline(result.segments, words, music, duration, diarise),
             warnings=warnings,
-            model=self.model_name if not result.route or result.route.model_key == DEFAULT_MODEL
+            model=self.model_name
+            if not result.route or result.route.model_key == DEFAULT_MODEL
             else result.route.model_ref,
             processing_seconds=round(time.time() - started, 3),
         )
 
     # ------------------------------------------------------------------ streaming (arrays of PCM)
 
-    def transcribe_array(self, audio: np.ndarray, language: str | None = None, *, offset: float = 0.0,
-                         commit_before: float | None = None) -> StreamStep:
+    def transcribe_array(
+        self, audio: np.ndarray, language: str | None = None, *, offset: float = 0.0, commit_before: float | None = None
+    ) -> StreamStep:
         """Transcribe an in-memory 16 kHz buffer (streaming). ``commit_before`` (seconds into ``audio``):
         segments ending before it are final; the answer says where the caller may cut (``cut_seconds``: the
         middle of the last silence before ``commit_before``, or 0 when there is none)."""
@@ -247,21 +271,29 @@ class TranscriptionPipeline:
 
     # ------------------------------------------------------------------ passes
 
-    def _pass(self, file_windows: Callable[[], Iterator[Window]], route: Route | None, deadline: float | None,
-              detection: Detection | None = None) -> _Pass:
+    def _pass(
+        self,
+        file_windows: Callable[[], Iterator[Window]],
+        route: Route | None,
+        deadline: float | None,
+        detection: Detection | None = None,
+    ) -> _Pass:
         result = _Pass(route=route, detection=detection)
         for window in file_windows():
             _check_deadline(deadline)
             result.samples = window.offset + window.audio.size
             start_s = window.start_seconds
-            result.speech += [(round(start_s + c["start"] / SAMPLE_RATE, 3), round(start_s + c["end"] / SAMPLE_RATE, 3))
-                              for c in window.chunks]
+            result.speech += [
+                (round(start_s + c["start"] / SAMPLE_RATE, 3), round(start_s + c["end"] / SAMPLE_RATE, 3))
+                for c in window.chunks
+            ]
             if not window.chunks:
                 continue
             if result.route is None:
                 result.detection, result.route = self._choose_language(window, result.warnings)
-            result.segments += self.recognizer.transcribe(window.audio, result.route, window.chunks,
-                                                          offset=start_s, deadline=deadline)
+            result.segments += self.recognizer.transcribe(
+                window.audio, result.route, window.chunks, offset=start_s, deadline=deadline
+            )
         return result
 
     # ------------------------------------------------------------------ language choice
@@ -289,8 +321,13 @@ class TranscriptionPipeline:
         if identifier is None:
             return None
         model = self.recognizer.model(DEFAULT_MODEL)
-        segments, _ = model.transcribe(np.ascontiguousarray(speech[: 30 * SAMPLE_RATE]), beam_size=1,
-                                       temperature=0.0, condition_on_previous_text=False, vad_filter=False)
+        segments, _ = model.transcribe(
+            np.ascontiguousarray(speech[: 30 * SAMPLE_RATE]),
+            beam_size=1,
+            temperature=0.0,
+            condition_on_previous_text=False,
+            vad_filter=False,
+        )
         text = " ".join(s.text for s in segments).strip()
         if len(text.split()) < 3:
             return None
@@ -299,8 +336,9 @@ class TranscriptionPipeline:
             return guess.language, float(guess.confidence)
         return None
 
-    def _confirm_language(self, result: _Pass, file_windows: Callable[[], Iterator[Window]],
-                          deadline: float | None) -> _Pass:
+    def _confirm_language(
+        self, result: _Pass, file_windows: Callable[[], Iterator[Window]], deadline: float | None
+    ) -> _Pass:
         """Check an uncertain audio detection against the transcript's text language; re-run once if the
         text is clearly in another language that has a model."""
         detection = result.detection
@@ -317,15 +355,29 @@ class TranscriptionPipeline:
             return result
         if guess.language not in routes:
             name = language_name(guess.language) if guess.language in LISTED_CODES else guess.language
-            result.warnings.append(f"The transcript looks like {name}, which has no speech model here "
-                                   f"({SETTING}); it was transcribed as {chosen}.")
+            result.warnings.append(
+                f"The transcript looks like {name}, which has no speech model here "
+                f"({SETTING}); it was transcribed as {chosen}."
+            )
             return result
-        log.info("language %s (p=%.2f) overruled by text LID %s (%.2f)", chosen, detection.probability,
-                 guess.language, guess.confidence)
-        again = self._pass(file_windows, routes[guess.language], deadline,
-                           Detection(guess.language, float(guess.confidence), [(guess.language, guess.confidence)]))
-        again.warnings.insert(0, f"Audio language detection was uncertain ({chosen}, p={detection.probability:.2f});"
-                                 f" the transcript's language ({guess.language}) was used.")
+        log.info(
+            "language %s (p=%.2f) overruled by text LID %s (%.2f)",
+            chosen,
+            detection.probability,
+            guess.language,
+            guess.confidence,
+        )
+        again = self._pass(
+            file_windows,
+            routes[guess.language],
+            deadline,
+            Detection(guess.language, float(guess.confidence), [(guess.language, guess.confidence)]),
+        )
+        again.warnings.insert(
+            0,
+            f"Audio language detection was uncertain ({chosen}, p={detection.probability:.2f});"
+            f" the transcript's language ({guess.language}) was used.",
+        )
         return again
 
     # ------------------------------------------------------------------ music
@@ -337,8 +389,10 @@ class TranscriptionPipeline:
             total = sum(e - s for s, e in spans)
             where = ", ".join(f"{_clock(s)}-{_clock(e)}" for s, e in spans[:10])
             more = f" and {len(spans) - 10} more" if len(spans) > 10 else ""
-            warnings.append(f"Music detected (e.g. music on hold) in {len(spans)} span(s), {total:.1f} s in all: "
-                            f"{where}{more}; music is not transcribed.")
+            warnings.append(
+                f"Music detected (e.g. music on hold) in {len(spans)} span(s), {total:.1f} s in all: "
+                f"{where}{more}; music is not transcribed."
+            )
         return spans
 
 
@@ -366,12 +420,12 @@ _pipelines: dict[tuple[str, str, float, float], TranscriptionPipeline] = {}
 _pipelines_lock = threading.Lock()
 
 
-def get_pipeline(whisper: WhisperSettings, transcription: TranscriptionSettings,
-                 data_dir: Path) -> TranscriptionPipeline:
+def get_pipeline(
+    whisper: WhisperSettings, transcription: TranscriptionSettings, data_dir: Path
+) -> TranscriptionPipeline:
     """One pipeline per process and model configuration (what Ray tasks and deployments use). Only what the
     pipeline reads is part of the key: a change of time limits reuses the loaded models."""
-    key = (str(data_dir), whisper.model_dump_json(), transcription.window_seconds,
-           transcription.diarisation_threshold)
+    key = (str(data_dir), whisper.model_dump_json(), transcription.window_seconds, transcription.diarisation_threshold)
     with _pipelines_lock:
         pipeline = _pipelines.get(key)
         if pipeline is None:

@@ -50,8 +50,11 @@ class SentimentClassifier:
         """VADER's compound score as a distribution: |compound| goes to its polarity, the rest to neutral."""
         compound = float(self._vader.polarity_scores(text)["compound"])
         polar = abs(compound) if abs(compound) >= VADER_NEUTRAL_BAND else 0.0
-        return {"positive": polar if compound > 0 else 0.0, "negative": polar if compound < 0 else 0.0,
-                "neutral": 1.0 - polar}
+        return {
+            "positive": polar if compound > 0 else 0.0,
+            "negative": polar if compound < 0 else 0.0,
+            "neutral": 1.0 - polar,
+        }
 
     def classify(self, texts: list[str], embeddings: np.ndarray, languages: list[str]) -> list[SentimentScore]:
         probs = self.embedding_probabilities(embeddings)

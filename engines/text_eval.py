@@ -64,8 +64,10 @@ def evaluate_sentiment(classifier: Any, identifier: Any, embed: Any) -> dict[str
     for row, res in zip(rows, results):
         by_lang[row["language"]][0].append(row["label"])
         by_lang[row["language"]][1].append(res.label)
-    return {lang: Scores(len(g), float(np.mean([a == b for a, b in zip(g, p)])), macro_f1(g, p))
-            for lang, (g, p) in sorted(by_lang.items())}
+    return {
+        lang: Scores(len(g), float(np.mean([a == b for a, b in zip(g, p)])), macro_f1(g, p))
+        for lang, (g, p) in sorted(by_lang.items())
+    }
 
 
 @dataclass
@@ -93,7 +95,7 @@ def evaluate_ner(recogniser: Any, identifier: Any) -> dict[str, NerScores]:
         c[1] += len(pred - gold)
         c[2] += len(gold - pred)
         c[3] += 1
-        c[4] &= all(text[e.start:e.end] == e.word for e in ents)
+        c[4] &= all(text[e.start : e.end] == e.word for e in ents)
     out = {}
     for lang, (tp, fp, fn, n, ok) in sorted(counts.items()):
         p = tp / (tp + fp) if tp + fp else 0.0
@@ -119,11 +121,14 @@ def evaluate_intent(embed: Any, temperature: float, top_k: int) -> dict[str, Int
         intents = list(spec["examples"])
         example_intents = [i for i in intents for _ in spec["examples"][i]]
         examples = embed([x for i in intents for x in spec["examples"][i]])
-        probs = intent_probabilities(intents, example_intents, examples, embed([t for t, _ in spec["tests"]]),
-                                     temperature, top_k)
-        unrelated = intent_probabilities(intents, example_intents, examples, embed(spec["unrelated"]),
-                                         temperature, top_k)
+        probs = intent_probabilities(
+            intents, example_intents, examples, embed([t for t, _ in spec["tests"]]), temperature, top_k
+        )
+        unrelated = intent_probabilities(
+            intents, example_intents, examples, embed(spec["unrelated"]), temperature, top_k
+        )
         correct = [intents[int(p.argmax())] == gold for p, (_, gold) in zip(probs, spec["tests"])]
-        out[lang] = IntentScores(len(correct), float(np.mean(correct)), float(probs.max(axis=1).mean()),
-                                 float(unrelated.max(axis=1).mean()))
+        out[lang] = IntentScores(
+            len(correct), float(np.mean(correct)), float(probs.max(axis=1).mean()), float(unrelated.max(axis=1).mean())
+        )
     return out

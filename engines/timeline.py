@@ -10,10 +10,10 @@ Times are seconds from the start of the file. The output is the contract's model
 
 from __future__ import annotations
 
+from contracts.speech import Segment, TimelineItem, Word
 from engines.asr import SpeechSegment, WordTiming
 from engines.diarise import Turn
 from engines.diarise import assign_speakers as speakers_of
-from contracts.speech import Segment, TimelineItem, Word
 
 MIN_SILENCE_ITEM = 0.3  # seconds; shorter gaps between timeline items are not listed as silence
 Span = tuple[float, float]
@@ -50,8 +50,9 @@ def segment(s: SpeechSegment) -> Segment:
     return Segment(start_time=s.start, end_time=s.end, text=s.text, words=[word(w) for w in s.words])
 
 
-def build_timeline(segments: list[SpeechSegment], kept_words: list[WordTiming], music: list[Span],
-                   duration: float, speakers: bool) -> list[TimelineItem]:
+def build_timeline(
+    segments: list[SpeechSegment], kept_words: list[WordTiming], music: list[Span], duration: float, speakers: bool
+) -> list[TimelineItem]:
     """Speech (one item per segment, split where the speaker changes), music and the silence between them.
     ``kept_words``: the words that stay in the transcript (those inside music are dropped)."""
     kept = {id(w) for w in kept_words}
@@ -85,9 +86,14 @@ def build_timeline(segments: list[SpeechSegment], kept_words: list[WordTiming], 
 
 
 def _speech_item(words: list[WordTiming]) -> TimelineItem:
-    return TimelineItem(start_time=words[0].start, end_time=words[-1].end, type="speech",
-                        speaker_id=words[0].speaker_id, text="".join(w.word for w in words).strip(),
-                        words=[word(w) for w in words])
+    return TimelineItem(
+        start_time=words[0].start,
+        end_time=words[-1].end,
+        type="speech",
+        speaker_id=words[0].speaker_id,
+        text="".join(w.word for w in words).strip(),
+        words=[word(w) for w in words],
+    )
 
 
 def _silence(start: float, end: float) -> TimelineItem:

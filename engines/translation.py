@@ -49,10 +49,12 @@ class Piece:
 
 _SENTENCE_END = re.compile(r"[.!?…。]+[\"'”’»)\]]*(?=\s|$)|\n")
 _CLAUSE_END = re.compile(r"[,;:](?=\s)")
-_ABBREVIATIONS = frozenset((
-    "mr", "mrs", "ms", "dr", "prof", "st", "mt", "no", "nr", "vs", "etc", "e.g", "i.e", "cf", "mnr", "mev", "me",
-    "dkt", "ds", "adv", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
-))
+# Words after which a full stop does not end the sentence (English and Afrikaans titles, months, ...).
+_ABBREVIATION_WORDS = (
+    "mr mrs ms dr prof st mt no nr vs etc e.g i.e cf mnr mev me dkt ds adv jan feb mar apr jun jul aug sep sept "
+    "oct nov dec"
+)
+_ABBREVIATIONS = frozenset(_ABBREVIATION_WORDS.split())
 
 
 def split_sentences(text: str, max_words: int = 80) -> tuple[str, list[Piece]]:
@@ -91,7 +93,7 @@ def _cut(text: str, cuts: list[int]) -> tuple[str, list[Piece]]:
         else:
             lead += head
         if core:
-            pieces.append(Piece(core, chunk[len(head) + len(core):]))
+            pieces.append(Piece(core, chunk[len(head) + len(core) :]))
     return lead, pieces
 
 
@@ -110,7 +112,7 @@ def _split_long(piece: Piece, max_words: int) -> list[Piece]:
     out: list[Piece] = []
     for clause in clauses:
         word_ends = [m.end() for m in re.finditer(r"\S+", clause.text)]
-        _, chunks = _cut(clause.text, word_ends[max_words - 1:-1:max_words])
+        _, chunks = _cut(clause.text, word_ends[max_words - 1 : -1 : max_words])
         chunks[-1] = Piece(chunks[-1].text, chunks[-1].trailing + clause.trailing)
         out.extend(chunks)
     out[-1] = Piece(out[-1].text, out[-1].trailing + piece.trailing)
@@ -195,8 +197,9 @@ class _SegmentingTranslator:
                 tokens, text = decoded[at]
                 segments.append(SegmentTranslation(piece.text, tokens, text))
                 at += 1
-            outputs.append(TranslationOutput(join_pieces(lead, pieces, [s.text for s in segments]), segments,
-                                             self.name))
+            outputs.append(
+                TranslationOutput(join_pieces(lead, pieces, [s.text for s in segments]), segments, self.name)
+            )
         return outputs
 
     def _decode(self, segments: Sequence[Request]) -> list[tuple[list[str], str]]:
@@ -253,8 +256,15 @@ def resolve_compute_type(compute_type: str) -> str | dict[str, str]:
 class CTranslate2Translator(_SegmentingTranslator):
     backend = "ctranslate2"
 
-    def __init__(self, model_dir: Path | str, name: str | None = None, options: DecodeOptions = DecodeOptions(),
-                 device: str = "auto", compute_type: str = "auto", threads: int = 0) -> None:
+    def __init__(
+        self,
+        model_dir: Path | str,
+        name: str | None = None,
+        options: DecodeOptions = DecodeOptions(),
+        device: str = "auto",
+        compute_type: str = "auto",
+        threads: int = 0,
+    ) -> None:
         import ctranslate2
 
         self.model_dir = Path(model_dir)
@@ -262,7 +272,8 @@ class CTranslate2Translator(_SegmentingTranslator):
         self.options = options
         if (self.model_dir / "sentencepiece.bpe.model").is_file():
             self.tokenizer: _SentencePiece | _HFTokenizerJson = _SentencePiece(
-                self.model_dir / "sentencepiece.bpe.model")
+                self.model_dir / "sentencepiece.bpe.model"
+            )
         elif (self.model_dir / "tokenizer.json").is_file():
             self.tokenizer = _HFTokenizerJson(self.model_dir / "tokenizer.json")
         else:
@@ -270,9 +281,13 @@ class CTranslate2Translator(_SegmentingTranslator):
         vocabulary = read_ct2_vocabulary(self.model_dir)
         self.languages = frozenset(t for t in vocabulary if LANG_TOKEN.match(t))
         self._special = self.languages | CONTROL_TOKENS
-        self.translator = ctranslate2.Translator(str(self.model_dir), device=device,
-                                                 compute_type=resolve_compute_type(compute_type),
-                                                 inter_threads=1, intra_threads=threads)
+        self.translator = ctranslate2.Translator(
+            str(self.model_dir),
+            device=device,
+            compute_type=resolve_compute_type(compute_type),
+            inter_threads=1,
+            intra_threads=threads,
+        )
         self.device = self.translator.device
         self.compute_type = self.translator.compute_type
 
@@ -283,8 +298,11 @@ class CTranslate2Translator(_SegmentingTranslator):
         sources = [self.source_tokens(text, src) for text, src, _ in segments]
         prefixes = [[tgt] for _, _, tgt in segments]
         results = self.translator.translate_batch(
-            sources, target_prefix=prefixes, beam_size=self.options.beam_size,
-            max_decoding_length=self.options.max_length, max_batch_size=self.options.max_batch_size,
+            sources,
+            target_prefix=prefixes,
+            beam_size=self.options.beam_size,
+            max_decoding_length=self.options.max_length,
+            max_batch_size=self.options.max_batch_size,
         )
         out = []
         for result in results:
@@ -301,8 +319,14 @@ class TransformersTranslator(_SegmentingTranslator):
 
     backend = "transformers"
 
-    def __init__(self, model_dir: Path | str, name: str | None = None, options: DecodeOptions = DecodeOptions(),
-                 device: str = "auto", threads: int = 0) -> None:
+    def __init__(
+        self,
+        model_dir: Path | str,
+        name: str | None = None,
+        options: DecodeOptions = DecodeOptions(),
+        device: str = "auto",
+        threads: int = 0,
+    ) -> None:
         import torch
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
@@ -329,15 +353,18 @@ class TransformersTranslator(_SegmentingTranslator):
         size = self.options.max_batch_size
         for (src, tgt), indexes in groups.items():
             for chunk_start in range(0, len(indexes), size):
-                chunk = indexes[chunk_start: chunk_start + size]
+                chunk = indexes[chunk_start : chunk_start + size]
                 with self._lock:
                     self.tokenizer.src_lang = src
                     inputs = self.tokenizer([segments[i][0] for i in chunk], return_tensors="pt", padding=True)
                 inputs = inputs.to(self.device)
                 with torch.inference_mode():
                     generated = self.model.generate(
-                        **inputs, forced_bos_token_id=self.tokenizer.convert_tokens_to_ids(tgt),
-                        num_beams=self.options.beam_size, do_sample=False, max_new_tokens=self.options.max_length,
+                        **inputs,
+                        forced_bos_token_id=self.tokenizer.convert_tokens_to_ids(tgt),
+                        num_beams=self.options.beam_size,
+                        do_sample=False,
+                        max_new_tokens=self.options.max_length,
                     )
                 for i, row in zip(chunk, generated.tolist(), strict=True):
                     # a list of ids decodes to a list of tokens and to one string (the stubs allow both)
@@ -355,9 +382,15 @@ class TransformersTranslator(_SegmentingTranslator):
         return tokens[:-1] if tokens and tokens[-1] == eos else tokens
 
 
-def load_translator(path: Path | str, backend: str, name: str | None = None,
-                    options: DecodeOptions = DecodeOptions(), device: str = "auto", compute_type: str = "auto",
-                    threads: int = 0) -> Translator:
+def load_translator(
+    path: Path | str,
+    backend: str,
+    name: str | None = None,
+    options: DecodeOptions = DecodeOptions(),
+    device: str = "auto",
+    compute_type: str = "auto",
+    threads: int = 0,
+) -> Translator:
     if backend == "ctranslate2":
         return CTranslate2Translator(path, name, options, device, compute_type, threads)
     if backend == "transformers":

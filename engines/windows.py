@@ -63,7 +63,7 @@ def array_blocks(audio: np.ndarray, block_seconds: float = 30.0) -> Iterator[np.
     """An in-memory signal as the blocks :func:`windows` expects."""
     step = int(block_seconds * SAMPLE_RATE)
     for start in range(0, audio.size, step):
-        yield audio[start:start + step]
+        yield audio[start : start + step]
 
 
 def silence_cut(chunks: list[Chunk], size: int) -> int:
@@ -83,8 +83,9 @@ def last_pause(chunks: list[Chunk], limit: int) -> int:
     streaming buffer may be cut, everything before it being final."""
     if not chunks:
         return 0
-    gaps = [(chunks[i]["end"], chunks[i + 1]["start"]) for i in range(len(chunks) - 1)
-            if chunks[i + 1]["start"] <= limit]
+    gaps = [
+        (chunks[i]["end"], chunks[i + 1]["start"]) for i in range(len(chunks) - 1) if chunks[i + 1]["start"] <= limit
+    ]
     if chunks[-1]["end"] < limit:
         gaps.append((chunks[-1]["end"], limit))
     if not gaps:
@@ -97,7 +98,7 @@ def speech_only(audio: np.ndarray, chunks: list[Chunk], limit_s: float = 30.0) -
     """The speech of ``audio`` end to end, up to about ``limit_s`` seconds (what language detection hears)."""
     parts, total = [], 0
     for c in chunks:
-        parts.append(audio[c["start"]:c["end"]])
+        parts.append(audio[c["start"] : c["end"]])
         total += c["end"] - c["start"]
         if total >= limit_s * SAMPLE_RATE:
             break

@@ -63,8 +63,9 @@ class Move(Generic[S]):
 # Every change of a status is one of these moves, made by the function of the same name below.
 BATCH_MOVES: dict[str, Move[BatchStatus]] = {
     "start": Move(frozenset({BatchStatus.CREATED}), frozenset({BatchStatus.PROCESSING})),
-    "close": Move(frozenset({BatchStatus.PROCESSING}),
-                  frozenset({BatchStatus.COMPLETE, BatchStatus.PARTIAL, BatchStatus.FAILED})),
+    "close": Move(
+        frozenset({BatchStatus.PROCESSING}), frozenset({BatchStatus.COMPLETE, BatchStatus.PARTIAL, BatchStatus.FAILED})
+    ),
 }
 ITEM_MOVES: dict[str, Move[ItemStatus]] = {
     "complete": Move(frozenset({ItemStatus.PENDING}), frozenset({ItemStatus.COMPLETED})),
@@ -88,12 +89,29 @@ def closing_status(completed: int, failed: int) -> BatchStatus:
 # --------------------------------------------------------------------------- the ingress's side
 
 
-def create_batch(db: Database, *, batch_id: str, customer_id: int, project_id: int | None,
-                 keychain_id: int | None, language_code: str | None, bucket: str) -> None:
+def create_batch(
+    db: Database,
+    *,
+    batch_id: str,
+    customer_id: int,
+    project_id: int | None,
+    keychain_id: int | None,
+    language_code: str | None,
+    bucket: str,
+) -> None:
     """A new CREATED batch; it records the bucket its files are uploaded to and always reads from it."""
     with db.session() as s:
-        s.add(Batch(id=batch_id, customer_id=customer_id, project_id=project_id, keychain_id=keychain_id,
-                    status=BatchStatus.CREATED, language_code=language_code, bucket=bucket))
+        s.add(
+            Batch(
+                id=batch_id,
+                customer_id=customer_id,
+                project_id=project_id,
+                keychain_id=keychain_id,
+                status=BatchStatus.CREATED,
+                language_code=language_code,
+                bucket=bucket,
+            )
+        )
 
 
 def owned_batch(db: Database, batch_id: str, customer_id: int) -> Batch | None:
@@ -109,15 +127,15 @@ def owned_batch(db: Database, batch_id: str, customer_id: int) -> Batch | None:
 def customer_batches(db: Database, customer_id: int) -> list[Batch]:
     """The customer's batches, newest first."""
     with db.session() as s:
-        return list(s.scalars(select(Batch).where(Batch.customer_id == customer_id)
-                              .order_by(Batch.created_at.desc(), Batch.id)))
+        return list(
+            s.scalars(select(Batch).where(Batch.customer_id == customer_id).order_by(Batch.created_at.desc(), Batch.id))
+        )
 
 
 def batch_items(db: Database, batch_id: str) -> list[BatchItem]:
     """The batch's files, by name."""
     with db.session() as s:
-        return list(s.scalars(select(BatchItem).where(BatchItem.batch_id == batch_id)
-                              .order_by(BatchItem.blob_name)))
+        return list(s.scalars(select(BatchItem).where(BatchItem.batch_id == batch_id).order_by(BatchItem.blob_name)))
 
 
 def start(db: Database, batch: Batch, keys: Sequence[str], diarise: bool) -> bool:
@@ -125,14 +143,25 @@ def start(db: Database, batch: Batch, keys: Sequence[str], diarise: bool) -> boo
     another call got there first (then nothing changes)."""
     move = BATCH_MOVES["start"]
     with db.session() as s:
-        if not _changed(s, update(Batch).where(Batch.id == batch.id, Batch.status.in_(move.sources))
-                        .values(status=BatchStatus.PROCESSING, diarise=diarise, updated_at=utcnow())):
+        if not _changed(
+            s,
+            update(Batch)
+            .where(Batch.id == batch.id, Batch.status.in_(move.sources))
+            .values(status=BatchStatus.PROCESSING, diarise=diarise, updated_at=utcnow()),
+        ):
             return False
         for key in keys:
             item_id = new_uuid()
             s.add(BatchItem(id=item_id, batch_id=batch.id, blob_name=key, status=ItemStatus.PENDING))
-            s.add(UsageRecord(customer_id=batch.customer_id, project_id=batch.project_id, route=USAGE_ROUTE,
-                              status="pending", reference_id=item_id))
+            s.add(
+                UsageRecord(
+                    customer_id=batch.customer_id,
+                    project_id=batch.project_id,
+                    route=USAGE_ROUTE,
+                    status="pending",
+                    reference_id=item_id,
+                )
+            )
         return True
 
 
@@ -165,8 +194,16 @@ def begin_attempt(db: Database, item_id: str) -> FileTask | ItemStatus | None:
         item.attempts += 1
         batch = s.get(Batch, item.batch_id)
         assert batch is not None  # batch_items.batch_id is a foreign key
-        return FileTask(item.id, item.blob_name, batch.bucket, batch.language_code, bool(batch.diarise),
-                        batch.customer_id, batch.project_id, batch.keychain_id)
+        return FileTask(
+            item.id,
+            item.blob_name,
+            batch.bucket,
+            batch.language_code,
+            bool(batch.diarise),
+            batch.customer_id,
+            batch.project_id,
+            batch.keychain_id,
+        )
 
 
 def complete(db: Database, item_id: str, record: TranscriptionRecord) -> ItemStatus | None:
@@ -179,28 +216,44 @@ def fail(db: Database, item_id: str, reason: str) -> ItemStatus | None:
     return _settle(db, item_id, "fail", error=reason)
 
 
-def _settle(db: Database, item_id: str, name: str, *, record: TranscriptionRecord | None = None,
-            error: str | None = None) -> ItemStatus | None:
+def _settle(
+    db: Database, item_id: str, name: str, *, record: TranscriptionRecord | None = None, error: str | None = None
+) -> ItemStatus | None:
     """Write a file's outcome once: only a PENDING item changes, together with its usage row."""
     move = ITEM_MOVES[name]
     (target,) = move.targets
     seconds = record.audio_length_seconds if record is not None else 0.0
     with db.session() as s:
         stored = record.model_dump(mode="json") if record is not None else None
-        if not _changed(s, update(BatchItem).where(BatchItem.id == item_id, BatchItem.status.in_(move.sources))
-                        .values(status=target, record=stored, error=error, updated_at=utcnow())):
+        if not _changed(
+            s,
+            update(BatchItem)
+            .where(BatchItem.id == item_id, BatchItem.status.in_(move.sources))
+            .values(status=target, record=stored, error=error, updated_at=utcnow()),
+        ):
             current = s.scalar(select(BatchItem.status).where(BatchItem.id == item_id))
             return ItemStatus(current) if current else None
         usage_status = "successful" if target == ItemStatus.COMPLETED else "failed"
-        settled = _changed(s, update(UsageRecord)
-                           .where(UsageRecord.reference_id == item_id, UsageRecord.status == "pending")
-                           .values(status=usage_status, seconds_transcribed=seconds))
+        settled = _changed(
+            s,
+            update(UsageRecord)
+            .where(UsageRecord.reference_id == item_id, UsageRecord.status == "pending")
+            .values(status=usage_status, seconds_transcribed=seconds),
+        )
         if not settled:  # a batch started before usage rows were placed at start: meter it now
             item = s.get(BatchItem, item_id)
             batch = s.get(Batch, item.batch_id) if item else None
             if batch is not None:
-                s.add(UsageRecord(customer_id=batch.customer_id, project_id=batch.project_id, route=USAGE_ROUTE,
-                                  status=usage_status, seconds_transcribed=seconds, reference_id=item_id))
+                s.add(
+                    UsageRecord(
+                        customer_id=batch.customer_id,
+                        project_id=batch.project_id,
+                        route=USAGE_ROUTE,
+                        status=usage_status,
+                        seconds_transcribed=seconds,
+                        reference_id=item_id,
+                    )
+                )
         return target
 
 
@@ -209,26 +262,40 @@ def close(db: Database, batch_id: str) -> BatchStatus | None:
     (or when the batch is not PROCESSING)."""
     move = BATCH_MOVES["close"]
     with db.session() as s:
-        counts = dict(s.execute(select(BatchItem.status, func.count()).where(BatchItem.batch_id == batch_id)
-                                .group_by(BatchItem.status)).tuples().all())
+        counts = dict(
+            s.execute(
+                select(BatchItem.status, func.count()).where(BatchItem.batch_id == batch_id).group_by(BatchItem.status)
+            )
+            .tuples()
+            .all()
+        )
         if counts.get(ItemStatus.PENDING):
             return None
         status = closing_status(counts.get(ItemStatus.COMPLETED, 0), counts.get(ItemStatus.FAILED, 0))
-        changed = _changed(s, update(Batch).where(Batch.id == batch_id, Batch.status.in_(move.sources))
-                           .values(status=status, updated_at=utcnow()))
+        changed = _changed(
+            s,
+            update(Batch)
+            .where(Batch.id == batch_id, Batch.status.in_(move.sources))
+            .values(status=status, updated_at=utcnow()),
+        )
         return status if changed else None
 
 
 def pending_items(db: Database, batch_id: str) -> list[str]:
     """Ids of the batch's PENDING items, by file name."""
     with db.session() as s:
-        return list(s.scalars(select(BatchItem.id).where(BatchItem.batch_id == batch_id,
-                                                         BatchItem.status == ItemStatus.PENDING)
-                              .order_by(BatchItem.blob_name)))
+        return list(
+            s.scalars(
+                select(BatchItem.id)
+                .where(BatchItem.batch_id == batch_id, BatchItem.status == ItemStatus.PENDING)
+                .order_by(BatchItem.blob_name)
+            )
+        )
 
 
 def processing_batches(db: Database) -> list[str]:
     """Ids of every PROCESSING batch, oldest change first (what a runner resumes)."""
     with db.session() as s:
-        return list(s.scalars(select(Batch.id).where(Batch.status == BatchStatus.PROCESSING)
-                              .order_by(Batch.updated_at)))
+        return list(
+            s.scalars(select(Batch.id).where(Batch.status == BatchStatus.PROCESSING).order_by(Batch.updated_at))
+        )

@@ -111,15 +111,18 @@ def _expired_or_unleased(now: datetime) -> Any:
 
 def _claimable(now: datetime) -> Any:
     """Pending, or processing with an expired lease (its worker died)."""
-    return or_(Upload.job_status == JobStatus.PENDING,
-               (Upload.job_status == JobStatus.PROCESSING) & (Upload.lease_until < now))
+    return or_(
+        Upload.job_status == JobStatus.PENDING, (Upload.job_status == JobStatus.PROCESSING) & (Upload.lease_until < now)
+    )
 
 
 def _settle_usage(s: Session, upload_id: str, status: str, seconds: float | None = None) -> None:
     """The usage row the process request placed as ``pending``: ``successful`` or ``failed``."""
-    usage = s.scalar(select(UsageRecord).where(UsageRecord.reference_id == upload_id,
-                                               UsageRecord.route == USAGE_ROUTE,
-                                               UsageRecord.status == "pending"))
+    usage = s.scalar(
+        select(UsageRecord).where(
+            UsageRecord.reference_id == upload_id, UsageRecord.route == USAGE_ROUTE, UsageRecord.status == "pending"
+        )
+    )
     if usage is not None:
         usage.status = status
         if seconds is not None:
@@ -155,8 +158,15 @@ def enqueue(db: Database, upload_id: str, webhook: str | None, language_code: st
         row.webhook_status = None
         row.webhook_attempts = 0
         row.webhook_next_at = None
-        s.add(UsageRecord(customer_id=row.customer_id, project_id=row.project_id, route=USAGE_ROUTE,
-                          status="pending", reference_id=row.id))
+        s.add(
+            UsageRecord(
+                customer_id=row.customer_id,
+                project_id=row.project_id,
+                route=USAGE_ROUTE,
+                status="pending",
+                reference_id=row.id,
+            )
+        )
         return True
 
 
@@ -182,10 +192,13 @@ def claim_jobs(db: Database, limit: int, lease_seconds: float, max_attempts: int
             break
         lease = _lease_time(lease_seconds)
         with db.session() as s:
-            cond = (Upload.lease_until.is_(None) if old_lease is None else Upload.lease_until == old_lease)
-            done = _changed(s, update(Upload)
-                            .where(Upload.id == upload_id, Upload.job_status == status, cond)
-                            .values(job_status=MOVES["claim"].target, lease_until=lease, attempts=Upload.attempts + 1))
+            cond = Upload.lease_until.is_(None) if old_lease is None else Upload.lease_until == old_lease
+            done = _changed(
+                s,
+                update(Upload)
+                .where(Upload.id == upload_id, Upload.job_status == status, cond)
+                .values(job_status=MOVES["claim"].target, lease_until=lease, attempts=Upload.attempts + 1),
+            )
             if done != 1:
                 continue  # another worker got it first
             row = s.get(Upload, upload_id)
@@ -198,25 +211,36 @@ def renew_lease(db: Database, job: ClaimedJob, lease_seconds: float) -> ClaimedJ
     """Extend the lease; None if this worker no longer holds the job."""
     lease = _lease_time(lease_seconds)
     with db.session() as s:
-        done = _changed(s, update(Upload)
-                        .where(Upload.id == job.upload_id, Upload.job_status == JobStatus.PROCESSING,
-                               Upload.lease_until == job.lease)
-                        .values(lease_until=lease))
+        done = _changed(
+            s,
+            update(Upload)
+            .where(
+                Upload.id == job.upload_id, Upload.job_status == JobStatus.PROCESSING, Upload.lease_until == job.lease
+            )
+            .values(lease_until=lease),
+        )
     return ClaimedJob(job.upload_id, job.path, job.language_code, job.attempts, lease) if done == 1 else None
 
 
 def requeue(db: Database, job: ClaimedJob, delay_seconds: float) -> bool:
     """Give a job back (transient failure): pending again, not before ``delay_seconds``."""
     with db.session() as s:
-        return _changed(s, update(Upload)
-                        .where(Upload.id == job.upload_id, Upload.job_status.in_(MOVES["requeue"].sources),
-                               Upload.lease_until == job.lease)
-                        .values(job_status=MOVES["requeue"].target,
-                                lease_until=utcnow() + timedelta(seconds=delay_seconds))) == 1
+        return (
+            _changed(
+                s,
+                update(Upload)
+                .where(
+                    Upload.id == job.upload_id,
+                    Upload.job_status.in_(MOVES["requeue"].sources),
+                    Upload.lease_until == job.lease,
+                )
+                .values(job_status=MOVES["requeue"].target, lease_until=utcnow() + timedelta(seconds=delay_seconds)),
+            )
+            == 1
+        )
 
 
-def finish(db: Database, job: ClaimedJob, *, result: JobResult | None, error: str | None,
-           status_code: int) -> bool:
+def finish(db: Database, job: ClaimedJob, *, result: JobResult | None, error: str | None, status_code: int) -> bool:
     """Store the outcome (``error`` None: completed, else failed), settle the usage row and, if the job has a
     webhook, make its delivery due now. False if this worker lost the lease (a newer run owns the job)."""
     move = MOVES["complete"] if error is None else MOVES["fail"]
@@ -230,8 +254,12 @@ def finish(db: Database, job: ClaimedJob, *, result: JobResult | None, error: st
         row.error = error
         row.lease_until = None
         _make_webhook_due(row, utcnow())
-        _settle_usage(s, row.id, "successful" if error is None else "failed",
-                      result.audio_length_seconds if result is not None else 0.0)
+        _settle_usage(
+            s,
+            row.id,
+            "successful" if error is None else "failed",
+            result.audio_length_seconds if result is not None else 0.0,
+        )
         return True
 
 
@@ -248,8 +276,10 @@ def fail_exhausted(db: Database, max_attempts: int) -> list[str]:
         for row in rows:
             ids.append(row.id)
             row.job_status = move.target
-            row.error = f"Transcription did not finish after {row.attempts} attempts (the worker stopped or the " \
-                        "transcription service was unavailable)."
+            row.error = (
+                f"Transcription did not finish after {row.attempts} attempts (the worker stopped or the "
+                "transcription service was unavailable)."
+            )
             row.result = {"status_code": 500}
             row.lease_until = None
             _make_webhook_due(row, now)
@@ -289,17 +319,31 @@ def claim_webhooks(db: Database, limit: int, hold_seconds: float) -> list[DueWeb
     for upload_id, next_at in candidates:
         claim = _lease_time(hold_seconds)
         with db.session() as s:
-            done = _changed(s, update(Upload)
-                            .where(Upload.id == upload_id, Upload.webhook_status == WebhookStatus.PENDING,
-                                   Upload.webhook_next_at == next_at)
-                            .values(webhook_next_at=claim))
+            done = _changed(
+                s,
+                update(Upload)
+                .where(
+                    Upload.id == upload_id,
+                    Upload.webhook_status == WebhookStatus.PENDING,
+                    Upload.webhook_next_at == next_at,
+                )
+                .values(webhook_next_at=claim),
+            )
             if done != 1:
                 continue
             row = s.get(Upload, upload_id)
             assert row is not None
             token = s.get(ApiToken, row.token_id) if row.token_id is not None else None
-            claimed.append(DueWebhook(row.id, row.webhook or "", row.webhook_attempts, webhook_payload(row),
-                                      token.webhook_secret if token else "", claim))
+            claimed.append(
+                DueWebhook(
+                    row.id,
+                    row.webhook or "",
+                    row.webhook_attempts,
+                    webhook_payload(row),
+                    token.webhook_secret if token else "",
+                    claim,
+                )
+            )
     return claimed
 
 
@@ -313,20 +357,35 @@ def webhook_outcome(db: Database, hook: DueWebhook, *, delivered: bool, retry_in
             values.update(webhook_status=WebhookStatus.GAVE_UP, webhook_next_at=None)
         else:
             values.update(webhook_next_at=utcnow() + timedelta(seconds=retry_in))
-        _changed(s, update(Upload)
-                 .where(Upload.id == hook.upload_id, Upload.webhook_status == WebhookStatus.PENDING,
-                        Upload.webhook_next_at == hook.claim)
-                 .values(**values))
+        _changed(
+            s,
+            update(Upload)
+            .where(
+                Upload.id == hook.upload_id,
+                Upload.webhook_status == WebhookStatus.PENDING,
+                Upload.webhook_next_at == hook.claim,
+            )
+            .values(**values),
+        )
 
 
 def next_due(db: Database) -> datetime | None:
     """The earliest time something becomes due (a retry, a requeued job, an expiring lease)."""
     with db.session() as s:
         times = [
-            s.scalar(select(Upload.webhook_next_at).where(Upload.webhook_status == WebhookStatus.PENDING)
-                     .order_by(Upload.webhook_next_at).limit(1)),
-            s.scalar(select(Upload.lease_until).where(Upload.job_status.in_(UNFINISHED))
-                     .where(Upload.lease_until.is_not(None)).order_by(Upload.lease_until).limit(1)),
+            s.scalar(
+                select(Upload.webhook_next_at)
+                .where(Upload.webhook_status == WebhookStatus.PENDING)
+                .order_by(Upload.webhook_next_at)
+                .limit(1)
+            ),
+            s.scalar(
+                select(Upload.lease_until)
+                .where(Upload.job_status.in_(UNFINISHED))
+                .where(Upload.lease_until.is_not(None))
+                .order_by(Upload.lease_until)
+                .limit(1)
+            ),
         ]
     due = [t for t in times if t is not None]
     return min(due) if due else None

@@ -26,7 +26,7 @@ def make_engine(url: str) -> Engine:
             engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
             @event.listens_for(engine, "connect")
-            def _pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+            def _pragmas(dbapi_conn: Any, _record: Any) -> None:
                 cur = dbapi_conn.cursor()
                 cur.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
                 cur.execute("PRAGMA foreign_keys=ON")

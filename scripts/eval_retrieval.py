@@ -35,8 +35,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DATA = ROOT / "tests" / "data" / "retrieval"
 MODES = ("vector", "lexical", "hybrid", "hybrid+language")
-STORE_MODES: dict[str, SearchMode] = {"vector": "vector", "lexical": "lexical", "hybrid": "hybrid",
-                                      "hybrid+language": "hybrid"}
+STORE_MODES: dict[str, SearchMode] = {
+    "vector": "vector",
+    "lexical": "lexical",
+    "hybrid": "hybrid",
+    "hybrid+language": "hybrid",
+}
 
 
 def load_set(data_dir: Path = DATA) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -79,9 +83,14 @@ async def _ingest(built: Built, folder: Path, passages: list[dict[str, Any]]) ->
     for p in passages:
         path = folder / f"{p['id']}.txt"  # saved as the ingress saves an upload
         path.write_text(p["text"], encoding="utf-8")
-        await built.knowledge.add_document(AddDocument(
-            kb_id=built.kb_id, document_id=p["id"], customer_id=1,
-            file=DocumentFile(path=str(path), filename=path.name, content_type="text/plain")))
+        await built.knowledge.add_document(
+            AddDocument(
+                kb_id=built.kb_id,
+                document_id=p["id"],
+                customer_id=1,
+                file=DocumentFile(path=str(path), filename=path.name, content_type="text/plain"),
+            )
+        )
 
 
 async def run_queries(built: Built, queries: list[dict[str, Any]], mode: str, k: int = 10) -> list[list[str]]:
@@ -91,8 +100,11 @@ async def run_queries(built: Built, queries: list[dict[str, Any]], mode: str, k:
     out = []
     for q in queries:
         language = q["lang"] if mode == "hybrid+language" else None
-        hits = await built.knowledge.query(SearchQuery(kb_id=built.kb_id, text=q["query"], language=language,
-                                                       top_k=k, customer_id=1, mode=STORE_MODES[mode]))
+        hits = await built.knowledge.query(
+            SearchQuery(
+                kb_id=built.kb_id, text=q["query"], language=language, top_k=k, customer_id=1, mode=STORE_MODES[mode]
+            )
+        )
         out.append([h.document_id for h in hits])
     return out
 
@@ -118,16 +130,16 @@ def groups(queries: list[dict[str, Any]]) -> dict[str, list[int]]:
     return out
 
 
-async def evaluate(built: Built, queries: list[dict[str, Any]], modes: tuple[str, ...] = MODES
-                   ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, list[list[str]]]]:
+async def evaluate(
+    built: Built, queries: list[dict[str, Any]], modes: tuple[str, ...] = MODES
+) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, list[list[str]]]]:
     results: dict[str, dict[str, dict[str, float]]] = {}
     rankings: dict[str, list[list[str]]] = {}
     for mode in modes:
         ranked = await run_queries(built, queries, mode)
         rankings[mode] = ranked
         results[mode] = {
-            name: metrics([queries[i] for i in idx], [ranked[i] for i in idx])
-            for name, idx in groups(queries).items()
+            name: metrics([queries[i] for i in idx], [ranked[i] for i in idx]) for name, idx in groups(queries).items()
         }
     return results, rankings
 
@@ -148,8 +160,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", type=Path, help="also write the numbers to this file")
     parser.add_argument("--show-misses", action="store_true", help="list queries hybrid misses in the top 5")
-    parser.add_argument("--language-boost", type=float, nargs="*", default=[],
-                        help="also run hybrid+language with these boosts (default: the configured one only)")
+    parser.add_argument(
+        "--language-boost",
+        type=float,
+        nargs="*",
+        default=[],
+        help="also run hybrid+language with these boosts (default: the configured one only)",
+    )
     args = parser.parse_args()
     passages, queries = load_set()
     langs = sorted({p["lang"] for p in passages})

@@ -53,24 +53,42 @@ def main() -> None:
 
     identifier = LanguageIdentifier()
     lid = evaluate_langid(identifier)
-    table("Language identification (UDHR sentences, held out)", ["language", "n", "accuracy", "F1"],
-          [[k, str(s.n), f"{s.accuracy:.3f}", f"{s.macro_f1:.3f}"] for k, s in lid.items()], args.markdown)
+    table(
+        "Language identification (UDHR sentences, held out)",
+        ["language", "n", "accuracy", "F1"],
+        [[k, str(s.n), f"{s.accuracy:.3f}", f"{s.macro_f1:.3f}"] for k, s in lid.items()],
+        args.markdown,
+    )
 
     sent = evaluate_sentiment(SentimentClassifier(), identifier, embed)
-    table("Sentiment (3 classes)", ["language", "n", "accuracy", "macro-F1"],
-          [[k, str(s.n), f"{s.accuracy:.3f}", f"{s.macro_f1:.3f}"] for k, s in sent.items()], args.markdown)
+    table(
+        "Sentiment (3 classes)",
+        ["language", "n", "accuracy", "macro-F1"],
+        [[k, str(s.n), f"{s.accuracy:.3f}", f"{s.macro_f1:.3f}"] for k, s in sent.items()],
+        args.markdown,
+    )
 
     ner = evaluate_ner(EntityRecogniser(args.ner_model), identifier)
-    table("NER (exact span + type; person/location/organisation/date)",
-          ["language", "sentences", "precision", "recall", "F1", "text[start:end]==word"],
-          [[k, str(s.sentences), f"{s.precision:.3f}", f"{s.recall:.3f}", f"{s.f1:.3f}", str(s.offsets_ok)]
-           for k, s in ner.items()], args.markdown)
+    table(
+        "NER (exact span + type; person/location/organisation/date)",
+        ["language", "sentences", "precision", "recall", "F1", "text[start:end]==word"],
+        [
+            [k, str(s.sentences), f"{s.precision:.3f}", f"{s.recall:.3f}", f"{s.f1:.3f}", str(s.offsets_ok)]
+            for k, s in ner.items()
+        ],
+        args.markdown,
+    )
 
     intent = evaluate_intent(embed, DEFAULT_TEMPERATURE, DEFAULT_TOP_K)
-    table(f"Intent classification (T={DEFAULT_TEMPERATURE}, top-{DEFAULT_TOP_K})",
-          ["language", "inputs", "accuracy", "mean top prob (labelled)", "mean top prob (unrelated)"],
-          [[k, str(s.n), f"{s.accuracy:.3f}", f"{s.mean_confidence:.3f}", f"{s.unrelated_top:.3f}"]
-           for k, s in intent.items()], args.markdown)
+    table(
+        f"Intent classification (T={DEFAULT_TEMPERATURE}, top-{DEFAULT_TOP_K})",
+        ["language", "inputs", "accuracy", "mean top prob (labelled)", "mean top prob (unrelated)"],
+        [
+            [k, str(s.n), f"{s.accuracy:.3f}", f"{s.mean_confidence:.3f}", f"{s.unrelated_top:.3f}"]
+            for k, s in intent.items()
+        ],
+        args.markdown,
+    )
     print(f"\n({time.time() - t0:.0f} s)")
 
 

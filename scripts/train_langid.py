@@ -29,8 +29,17 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACT = ROOT / "engines" / "artifacts" / "langid_ngram.npz"
 # ISO 639-3 -> LibreOffice package suffix
-PACKAGES = {"afr": "af", "fra": "fr", "nso": "nso", "sot": "st", "ssw": "ss", "tsn": "tn", "tso": "ts",
-            "xho": "xh", "zul": "zu"}
+PACKAGES = {
+    "afr": "af",
+    "fra": "fr",
+    "nso": "nso",
+    "sot": "st",
+    "ssw": "ss",
+    "tsn": "tn",
+    "tso": "ts",
+    "xho": "xh",
+    "zul": "zu",
+}
 NGRAM_RANGE = (1, 4)
 MAX_FEATURES = 30000
 SEED = 13
@@ -113,8 +122,9 @@ def main() -> None:
         held_labels += [code] * len(held)
         print(f"{code}: {len(data[code])} strings, {len(docs)} training documents")
 
-    vectorizer = CountVectorizer(analyzer="char_wb", ngram_range=NGRAM_RANGE, lowercase=True,
-                                 max_features=MAX_FEATURES, dtype=np.float32)
+    vectorizer = CountVectorizer(
+        analyzer="char_wb", ngram_range=NGRAM_RANGE, lowercase=True, max_features=MAX_FEATURES, dtype=np.float32
+    )
     counts = vectorizer.fit_transform(train_docs)
     features = _normalise(counts)
     model = LogisticRegression(C=20.0, max_iter=300)
@@ -125,11 +135,21 @@ def main() -> None:
     print(f"held-out UI strings accuracy: {accuracy:.3f} ({len(held_docs)} strings)")
 
     vocab = sorted(vectorizer.vocabulary_, key=vectorizer.vocabulary_.get)
-    meta = {"languages": list(model.classes_), "ngram_range": list(NGRAM_RANGE), "analyzer": "char_wb",
-            "source": "Debian libreoffice-l10n-* 7.4 UI catalogues (MPL-2.0)", "heldout_accuracy": accuracy}
+    meta = {
+        "languages": list(model.classes_),
+        "ngram_range": list(NGRAM_RANGE),
+        "analyzer": "char_wb",
+        "source": "Debian libreoffice-l10n-* 7.4 UI catalogues (MPL-2.0)",
+        "heldout_accuracy": accuracy,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(args.out, vocabulary=np.array(vocab), coef=model.coef_.astype(np.float16),
-                        intercept=model.intercept_.astype(np.float32), meta=np.array(json.dumps(meta)))
+    np.savez_compressed(
+        args.out,
+        vocabulary=np.array(vocab),
+        coef=model.coef_.astype(np.float16),
+        intercept=model.intercept_.astype(np.float32),
+        meta=np.array(json.dumps(meta)),
+    )
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.2f} MB)")
 
 

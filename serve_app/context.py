@@ -51,8 +51,13 @@ class Clients:
 
 
 _TYPED_HANDLES: dict[str, Any] = {
-    "text": TextClient, "embeddings": EmbeddingsClient, "translation": TranslationClient,
-    "transcription": TranscriptionClient, "knowledge": KnowledgeClient, "jobs": JobsClient, "batch": BatchClient,
+    "text": TextClient,
+    "embeddings": EmbeddingsClient,
+    "translation": TranslationClient,
+    "transcription": TranscriptionClient,
+    "knowledge": KnowledgeClient,
+    "jobs": JobsClient,
+    "batch": BatchClient,
 }
 
 

@@ -15,6 +15,7 @@ from contracts.errors import DomainError, find_domain_error, http_status
 
 log = logging.getLogger("khuluma")
 
+
 def error_response(error: DomainError) -> JSONResponse:
     return JSONResponse({"detail": error.detail}, status_code=http_status(error))
 
@@ -60,8 +61,9 @@ def install_error_handlers(app: FastAPI) -> None:
         if domain is not None:
             return error_response(domain)
         request_id = getattr(request.state, "request_id", "-")
-        log.error("unhandled error in %s %s [request_id=%s]", request.method, request.url.path, request_id,
-                  exc_info=exc)
+        log.error(
+            "unhandled error in %s %s [request_id=%s]", request.method, request.url.path, request_id, exc_info=exc
+        )
         return JSONResponse(
             {"detail": f"Internal server error (request id {request_id})."},
             status_code=500,

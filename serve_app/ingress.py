@@ -7,10 +7,10 @@ from typing import Any
 from fastapi import FastAPI
 from ray import serve
 
+from contracts.logs import configure_logging
 from contracts.settings import Settings
 from serve_app.app import create_app
 from serve_app.context import Clients, build_context
-from contracts.logs import configure_logging
 
 
 @serve.ingress()

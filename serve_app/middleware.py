@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 _SLASHES = re.compile(r"/{2,}")
 
@@ -38,7 +38,7 @@ class WireCompatMiddleware:
             await self.app(scope, receive, send)
             return
 
-        async def send_with_id(message):  # type: ignore[no-untyped-def]
+        async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", request_id.encode("latin-1")))

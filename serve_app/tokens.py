@@ -85,8 +85,19 @@ def list_tokens(db: Database, include_revoked: bool = False) -> list[TokenInfo]:
         for tok, cust_name, proj_name in s.execute(stmt):
             if tok.revoked_at is not None and not include_revoked:
                 continue
-            out.append(TokenInfo(tok.id, tok.prefix, tok.name, cust_name, proj_name, tok.customer_id,
-                                 tok.project_id, tok.created_at, tok.revoked_at))
+            out.append(
+                TokenInfo(
+                    tok.id,
+                    tok.prefix,
+                    tok.name,
+                    cust_name,
+                    proj_name,
+                    tok.customer_id,
+                    tok.project_id,
+                    tok.created_at,
+                    tok.revoked_at,
+                )
+            )
         return out
 
 

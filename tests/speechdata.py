@@ -32,8 +32,9 @@ def have_espeak() -> bool:
 
 def espeak(text: str, out: Path, voice: str = "en", speed: int = 150) -> Path:
     """Synthesise ``text`` with espeak-ng into a 22.05 kHz mono WAV file."""
-    subprocess.run(["espeak-ng", "-v", voice, "-s", str(speed), "-w", str(out), text], check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        ["espeak-ng", "-v", voice, "-s", str(speed), "-w", str(out), text], check=True, capture_output=True, timeout=60
+    )
     return out
 
 
@@ -62,7 +63,7 @@ def write_audio(samples: np.ndarray, rate: int, out: Path, fmt: str | None = Non
         block = 4096
         pcm = np.asarray(samples, dtype=np.float32)
         for start in range(0, len(pcm), block):
-            chunk = pcm[start:start + block].reshape(1, -1)
+            chunk = pcm[start : start + block].reshape(1, -1)
             frame = av.AudioFrame.from_ndarray(chunk, format="flt", layout="mono")
             frame.sample_rate = rate
             frame.pts = start
@@ -90,10 +91,10 @@ def tone_music(seconds: float, rate: int = 16000, seed: int = 0) -> np.ndarray:
     out = np.zeros_like(t)
     step = int(0.4 * rate)
     for i, start in enumerate(range(0, len(t), step)):
-        tt = t[start:start + step] - t[start]
+        tt = t[start : start + step] - t[start]
         f0 = notes[i % len(notes)]
         chord = sum(np.sin(2 * np.pi * f * tt) for f in (f0, f0 * 1.26, f0 * 1.5)) / 3
-        out[start:start + step] = chord * np.exp(-2 * tt)
+        out[start : start + step] = chord * np.exp(-2 * tt)
     out += 0.3 * np.random.default_rng(seed).standard_normal(len(t)) * (np.mod(t, 0.5) < 0.03)
     return (0.4 * out).astype(np.float32)
 

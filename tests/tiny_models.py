@@ -18,12 +18,14 @@ import random
 import sys
 from pathlib import Path
 
-WORDS = (
+# A small bag of words (isiZulu, Sesotho, English, ...) for the training lines of the SentencePiece model.
+_CORPUS = (
     "umuntu abantu sawubona molo dumela hallo hello world the house is big small water amanzi metsi book "
     "incwadi ibuku buka run walk child umntwana ngwana mother umama mme father ubaba ntate good bad city "
     "village motse car imoto road indlela today namhlanje tomorrow kusasa ke ngiyabonga enkosi thank you "
     "very much we are going to school sikolo sekolo rain pula imvula sun letsatsi ilanga dog inja ntja"
-).split()
+)
+WORDS = _CORPUS.split()
 
 
 def training_lines(n: int = 400, seed: int = 0) -> list[str]:
@@ -48,8 +50,13 @@ def build_tiny_nllb(dest: Path, seed: int = 0, vocab_size: int = 240, d_model: i
     dest.mkdir(parents=True, exist_ok=True)
     # SentencePiece BPE with the NLLB special ids (<unk>=0, <s>=1, </s>=2; HF adds the fairseq offset of 1).
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(training_lines(seed=seed)), model_prefix=str(dest / "sentencepiece.bpe"),
-        vocab_size=vocab_size, model_type="bpe", character_coverage=1.0, num_threads=1, minloglevel=2,
+        sentence_iterator=iter(training_lines(seed=seed)),
+        model_prefix=str(dest / "sentencepiece.bpe"),
+        vocab_size=vocab_size,
+        model_type="bpe",
+        character_coverage=1.0,
+        num_threads=1,
+        minloglevel=2,
     )
     (dest / "sentencepiece.bpe.vocab").unlink(missing_ok=True)
     (dest / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "NllbTokenizer"}))
@@ -60,12 +67,24 @@ def build_tiny_nllb(dest: Path, seed: int = 0, vocab_size: int = 240, d_model: i
 
     torch.manual_seed(seed)
     config = M2M100Config(
-        vocab_size=len(tokenizer), d_model=d_model, encoder_layers=layers, decoder_layers=layers,
-        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=2 * d_model,
-        decoder_ffn_dim=2 * d_model, max_position_embeddings=256, dropout=0.0, attention_dropout=0.0,
-        activation_dropout=0.0, scale_embedding=True, pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.eos_token_id, tokenizer_class="NllbTokenizer",
+        vocab_size=len(tokenizer),
+        d_model=d_model,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=2 * d_model,
+        decoder_ffn_dim=2 * d_model,
+        max_position_embeddings=256,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        scale_embedding=True,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.eos_token_id,
+        tokenizer_class="NllbTokenizer",
         tie_word_embeddings=False,  # tied random embeddings just echo the last token; untied ones vary
     )
     model = M2M100ForConditionalGeneration(config).eval()

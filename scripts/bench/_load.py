@@ -29,17 +29,33 @@ class LoadResult:
         return xs[min(len(xs) - 1, int(q / 100 * len(xs)))]
 
     def row(self) -> dict[str, Any]:
-        return {"req/s": round(self.rps, 1), "p50 ms": round(self.pct(50), 1), "p99 ms": round(self.pct(99), 1),
-                "errors": self.errors, "n": self.requests}
+        return {
+            "req/s": round(self.rps, 1),
+            "p50 ms": round(self.pct(50), 1),
+            "p99 ms": round(self.pct(99), 1),
+            "errors": self.errors,
+            "n": self.requests,
+        }
 
 
-async def _run(method: str, url: str, *, concurrency: int, duration: float, headers: dict[str, str] | None,
-               json_body: Any, data_factory=None, warmup: int = 20, expect: tuple[int, ...] = (200,)) -> LoadResult:
+async def _run(
+    method: str,
+    url: str,
+    *,
+    concurrency: int,
+    duration: float,
+    headers: dict[str, str] | None,
+    json_body: Any,
+    data_factory=None,
+    warmup: int = 20,
+    expect: tuple[int, ...] = (200,),
+) -> LoadResult:
     latencies: list[float] = []
     errors = 0
     conn = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=600)
     async with aiohttp.ClientSession(connector=conn, timeout=timeout) as session:
+
         async def once() -> bool:
             kwargs: dict[str, Any] = {"headers": headers}
             if data_factory is not None:
@@ -68,11 +84,31 @@ async def _run(method: str, url: str, *, concurrency: int, duration: float, head
     return LoadResult(len(latencies), errors, elapsed, latencies)
 
 
-def load(method: str, url: str, *, concurrency: int = 16, duration: float = 10.0,
-         headers: dict[str, str] | None = None, json_body: Any = None, data_factory=None, warmup: int = 20,
-         expect: tuple[int, ...] = (200,)) -> LoadResult:
-    return asyncio.run(_run(method, url, concurrency=concurrency, duration=duration, headers=headers,
-                            json_body=json_body, data_factory=data_factory, warmup=warmup, expect=expect))
+def load(
+    method: str,
+    url: str,
+    *,
+    concurrency: int = 16,
+    duration: float = 10.0,
+    headers: dict[str, str] | None = None,
+    json_body: Any = None,
+    data_factory=None,
+    warmup: int = 20,
+    expect: tuple[int, ...] = (200,),
+) -> LoadResult:
+    return asyncio.run(
+        _run(
+            method,
+            url,
+            concurrency=concurrency,
+            duration=duration,
+            headers=headers,
+            json_body=json_body,
+            data_factory=data_factory,
+            warmup=warmup,
+            expect=expect,
+        )
+    )
 
 
 def table(rows: list[tuple[str, dict[str, Any]]]) -> str:

@@ -1,4 +1,8 @@
-"""The plain-uvicorn side of the benchmarks: the same ingress and deployment classes in one process, no Ray."""
+"""The plain-uvicorn side of the benchmarks: the same ingress and deployment classes in one process, no Ray.
+
+The deployments run under Serve's local testing mode (``deployments.app.build_local``), wired to the ingress the
+way the Serve ingress and the tests' ``client_for`` do it: one ``AppContext`` on ``app.state.context``.
+"""
 
 from __future__ import annotations
 
@@ -15,24 +19,6 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
-
-# argv: settings as JSON (no secrets: the server reads those from its environment), capabilities (fields of
-# serve_app.context.Clients, comma-separated; empty: none), port. The deployments run under Serve's local testing
-# mode: the same classes as in Ray Serve, in this one process.
-SERVER = """
-import json, sys
-import uvicorn
-from contracts.settings import Settings
-from deployments.app import build_local
-from serve_app.app import create_app
-from serve_app.context import Clients, build_context
-settings = Settings.from_bound(json.loads(sys.argv[1]))
-capabilities = [c for c in sys.argv[2].split(",") if c]
-app = create_app()
-app.state.context = build_context(settings, Clients.from_handles(**(build_local(settings, capabilities)
-                                                                    if capabilities else {})))
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning", access_log=False)
-"""
 
 
 def free_port() -> int:
@@ -55,11 +41,21 @@ def wait_healthy(url: str, timeout: float = 300) -> None:
 
 @contextmanager
 def plain_server(settings: dict[str, Any], capabilities: Sequence[str] = ()) -> Iterator[str]:
-    """Run the ingress under plain uvicorn with these capabilities in-process; yields its base URL. ``settings``:
-    ``Settings.for_replica()`` (the database must be migrated already)."""
+    """Run the ingress under plain uvicorn with these capabilities (fields of ``serve_app.context.Clients``) in its
+    process; yields its base URL. ``settings``: fields and sections of ``Settings``, no secrets (the server reads
+    those from its environment); the database must be migrated already."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(settings, default=str), ",".join(capabilities),
-                             str(port)], cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "scripts.bench._plain",
+            json.dumps(settings, default=str),
+            ",".join(capabilities),
+            str(port),
+        ],
+        cwd=ROOT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url)
@@ -67,3 +63,24 @@ def plain_server(settings: dict[str, Any], capabilities: Sequence[str] = ()) -> 
     finally:
         proc.terminate()
         proc.wait()
+
+
+def serve(settings_json: str, capabilities: str, port: int) -> None:
+    """The server process of :func:`plain_server`."""
+    import uvicorn
+
+    from contracts.settings import Settings
+    from deployments.app import build_local
+    from serve_app.app import create_app
+    from serve_app.context import Clients, build_context
+
+    settings = Settings.from_bound(json.loads(settings_json))
+    wanted = [c for c in capabilities.split(",") if c]
+    handles = build_local(settings, wanted) if wanted else {}
+    app = create_app(settings.cors_origins)
+    app.state.context = build_context(settings, Clients.from_handles(**handles))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], sys.argv[2], int(sys.argv[3]))

@@ -55,8 +55,9 @@ def bare_faster_whisper(settings, paths: list[Path]) -> float:
     from engines.whisper_weights import ensure_whisper_base
 
     model_dir = settings.whisper.model or str(ensure_whisper_base(settings.data_dir))
-    model = WhisperModel(model_dir, device="cpu", compute_type=settings.whisper.compute_type,
-                         cpu_threads=os.cpu_count() or 1)
+    model = WhisperModel(
+        model_dir, device="cpu", compute_type=settings.whisper.compute_type, cpu_threads=os.cpu_count() or 1
+    )
 
     def run(path: Path) -> str:
         segments, _ = model.transcribe(str(path), language="en", beam_size=settings.whisper.beam_size)
@@ -78,8 +79,15 @@ def run_batch(settings, db, folder: Path, workers: int, label: str) -> tuple[flo
     from serve_app.cli.batch import upload_directory
 
     batch_id = new_uuid()
-    batches.create_batch(db, batch_id=batch_id, customer_id=1, project_id=1, keychain_id=None,
-                         language_code="eng", bucket=settings.s3.bucket)
+    batches.create_batch(
+        db,
+        batch_id=batch_id,
+        customer_id=1,
+        project_id=1,
+        keychain_id=None,
+        language_code="eng",
+        bucket=settings.s3.bucket,
+    )
     token = issue_upload_credential(settings, batch_id)
     results = upload_directory(token, folder, parallel=4)
     assert all(r.ok for r in results), [r.detail for r in results if not r.ok]
@@ -122,15 +130,22 @@ def main() -> None:
             (warm / p.name).write_bytes(p.read_bytes())
         total_audio = audio_seconds(files)
         cores = os.cpu_count() or 1
-        print(f"{args.files} files, {total_audio:.1f} s of speech in total, {cores} CPU cores, load average "
-              f"{os.getloadavg()[0]:.1f} at start")
+        print(
+            f"{args.files} files, {total_audio:.1f} s of speech in total, {cores} CPU cores, load average "
+            f"{os.getloadavg()[0]:.1f} at start"
+        )
 
         print("bare faster-whisper, sequential ...", flush=True)
         bare = bare_faster_whisper(settings, files)
         print(f"  {bare:.1f} s")
 
-        ray.init(address="local", num_cpus=max(max(args.workers), cores), include_dashboard=False,
-                 logging_level="WARNING", runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+        ray.init(
+            address="local",
+            num_cpus=max(max(args.workers), cores),
+            include_dashboard=False,
+            logging_level="WARNING",
+            runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}},
+        )
         run_batch(settings, db, warm, max(args.workers), "warm-up")
         rows = []
         for workers in args.workers:
@@ -143,12 +158,13 @@ def main() -> None:
     bare_fpm = 60 * len(files) / bare
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end (other processes share these cores)")
     print(f"{'mode':<34}{'seconds':>9}{'files/min':>11}{'x realtime':>12}{'vs bare':>9}")
-    print(f"{'bare faster-whisper, sequential':<34}{bare:>9.1f}{bare_fpm:>11.1f}{total_audio / bare:>12.1f}"
-          f"{1.0:>9.2f}")
+    print(f"{'bare faster-whisper, sequential':<34}{bare:>9.1f}{bare_fpm:>11.1f}{total_audio / bare:>12.1f}{1.0:>9.2f}")
     for workers, elapsed, status, n in rows:
         fpm = 60 * n / elapsed
-        print(f"{f'batch, Ray tasks, {workers} worker(s)':<34}{elapsed:>9.1f}{fpm:>11.1f}"
-              f"{total_audio / elapsed:>12.1f}{fpm / bare_fpm:>9.2f}   {status}")
+        print(
+            f"{f'batch, Ray tasks, {workers} worker(s)':<34}{elapsed:>9.1f}{fpm:>11.1f}"
+            f"{total_audio / elapsed:>12.1f}{fpm / bare_fpm:>9.2f}   {status}"
+        )
 
 
 if __name__ == "__main__":

@@ -36,10 +36,15 @@ LINES = [
 
 
 def say(text: str, voice: str) -> np.ndarray:
-    wav = subprocess.run(["espeak-ng", "-v", voice, "-s", "150", "--stdout", text], check=True,
-                         capture_output=True).stdout
-    pcm = subprocess.run(["sox", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-e", "signed", "-b", "16",
-                          "-"], input=wav, check=True, capture_output=True).stdout
+    wav = subprocess.run(
+        ["espeak-ng", "-v", voice, "-s", "150", "--stdout", text], check=True, capture_output=True
+    ).stdout
+    pcm = subprocess.run(
+        ["sox", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-e", "signed", "-b", "16", "-"],
+        input=wav,
+        check=True,
+        capture_output=True,
+    ).stdout
     return np.frombuffer(pcm, dtype=np.int16).astype(np.float32) / 32768.0
 
 
@@ -117,8 +122,10 @@ def main() -> None:
     print(f"\n{'service (Transcription)':<34}{'seconds':>10}{'RTF':>10}")
     print(f"{'transcribe':<34}{t_plain:>10.2f}{t_plain / seconds:>10.3f}")
     print(f"{'transcribe + diarise + music':<34}{t_full:>10.2f}{t_full / seconds:>10.3f}")
-    print(f"extra cost of the options in the service: {extra:.2f} s vs bare engines {bare:.2f} s "
-          f"(ratio {extra / bare if bare else float('nan'):.2f})")
+    print(
+        f"extra cost of the options in the service: {extra:.2f} s vs bare engines {bare:.2f} s "
+        f"(ratio {extra / bare if bare else float('nan'):.2f})"
+    )
     assert isinstance(result, TranscriptionResult)
     ids = sorted({w.speaker_id for w in result.words if w.speaker_id})
     print(f"service result: speakers on words {ids}, warnings {result.warnings}")

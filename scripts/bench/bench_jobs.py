@@ -52,12 +52,16 @@ def main() -> None:
     files = []
     for i in range(args.files):
         path = tmp / f"call-{i}.wav"
-        subprocess.run(["espeak-ng", "-v", "en", "-s", "150", "-w", str(path), PHRASES[i % len(PHRASES)]],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["espeak-ng", "-v", "en", "-s", "150", "-w", str(path), PHRASES[i % len(PHRASES)]],
+            check=True,
+            capture_output=True,
+        )
         files.append(path)
 
     settings = Settings(data_dir=tmp / "data", _env_file=None).updated(
-        {"webhooks": {"allow_private": True}, "jobs": {"concurrency": args.concurrency, "poll_seconds": 0.5}})
+        {"webhooks": {"allow_private": True}, "jobs": {"concurrency": args.concurrency, "poll_seconds": 0.5}}
+    )
     settings.ensure_dirs()
     db = Database.migrated(settings.db_url)
     handles = build_local(settings, ["transcription", "jobs"])  # the Jobs worker loop starts here
@@ -79,7 +83,7 @@ def main() -> None:
     received: dict[str, float] = {}
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
             received[self.headers["X-Khuluma-Upload-Id"]] = time.perf_counter()
             self.send_response(204)
@@ -103,12 +107,17 @@ def main() -> None:
     t0 = time.perf_counter()
     for path in files:
         data = path.read_bytes()
-        up = client.post("/api/v1/transport/file-upload", headers=headers,
-                         json={"file_name": path.name, "audio_blob": base64.b64encode(data).decode(),
-                               "file_size": len(data)}).json()
+        up = client.post(
+            "/api/v1/transport/file-upload",
+            headers=headers,
+            json={"file_name": path.name, "audio_blob": base64.b64encode(data).decode(), "file_size": len(data)},
+        ).json()
         placed[up["upload_id"]] = time.perf_counter()
-        r = client.post(f"/api/v1/transcribe/process/{up['upload_id']}", headers=headers,
-                        json={"webhook": hook, "language_code": "eng"})
+        r = client.post(
+            f"/api/v1/transcribe/process/{up['upload_id']}",
+            headers=headers,
+            json={"webhook": hook, "language_code": "eng"},
+        )
         assert r.status_code == 200, r.text
     while len(received) < len(files):
         time.sleep(0.05)
@@ -121,8 +130,10 @@ def main() -> None:
     print(f"{'':<34}{'seconds':>10}{'files/min':>12}")
     print(f"{'bare Transcription.transcribe':<34}{bare:>10.2f}{60 * args.files / bare:>12.1f}")
     print(f"{'async jobs (upload->webhook)':<34}{service:>10.2f}{60 * args.files / service:>12.1f}")
-    print(f"ratio service/bare time: {service / bare:.2f}; placement->webhook latency p50 "
-          f"{statistics.median(latencies):.2f} s, max {max(latencies):.2f} s")
+    print(
+        f"ratio service/bare time: {service / bare:.2f}; placement->webhook latency p50 "
+        f"{statistics.median(latencies):.2f} s, max {max(latencies):.2f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -43,8 +43,8 @@ from typing import Any
 # With the OpenMP default (one spinning thread per core) e5 slows down ~40x whenever another process is busy.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import httpx  # noqa: E402
-import numpy as np  # noqa: E402
+import httpx
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -55,11 +55,46 @@ DOC_CHUNKS = 1000  # chunks per synthetic document (and per bare add call)
 NOISE = 0.02
 
 # --- synthetic chunks ------------------------------------------------------------------------------------------
-PLACES = ["Umlazi", "Chatsworth", "KwaMashu", "Inanda", "Pinetown", "Westville", "Phoenix", "Clermont", "Ntuzuma",
-          "Soshanguve", "Mamelodi", "Tembisa", "Botshabelo", "Thaba Nchu", "Bellville", "Paarl", "Idas Vallei",
-          "Kuilsrivier", "Lamontville", "Ga-Rankuwa", "Atteridgeville", "Mangaung", "Welkom", "Soweto"]
-NAMES = ["Nomvula Khoza", "Pieter Venter", "Thandeka Mthembu", "Sipho Ndlovu", "Anna Botha", "Johan Smit",
-         "Lerato Mokoena", "Thabo Molefe", "Grace Mahlangu", "Lebo Sithole", "Zanele Dube", "Kagiso Tau"]
+PLACES = [
+    "Umlazi",
+    "Chatsworth",
+    "KwaMashu",
+    "Inanda",
+    "Pinetown",
+    "Westville",
+    "Phoenix",
+    "Clermont",
+    "Ntuzuma",
+    "Soshanguve",
+    "Mamelodi",
+    "Tembisa",
+    "Botshabelo",
+    "Thaba Nchu",
+    "Bellville",
+    "Paarl",
+    "Idas Vallei",
+    "Kuilsrivier",
+    "Lamontville",
+    "Ga-Rankuwa",
+    "Atteridgeville",
+    "Mangaung",
+    "Welkom",
+    "Soweto",
+]
+NAMES = [
+    "Nomvula Khoza",
+    "Pieter Venter",
+    "Thandeka Mthembu",
+    "Sipho Ndlovu",
+    "Anna Botha",
+    "Johan Smit",
+    "Lerato Mokoena",
+    "Thabo Molefe",
+    "Grace Mahlangu",
+    "Lebo Sithole",
+    "Zanele Dube",
+    "Kagiso Tau",
+]
 TEMPLATES: dict[str, list[str]] = {
     "eng": [
         "Water interruption notice: Ward {w} ({p}) will have no water on {d} May from {h1}:00 to {h2}:00 while a "
@@ -97,21 +132,37 @@ TEMPLATES: dict[str, list[str]] = {
     ],
 }
 QUESTIONS = [
-    ("eng", "When will Ward {w} in {p} have no water?"), ("eng", "Who is the manager of the {p} clinic?"),
-    ("eng", "Which day is refuse collected in Ward {w}?"), ("eng", "How do I report an electricity fault in {p}?"),
-    ("zul", "Amanzi azonqamuka nini e{p}?"), ("zul", "Ngubani umphathi womtholampilo wase-{p}?"),
-    ("afr", "Wanneer sal Wyk {w} sonder water wees?"), ("afr", "Wie is die bestuurder van {p} Kliniek?"),
-    ("sot", "Metsi a tla kgaoha neng {p}?"), ("sot", "Mookamedi wa tliliniki ya {p} ke mang?"),
+    ("eng", "When will Ward {w} in {p} have no water?"),
+    ("eng", "Who is the manager of the {p} clinic?"),
+    ("eng", "Which day is refuse collected in Ward {w}?"),
+    ("eng", "How do I report an electricity fault in {p}?"),
+    ("zul", "Amanzi azonqamuka nini e{p}?"),
+    ("zul", "Ngubani umphathi womtholampilo wase-{p}?"),
+    ("afr", "Wanneer sal Wyk {w} sonder water wees?"),
+    ("afr", "Wie is die bestuurder van {p} Kliniek?"),
+    ("sot", "Metsi a tla kgaoha neng {p}?"),
+    ("sot", "Mookamedi wa tliliniki ya {p} ke mang?"),
 ]
 
 
 def fill(template: str, rng: random.Random) -> str:
     h1 = rng.randint(6, 10)
-    return template.format(w=rng.randint(1, 110), p=rng.choice(PLACES), d=rng.randint(1, 31), h1=f"{h1:02d}",
-                           h2=rng.randint(14, 20), h0=rng.randint(5, 7), mm=rng.choice([150, 200, 300, 450]),
-                           n=rng.choice(NAMES), day=rng.choice(["Monday", "Tuesday", "Thursday", "Friday"]),
-                           a=rng.randint(10, 87), b=rng.randint(100, 999), c=rng.randint(1000, 9999),
-                           m=rng.randint(1000, 9999), ref=f"REF{rng.randint(100000, 999999)}")
+    return template.format(
+        w=rng.randint(1, 110),
+        p=rng.choice(PLACES),
+        d=rng.randint(1, 31),
+        h1=f"{h1:02d}",
+        h2=rng.randint(14, 20),
+        h0=rng.randint(5, 7),
+        mm=rng.choice([150, 200, 300, 450]),
+        n=rng.choice(NAMES),
+        day=rng.choice(["Monday", "Tuesday", "Thursday", "Friday"]),
+        a=rng.randint(10, 87),
+        b=rng.randint(100, 999),
+        c=rng.randint(1000, 9999),
+        m=rng.randint(1000, 9999),
+        ref=f"REF{rng.randint(100000, 999999)}",
+    )
 
 
 def make_chunk(lang: str, rng: random.Random) -> str:
@@ -130,8 +181,9 @@ def make_queries(n: int, seed: int = 11) -> list[str]:
     return [fill(rng.choice(QUESTIONS)[1], rng) for _ in range(n)]
 
 
-def scaled_set(scale: int, pool_texts: list[str], pool_langs: list[str], pool_vecs: np.ndarray, seed: int = 3
-               ) -> tuple[list[str], list[str], np.ndarray]:
+def scaled_set(
+    scale: int, pool_texts: list[str], pool_langs: list[str], pool_vecs: np.ndarray, seed: int = 3
+) -> tuple[list[str], list[str], np.ndarray]:
     """``scale`` chunks: pool templates re-filled with new values, pool vectors plus noise."""
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
@@ -143,6 +195,7 @@ def scaled_set(scale: int, pool_texts: list[str], pool_langs: list[str], pool_ve
 
 
 # --- the service process ---------------------------------------------------------------------------------------
+
 
 def serve(config_path: str) -> None:
     """Child process: ingest precomputed chunks through the KnowledgeStore, then serve HTTP."""
@@ -176,14 +229,24 @@ def serve(config_path: str) -> None:
         t0 = time.perf_counter()
         for d, lo in enumerate(range(0, len(texts), DOC_CHUNKS)):
             doc_id = f"00000000-0000-4000-8000-{d:012d}"
-            batch = [{"text": t, "start": 0, "end": len(t), "language": lang}
-                     for t, lang in texts[lo:lo + DOC_CHUNKS]]
-            store.add_precomputed.remote(kb_id, doc_id, f"doc-{d}.txt", batch, vecs[lo:lo + DOC_CHUNKS],
-                                         customer_id=info.customer_id).result()
+            batch = [
+                {"text": t, "start": 0, "end": len(t), "language": lang} for t, lang in texts[lo : lo + DOC_CHUNKS]
+            ]
+            store.add_precomputed.remote(
+                kb_id, doc_id, f"doc-{d}.txt", batch, vecs[lo : lo + DOC_CHUNKS], customer_id=info.customer_id
+            ).result()
             with ctx.db.session() as s:
-                s.add(Document(id=doc_id, knowledgebase_id=kb_id, customer_id=info.customer_id,
-                               filename=f"doc-{d}.txt", content_sha256=f"{d:064d}", status="ready",
-                               chunk_count=len(batch)))
+                s.add(
+                    Document(
+                        id=doc_id,
+                        knowledgebase_id=kb_id,
+                        customer_id=info.customer_id,
+                        filename=f"doc-{d}.txt",
+                        content_sha256=f"{d:064d}",
+                        status="ready",
+                        chunk_count=len(batch),
+                    )
+                )
         seconds = time.perf_counter() - t0
         stats.update(ingest_seconds=seconds, chunks=len(texts), count=store.count.remote(kb_id).result())
     Path(cfg["stats"]).write_text(json.dumps(stats))
@@ -231,16 +294,20 @@ def http_ingest(work: Path, docs: int, rng: random.Random) -> dict[str, float]:
     headers = {"X-CLIENT-TOKEN": stats["token"]}
     try:
         with httpx.Client(base_url=service.url, timeout=600) as client:
-            kb = client.post("/api/v1/search/knowledgebase", headers=headers,
-                             json={"knowledgebase_name": "ingest"}).json()["id"]
+            kb = client.post(
+                "/api/v1/search/knowledgebase", headers=headers, json={"knowledgebase_name": "ingest"}
+            ).json()["id"]
             bodies = []
             for _ in range(docs):
                 lang = rng.choice(["eng", "zul", "afr", "sot"])
                 bodies.append("\n\n".join(make_chunk(lang, rng) for _ in range(8)))
             t0 = time.perf_counter()
             for i, body in enumerate(bodies):
-                r = client.post(f"/api/v1/search/knowledgebase/{kb}/document", headers=headers,
-                                files={"file": (f"notice-{i}.txt", body.encode(), "text/plain")})
+                r = client.post(
+                    f"/api/v1/search/knowledgebase/{kb}/document",
+                    headers=headers,
+                    files={"file": (f"notice-{i}.txt", body.encode(), "text/plain")},
+                )
                 r.raise_for_status()
             seconds = time.perf_counter() - t0
         from sqlalchemy import create_engine, text
@@ -253,8 +320,14 @@ def http_ingest(work: Path, docs: int, rng: random.Random) -> dict[str, float]:
         service.stop()
 
 
-def run_scale(scale: int, work: Path, pool: tuple[list[str], list[str], np.ndarray], queries: list[str],
-              query_vecs: np.ndarray, embedder: Any) -> dict[str, Any]:
+def run_scale(
+    scale: int,
+    work: Path,
+    pool: tuple[list[str], list[str], np.ndarray],
+    queries: list[str],
+    query_vecs: np.ndarray,
+    embedder: Any,
+) -> dict[str, Any]:
     import uuid
 
     from engines.chunk_store import collection_name, connect_chroma
@@ -264,17 +337,22 @@ def run_scale(scale: int, work: Path, pool: tuple[list[str], list[str], np.ndarr
     (work / "chunks.jsonl").write_text("\n".join(json.dumps([t, lang]) for t, lang in zip(texts, langs)))
     np.save(work / "vectors.npy", vecs)
     kb_id = str(uuid.uuid4())
-    service = Service(work / "service", chunks=str(work / "chunks.jsonl"), vectors=str(work / "vectors.npy"),
-                      kb_id=kb_id)
+    service = Service(
+        work / "service", chunks=str(work / "chunks.jsonl"), vectors=str(work / "vectors.npy"), kb_id=kb_id
+    )
     stats = service.start()
     assert stats["count"] == scale, stats
     headers = {"X-CLIENT-TOKEN": stats["token"]}
     row: dict[str, Any] = {"scale": scale, "service ingest chunks/s": scale / stats["ingest_seconds"]}
     try:
         with httpx.Client(base_url=service.url, timeout=600) as client:
+
             def ask(q: str) -> None:
-                r = client.post(f"/api/v1/search/knowledgebase/{kb_id}/query", headers=headers,
-                                json={"query": q, "language": None, "top_k": 5})
+                r = client.post(
+                    f"/api/v1/search/knowledgebase/{kb_id}/query",
+                    headers=headers,
+                    json={"query": q, "language": None, "top_k": 5},
+                )
                 r.raise_for_status()
                 assert len(r.json()["search_result"]) == 5
 
@@ -287,25 +365,46 @@ def run_scale(scale: int, work: Path, pool: tuple[list[str], list[str], np.ndarr
     client = connect_chroma(path=str(work / "service" / "chroma"))  # the same vectors, now without the service
     col = client.get_collection(collection_name(kb_id), embedding_function=None)
     assert col.count() == scale
-    bare_ms = timed_queries(lambda v: col.query(query_embeddings=v.reshape(1, -1), n_results=5,
-                                                include=["documents", "metadatas", "distances"]), list(query_vecs))
+    bare_ms = timed_queries(
+        lambda v: col.query(
+            query_embeddings=v.reshape(1, -1), n_results=5, include=["documents", "metadatas", "distances"]
+        ),
+        list(query_vecs),
+    )
     row["bare p50 ms"], row["bare p99 ms"] = pct(bare_ms, 50), pct(bare_ms, 99)
-    with_embedding = timed_queries(lambda q: col.query(query_embeddings=embedder.embed([q], "query"), n_results=5,
-                                                       include=["documents", "metadatas", "distances"]), queries)
+    with_embedding = timed_queries(
+        lambda q: col.query(
+            query_embeddings=embedder.embed([q], "query"), n_results=5, include=["documents", "metadatas", "distances"]
+        ),
+        queries,
+    )
     row["bare embed+query p50 ms"] = pct(with_embedding, 50)
     row["bare embed+query p99 ms"] = pct(with_embedding, 99)
     client.close()
 
     bare_client = connect_chroma(path=str(work / "bare"))
-    bare_col = bare_client.get_or_create_collection("bare", embedding_function=None,
-                                                    configuration={"hnsw": {"space": "cosine"}})
-    metas = [{"document_id": f"d{i // DOC_CHUNKS}", "filename": "x.txt", "chunk_index": i, "start": 0,
-              "end": len(t), "language": lang} for i, (t, lang) in enumerate(zip(texts, langs))]
+    bare_col = bare_client.get_or_create_collection(
+        "bare", embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+    )
+    metas = [
+        {
+            "document_id": f"d{i // DOC_CHUNKS}",
+            "filename": "x.txt",
+            "chunk_index": i,
+            "start": 0,
+            "end": len(t),
+            "language": lang,
+        }
+        for i, (t, lang) in enumerate(zip(texts, langs))
+    ]
     t0 = time.perf_counter()
     for lo in range(0, scale, DOC_CHUNKS):
-        bare_col.add(ids=[f"c{i}" for i in range(lo, min(scale, lo + DOC_CHUNKS))],
-                     embeddings=vecs[lo:lo + DOC_CHUNKS], documents=texts[lo:lo + DOC_CHUNKS],
-                     metadatas=metas[lo:lo + DOC_CHUNKS])
+        bare_col.add(
+            ids=[f"c{i}" for i in range(lo, min(scale, lo + DOC_CHUNKS))],
+            embeddings=vecs[lo : lo + DOC_CHUNKS],
+            documents=texts[lo : lo + DOC_CHUNKS],
+            metadatas=metas[lo : lo + DOC_CHUNKS],
+        )
     row["bare ingest chunks/s"] = scale / (time.perf_counter() - t0)
     bare_client.close()
     shutil.rmtree(work / "bare", ignore_errors=True)
@@ -342,32 +441,45 @@ def main() -> None:
     queries = make_queries(args.queries)
     query_vecs = embedder.embed(queries, "query")
     embed_query_ms = timed_queries(lambda q: embedder.embed([q], "query"), queries[:50])
-    print(f"chunks: {statistics.mean(len(t) for t in pool_texts):.0f} characters on average; "
-          f"e5 passage embedding {embed_rate:.1f} chunks/s; language ID {detect_rate:.0f} chunks/s; "
-          f"e5 query embedding p50 {pct(embed_query_ms, 50):.1f} ms", flush=True)
+    print(
+        f"chunks: {statistics.mean(len(t) for t in pool_texts):.0f} characters on average; "
+        f"e5 passage embedding {embed_rate:.1f} chunks/s; language ID {detect_rate:.0f} chunks/s; "
+        f"e5 query embedding p50 {pct(embed_query_ms, 50):.1f} ms",
+        flush=True,
+    )
 
     with tempfile.TemporaryDirectory(prefix="khuluma-bench-search-") as tmp:
         upload = http_ingest(Path(tmp) / "upload", args.upload_docs, random.Random(5))
-        print(f"HTTP upload end to end: {upload['documents']} documents, {upload['chunks']} chunks in "
-              f"{upload['seconds']:.1f} s = {upload['chunks/s']:.1f} chunks/s (embedding-bound)", flush=True)
+        print(
+            f"HTTP upload end to end: {upload['documents']} documents, {upload['chunks']} chunks in "
+            f"{upload['seconds']:.1f} s = {upload['chunks/s']:.1f} chunks/s (embedding-bound)",
+            flush=True,
+        )
         rows = []
         for scale in args.scales:
-            row = run_scale(scale, Path(tmp) / f"scale-{scale}", (pool_texts, pool_langs, pool_vecs), queries,
-                            query_vecs, embedder)
+            row = run_scale(
+                scale, Path(tmp) / f"scale-{scale}", (pool_texts, pool_langs, pool_vecs), queries, query_vecs, embedder
+            )
             rows.append(row)
             print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
 
-    print("\n| chunks | ingest chunks/s service / bare Chroma (ratio) | query p50 / p99 ms service | bare Chroma "
-          "query | ratio | bare e5 embed + Chroma query | ratio | first query (BM25 build) |")
+    print(
+        "\n| chunks | ingest chunks/s service / bare Chroma (ratio) | query p50 / p99 ms service | bare Chroma "
+        "query | ratio | bare e5 embed + Chroma query | ratio | first query (BM25 build) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['scale']:,} | {r['service ingest chunks/s']:.0f} / {r['bare ingest chunks/s']:.0f} "
-              f"({r['ingest ratio']:.2f}) | {r['service p50 ms']:.1f} / {r['service p99 ms']:.1f} | "
-              f"{r['bare p50 ms']:.1f} / {r['bare p99 ms']:.1f} | {r['query ratio p50']:.1f}x | "
-              f"{r['bare embed+query p50 ms']:.1f} / {r['bare embed+query p99 ms']:.1f} | "
-              f"{r['query ratio p50 vs embed+query']:.2f}x | {r['first query ms (BM25 build)']:.0f} ms |")
-    print(f"service query = HTTP + auth + DB + e5 query embedding + Chroma + BM25 + fusion (hybrid); ratios on p50. "
-          f"e5 query embedding alone: p50 {pct(embed_query_ms, 50):.1f} ms.")
+        print(
+            f"| {r['scale']:,} | {r['service ingest chunks/s']:.0f} / {r['bare ingest chunks/s']:.0f} "
+            f"({r['ingest ratio']:.2f}) | {r['service p50 ms']:.1f} / {r['service p99 ms']:.1f} | "
+            f"{r['bare p50 ms']:.1f} / {r['bare p99 ms']:.1f} | {r['query ratio p50']:.1f}x | "
+            f"{r['bare embed+query p50 ms']:.1f} / {r['bare embed+query p99 ms']:.1f} | "
+            f"{r['query ratio p50 vs embed+query']:.2f}x | {r['first query ms (BM25 build)']:.0f} ms |"
+        )
+    print(
+        f"service query = HTTP + auth + DB + e5 query embedding + Chroma + BM25 + fusion (hybrid); ratios on p50. "
+        f"e5 query embedding alone: p50 {pct(embed_query_ms, 50):.1f} ms."
+    )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,8 @@ def main() -> None:
     args = ap.parse_args()
 
     data = tempfile.mkdtemp(prefix="khuluma-bench-")
-    from persistence.session import Database
     from contracts.settings import Settings
+    from persistence.session import Database
     from serve_app.tokens import create_token
 
     settings = Settings(data_dir=data)
@@ -49,9 +49,13 @@ def main() -> None:
     cfg = load_serve_config(ROOT / "configs" / "serve.yaml")
     ray.init(address="local", include_dashboard=False, logging_level="ERROR", runtime_env={"env_vars": ray_env()})
     serve.start(http_options={"host": "127.0.0.1", "port": serve_port}, logging_config=cfg.get("logging_config"))
-    serve.run(build_app({"settings": {"data_dir": data}, "capabilities": ["none"],
-                         "deployments": cfg["deployments"]}), name="khuluma", route_prefix="/", blocking=False,
-              logging_config=cfg.get("logging_config"))
+    serve.run(
+        build_app({"settings": {"data_dir": data}, "capabilities": ["none"], "deployments": cfg["deployments"]}),
+        name="khuluma",
+        route_prefix="/",
+        blocking=False,
+        logging_config=cfg.get("logging_config"),
+    )
     serve_url = f"http://127.0.0.1:{serve_port}"
     wait_healthy(serve_url)
 
@@ -73,10 +77,18 @@ def _compare(plain_url: str, serve_url: str, headers: dict[str, str], args: argp
         serve_res = load("GET", serve_url + path, concurrency=args.concurrency, duration=args.duration, headers=hdrs)
         rows.append((f"{label}: plain uvicorn", plain_res.row()))
         rows.append((f"{label}: Ray Serve", serve_res.row()))
-        rows.append((f"{label}: Serve/plain", {"req/s": f"{serve_res.rps / plain_res.rps:.2f}x",
-                                               "p50 ms": f"{serve_res.pct(50) / plain_res.pct(50):.2f}x",
-                                               "p99 ms": f"{serve_res.pct(99) / plain_res.pct(99):.2f}x",
-                                               "errors": "", "n": ""}))
+        rows.append(
+            (
+                f"{label}: Serve/plain",
+                {
+                    "req/s": f"{serve_res.rps / plain_res.rps:.2f}x",
+                    "p50 ms": f"{serve_res.pct(50) / plain_res.pct(50):.2f}x",
+                    "p99 ms": f"{serve_res.pct(99) / plain_res.pct(99):.2f}x",
+                    "errors": "",
+                    "n": "",
+                },
+            )
+        )
     return rows
 
 

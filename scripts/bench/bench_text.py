@@ -41,11 +41,15 @@ SENTIMENT_TEXTS = [
     "Ke thabile haholo kajeno. Kopano e qala ka hora ya borobong.",
 ]
 CLASSIFY = {
-    "examples": [{"intent": i, "example": e} for i, es in {
-        "balance": ["What is my balance?", "How much money do I have?", "Ngimalini esikhwameni sami?"],
-        "outage": ["There is no electricity", "The power is off", "Awukho ugesi endaweni yakithi"],
-        "hours": ["When do you open?", "Are you open on Saturday?", "Nivula ngasiphi isikhathi?"],
-    }.items() for e in es],
+    "examples": [
+        {"intent": i, "example": e}
+        for i, es in {
+            "balance": ["What is my balance?", "How much money do I have?", "Ngimalini esikhwameni sami?"],
+            "outage": ["There is no electricity", "The power is off", "Awukho ugesi endaweni yakithi"],
+            "hours": ["When do you open?", "Are you open on Saturday?", "Nivula ngasiphi isikhathi?"],
+        }.items()
+        for e in es
+    ],
     "inputs": ["Show me my account balance", "Ugesi ucimile kusukela ekuseni", "Until what time are you open?"],
 }
 
@@ -84,8 +88,9 @@ class BareEngines:
         from engines.intent import intent_probabilities
 
         # one embedding call for every text of the batch that is not cached yet (the bare-model limit)
-        found, missing = self.cache.lookup([t for req in requests
-                                            for t in [e["example"] for e in req["examples"]] + req["inputs"]])
+        found, missing = self.cache.lookup(
+            [t for req in requests for t in [e["example"] for e in req["examples"]] + req["inputs"]]
+        )
         if missing:
             vecs = self.embedder.embed(missing, "query")
             self.cache.store(missing, vecs)
@@ -100,7 +105,7 @@ class BareEngines:
     def requests_per_s(self, fn, items: list, batch: int, seconds: float = 5.0) -> float:
         fn(items[:batch])  # warm-up
         done, start = 0, time.perf_counter()
-        for chunk in itertools.cycle([items[i:i + batch] for i in range(0, len(items), batch)]):
+        for chunk in itertools.cycle([items[i : i + batch] for i in range(0, len(items), batch)]):
             fn(chunk)
             done += len(chunk)
             if time.perf_counter() - start >= seconds:
@@ -126,8 +131,9 @@ def main() -> None:
     # distinct inputs per request (a number appended) so nothing is answered from a cache
     ner_items = [f"{t} Ref {i}." for i, t in zip(range(512), itertools.cycle(NER_TEXTS))]
     sent_items = [f"{t} {i}" for i, t in zip(range(512), itertools.cycle(SENTIMENT_TEXTS))]
-    cls_items = [{"examples": CLASSIFY["examples"], "inputs": [f"{x} {i}" for x in CLASSIFY["inputs"]]}
-                 for i in range(512)]
+    cls_items = [
+        {"examples": CLASSIFY["examples"], "inputs": [f"{x} {i}" for x in CLASSIFY["inputs"]]} for i in range(512)
+    ]
     routes = {
         "ner": ("/api/v1/entity_recognition/process", [{"encoded_text": t} for t in ner_items]),
         "sentiment": ("/api/v1/sentiment_analysis/process", [{"encoded_text": t} for t in sent_items]),
@@ -135,14 +141,24 @@ def main() -> None:
     }
 
     engines = BareEngines()
-    bare_fns = {"ner": (engines.ner_batch, ner_items), "sentiment": (engines.sentiment_batch, sent_items),
-                "classify": (engines.classify_batch, cls_items)}
+    bare_fns = {
+        "ner": (engines.ner_batch, ner_items),
+        "sentiment": (engines.sentiment_batch, sent_items),
+        "classify": (engines.classify_batch, cls_items),
+    }
 
     def through(url: str, name: str):
         path, bodies = routes[name]
         it = itertools.cycle([json.dumps(b).encode() for b in bodies])
-        return load("POST", f"{url}{path}", concurrency=args.concurrency, duration=args.duration,
-                    headers=headers, data_factory=lambda: next(it), warmup=16)
+        return load(
+            "POST",
+            f"{url}{path}",
+            concurrency=args.concurrency,
+            duration=args.duration,
+            headers=headers,
+            data_factory=lambda: next(it),
+            warmup=16,
+        )
 
     results: dict[str, dict] = {name: {} for name in routes}
     with plain_server(settings, ["embeddings", "text"]) as url:
@@ -164,8 +180,17 @@ def main() -> None:
         for key, label in (("service", "service (uvicorn, local testing mode)"), ("ray", "service (Ray Serve)")):
             if key in r:
                 row = r[key].row()
-                rows.append((f"{name}: {label}", {"req/s": row["req/s"], "p50 ms": row["p50 ms"],
-                                                  "p99 ms": row["p99 ms"], "errors": row["errors"]}))
+                rows.append(
+                    (
+                        f"{name}: {label}",
+                        {
+                            "req/s": row["req/s"],
+                            "p50 ms": row["p50 ms"],
+                            "p99 ms": row["p99 ms"],
+                            "errors": row["errors"],
+                        },
+                    )
+                )
                 rows.append((f"{name}: {key}/bare", {"req/s": f"{r[key].rps / bare:.2f}x", **blank}))
     print(f"\nconcurrency={args.concurrency}; duration={args.duration}s per route; cores={os.cpu_count()}")
     print(table(rows))
@@ -185,9 +210,15 @@ def _through_ray(settings: dict, through, names: list[str]) -> dict:
     ray.init(address="local", include_dashboard=False, logging_level="ERROR", runtime_env={"env_vars": ray_env()})
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=cfg.get("logging_config"))
-        serve.run(build_app({"settings": settings, "capabilities": ["embeddings", "text"],
-                             "deployments": cfg["deployments"]}),
-                  name="khuluma", route_prefix="/", blocking=False, logging_config=cfg.get("logging_config"))
+        serve.run(
+            build_app(
+                {"settings": settings, "capabilities": ["embeddings", "text"], "deployments": cfg["deployments"]}
+            ),
+            name="khuluma",
+            route_prefix="/",
+            blocking=False,
+            logging_config=cfg.get("logging_config"),
+        )
         wait_healthy(f"http://127.0.0.1:{port}")
         return {name: through(f"http://127.0.0.1:{port}", name) for name in names}
     finally:

@@ -27,8 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _plain import free_port  # noqa: E402
+
 from scripts.eval_wer import SENTENCES  # noqa: E402
 
 DECODE = {"beam_size": 5, "word_timestamps": True, "vad_filter": True, "condition_on_previous_text": False}
@@ -74,9 +75,16 @@ def run(name: str, fn: Callable[[Path], Any], files: list[tuple[Path, float]], c
         list(pool.map(one, [p for p, _ in files]))
     wall = time.perf_counter() - started
     audio = sum(s for _, s in files)
-    row = {"system": name, "clients": clients, "files": len(files), "audio_s": round(audio, 1),
-           "wall_s": round(wall, 2), "rtf": round(wall / audio, 3), "files_per_min": round(len(files) / wall * 60, 2),
-           "mean_latency_s": round(sum(latencies) / len(latencies), 2)}
+    row = {
+        "system": name,
+        "clients": clients,
+        "files": len(files),
+        "audio_s": round(audio, 1),
+        "wall_s": round(wall, 2),
+        "rtf": round(wall / audio, 3),
+        "files_per_min": round(len(files) / wall * 60, 2),
+        "mean_latency_s": round(sum(latencies) / len(latencies), 2),
+    }
     print(json.dumps(row), flush=True)
     return row
 
@@ -116,11 +124,13 @@ class ServiceSystem:
 
         cfg = load_serve_config(ROOT / "configs" / "serve.yaml")
         port = free_port()
-        ray.init(address="local", include_dashboard=False, logging_level="ERROR",
-                 runtime_env={"env_vars": ray_env()})
+        ray.init(address="local", include_dashboard=False, logging_level="ERROR", runtime_env={"env_vars": ray_env()})
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        args = {"settings": settings.for_replica(), "deployments": cfg["deployments"],
-                "capabilities": ["transcription"]}
+        args = {
+            "settings": settings.for_replica(),
+            "deployments": cfg["deployments"],
+            "capabilities": ["transcription"],
+        }
         serve.run(build_app(args), name="khuluma-bench", route_prefix="/", blocking=False)
         self.url = f"http://127.0.0.1:{port}"
         settings.ensure_dirs()
@@ -132,8 +142,12 @@ class ServiceSystem:
         import httpx
 
         with path.open("rb") as f:
-            r = httpx.post(self.url + "/api/v2alpha/transcribe/sync/file", files={"file": (path.name, f)},
-                           headers={"X-CLIENT-TOKEN": self.token}, timeout=600)
+            r = httpx.post(
+                self.url + "/api/v2alpha/transcribe/sync/file",
+                files={"file": (path.name, f)},
+                headers={"X-CLIENT-TOKEN": self.token},
+                timeout=600,
+            )
         r.raise_for_status()
         return r.json()["transcription_text"]
 
@@ -153,23 +167,41 @@ class FwsSystem:
         if not exe.exists():
             raise FileNotFoundError(f"{exe} (pip install faster-whisper-server into .venv-fws)")
         config = workdir / "fws.yaml"
-        config.write_text(json.dumps({"models": [{
-            "name": "whisper-base", "path": str(model_dir),
-            "model_options": {"device": "cpu", "compute_type": "int8", "cpu_threads": threads},
-            "transcribe_options": DECODE}]}))  # JSON is YAML
+        config.write_text(
+            json.dumps(
+                {
+                    "models": [
+                        {
+                            "name": "whisper-base",
+                            "path": str(model_dir),
+                            "model_options": {"device": "cpu", "compute_type": "int8", "cpu_threads": threads},
+                            "transcribe_options": DECODE,
+                        }
+                    ]
+                }
+            )
+        )  # JSON is YAML
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-        self.proc = subprocess.Popen([str(exe), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
-                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [str(exe), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         _wait(self.url + "/health", 120)
 
     def __call__(self, path: Path) -> str:
         import httpx
 
         with path.open("rb") as f:
-            r = httpx.post(self.url + "/v1/audio/transcriptions", files={"file": (path.name, f)},
-                           data={"model_name": "whisper-base"}, timeout=600)
+            r = httpx.post(
+                self.url + "/v1/audio/transcriptions",
+                files={"file": (path.name, f)},
+                data={"model_name": "whisper-base"},
+                timeout=600,
+            )
         r.raise_for_status()
         return r.json()["text"]
 
@@ -202,16 +234,19 @@ def main() -> None:
     skip = set(filter(None, args.skip.split(",")))
     clients = [int(c) for c in args.clients.split(",")]
 
-    from engines.whisper_weights import ensure_whisper_base
     from contracts.settings import Settings
+    from engines.whisper_weights import ensure_whisper_base
 
     workdir = Path(tempfile.mkdtemp(prefix="khuluma-bench-asr-"))
     settings = Settings(data_dir=workdir / "data", _env_file=None)
     model_dir = ensure_whisper_base(settings.data_dir)
     threads = os.cpu_count() or 1
     files = make_files(workdir, args.files, args.sentences)
-    print(f"{len(files)} files, {sum(s for _, s in files):.1f} s of audio, {threads} CPU threads per model, "
-          f"decoding {DECODE}", flush=True)
+    print(
+        f"{len(files)} files, {sum(s for _, s in files):.1f} s of audio, {threads} CPU threads per model, "
+        f"decoding {DECODE}",
+        flush=True,
+    )
     rows: list[dict[str, Any]] = []
     try:
         systems: list[tuple[str, Callable[[], Any]]] = [
@@ -238,12 +273,13 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
     base = {r["clients"]: r["files_per_min"] for r in rows if r["system"] == "bare"}
-    print(f"\n{'system':10} {'clients':>7} {'wall s':>8} {'RTF':>7} {'files/min':>10} {'latency s':>10} "
-          f"{'vs bare':>8}")
+    print(f"\n{'system':10} {'clients':>7} {'wall s':>8} {'RTF':>7} {'files/min':>10} {'latency s':>10} {'vs bare':>8}")
     for r in rows:
         ratio = r["files_per_min"] / base[r["clients"]] if r["clients"] in base else float("nan")
-        print(f"{r['system']:10} {r['clients']:7d} {r['wall_s']:8.1f} {r['rtf']:7.3f} {r['files_per_min']:10.2f} "
-              f"{r['mean_latency_s']:10.2f} {ratio:8.2f}")
+        print(
+            f"{r['system']:10} {r['clients']:7d} {r['wall_s']:8.1f} {r['rtf']:7.3f} {r['files_per_min']:10.2f} "
+            f"{r['mean_latency_s']:10.2f} {ratio:8.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _load import load, table  # noqa: E402
 from _plain import free_port, plain_server, wait_healthy  # noqa: E402
 
-PAIRS = [("eng_Latn", "zul_Latn"), ("zul_Latn", "eng_Latn"), ("afr_Latn", "xho_Latn"), ("sot_Latn", "eng_Latn"),
-         ("eng_Latn", "tsn_Latn"), ("nso_Latn", "afr_Latn")]
+PAIRS = [
+    ("eng_Latn", "zul_Latn"),
+    ("zul_Latn", "eng_Latn"),
+    ("afr_Latn", "xho_Latn"),
+    ("sot_Latn", "eng_Latn"),
+    ("eng_Latn", "tsn_Latn"),
+    ("nso_Latn", "afr_Latn"),
+]
 
 
 class BareCT2:
@@ -42,17 +48,23 @@ class BareCT2:
         import sentencepiece as spm
 
         self.sp = spm.SentencePieceProcessor(model_file=str(model_dir / "sentencepiece.bpe.model"))
-        self.translator = ctranslate2.Translator(str(model_dir), device="auto", intra_threads=threads,
-                                                 compute_type={"cpu": "int8", "cuda": "float16"})
+        self.translator = ctranslate2.Translator(
+            str(model_dir), device="auto", intra_threads=threads, compute_type={"cpu": "int8", "cuda": "float16"}
+        )
         self.requests, self.beam, self.max_length = requests, beam, max_length
 
     def sentences_per_s(self, batch: int, rounds: int = 2) -> float:
         def run() -> None:
-            sources = [[r["source_lang"], *self.sp.encode(r["input_text"], out_type=str), "</s>"]
-                       for r in self.requests]
+            sources = [
+                [r["source_lang"], *self.sp.encode(r["input_text"], out_type=str), "</s>"] for r in self.requests
+            ]
             results = self.translator.translate_batch(
-                sources, target_prefix=[[r["target_lang"]] for r in self.requests], beam_size=self.beam,
-                max_decoding_length=self.max_length, max_batch_size=batch)
+                sources,
+                target_prefix=[[r["target_lang"]] for r in self.requests],
+                beam_size=self.beam,
+                max_decoding_length=self.max_length,
+                max_batch_size=batch,
+            )
             [self.sp.decode(res.hypotheses[0][1:]) for res in results]
 
         run()  # warm-up
@@ -86,13 +98,22 @@ def main() -> None:
     else:
         hf = build_tiny_nllb(Path(data) / "tiny-hf")
         model_dir, model_label = convert_tiny(hf, Path(data) / "tiny-ct2", "int8"), "tiny random NLLB (int8)"
-    requests = [{"input_text": line.rstrip(",") or "Sawubona.", "source_lang": s, "target_lang": t}
-                for line, (s, t) in zip(training_lines(args.sentences, seed=7), itertools.cycle(PAIRS))]
+    requests = [
+        {"input_text": line.rstrip(",") or "Sawubona.", "source_lang": s, "target_lang": t}
+        for line, (s, t) in zip(training_lines(args.sentences, seed=7), itertools.cycle(PAIRS))
+    ]
 
-    settings = {"data_dir": data, "translation": {"model": str(model_dir), "beam_size": args.beam,
-                                                  "max_length": args.max_length, "threads": args.threads}}
-    from persistence.session import Database
+    settings = {
+        "data_dir": data,
+        "translation": {
+            "model": str(model_dir),
+            "beam_size": args.beam,
+            "max_length": args.max_length,
+            "threads": args.threads,
+        },
+    }
     from contracts.settings import Settings
+    from persistence.session import Database
     from serve_app.tokens import create_token
 
     token = create_token(Database.migrated(Settings(data_dir=data).db_url), "bench")[0]
@@ -100,8 +121,15 @@ def main() -> None:
     bodies = itertools.cycle([json.dumps(r).encode() for r in requests])
 
     def through(url: str):
-        return load("POST", f"{url}/api/v1/translate/process", concurrency=args.concurrency,
-                    duration=args.duration, headers=headers, data_factory=lambda: next(bodies), warmup=32)
+        return load(
+            "POST",
+            f"{url}/api/v1/translate/process",
+            concurrency=args.concurrency,
+            duration=args.duration,
+            headers=headers,
+            data_factory=lambda: next(bodies),
+            warmup=32,
+        )
 
     engine = BareCT2(model_dir, requests, args.beam, args.max_length, args.threads)
     with plain_server(settings, ["translation"]) as url:
@@ -112,23 +140,32 @@ def main() -> None:
         bare_same.append(engine.sentences_per_s(args.concurrency))
     bare = sum(bare_same) / len(bare_same)
     blank = {"p50 ms": "", "p99 ms": "", "errors": "", "n": ""}
-    rows = [(f"bare ctranslate2, batches of {args.concurrency}", {"sent/s": round(bare, 1), **blank}),
-            ("bare ctranslate2, batches of 32", {"sent/s": round(bare_32, 1), **blank}),
-            (f"service (uvicorn, in-process), {args.concurrency} clients", _row(res)),
-            ("service/bare", {"sent/s": f"{res.rps / bare:.2f}x", **blank})]
+    rows = [
+        (f"bare ctranslate2, batches of {args.concurrency}", {"sent/s": round(bare, 1), **blank}),
+        ("bare ctranslate2, batches of 32", {"sent/s": round(bare_32, 1), **blank}),
+        (f"service (uvicorn, local testing mode), {args.concurrency} clients", _row(res)),
+        ("service/bare", {"sent/s": f"{res.rps / bare:.2f}x", **blank}),
+    ]
     if args.ray:
         res = _through_ray(settings, through)
         rows.append((f"service (Ray Serve), {args.concurrency} clients", _row(res)))
         rows.append(("Ray Serve/bare", {"sent/s": f"{res.rps / bare:.2f}x", **blank}))
-    print(f"\nmodel: {model_label}; beam {args.beam}, max {args.max_length} tokens; {len(requests)} distinct "
-          f"sentences; concurrency={args.concurrency}; duration={args.duration}s; cores={os.cpu_count()}")
+    print(
+        f"\nmodel: {model_label}; beam {args.beam}, max {args.max_length} tokens; {len(requests)} distinct "
+        f"sentences; concurrency={args.concurrency}; duration={args.duration}s; cores={os.cpu_count()}"
+    )
     print(table(rows))
 
 
 def _row(res) -> dict:
     row = res.row()
-    return {"sent/s": row["req/s"], "p50 ms": row["p50 ms"], "p99 ms": row["p99 ms"], "errors": row["errors"],
-            "n": row["n"]}
+    return {
+        "sent/s": row["req/s"],
+        "p50 ms": row["p50 ms"],
+        "p99 ms": row["p99 ms"],
+        "errors": row["errors"],
+        "n": row["n"],
+    }
 
 
 def _through_ray(settings: dict, through):
@@ -145,8 +182,13 @@ def _through_ray(settings: dict, through):
     ray.init(address="local", include_dashboard=False, logging_level="ERROR", runtime_env={"env_vars": ray_env()})
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=cfg.get("logging_config"))
-        serve.run(build_app({"settings": settings, "capabilities": ["translation"], "deployments": cfg["deployments"]}),
-                  name="khuluma", route_prefix="/", blocking=False, logging_config=cfg.get("logging_config"))
+        serve.run(
+            build_app({"settings": settings, "capabilities": ["translation"], "deployments": cfg["deployments"]}),
+            name="khuluma",
+            route_prefix="/",
+            blocking=False,
+            logging_config=cfg.get("logging_config"),
+        )
         wait_healthy(f"http://127.0.0.1:{port}")
         return through(f"http://127.0.0.1:{port}")
     finally:

@@ -6,9 +6,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from persistence.session import Database
 from contracts.settings import get_settings
-from serve_app.tokens import create_token, list_tokens, revoke_token
+from persistence.session import Database, migrate
+from serve_app.tokens import create_token, list_tokens, revoke_token, webhook_secret_for
 
 token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
@@ -19,6 +19,11 @@ def _db() -> Database:
     settings = get_settings()
     settings.ensure_dirs()
     return Database.migrated(settings.db_url)  # a CLI command may be the first thing run on a new machine
+
+
+def _location(url: str) -> str:
+    """The database URL without its credentials (user:password@), for messages."""
+    return url.split("@")[-1]
 
 
 @token_app.command("create")
@@ -33,8 +38,10 @@ def token_create(
     if quiet:
         print(token)
         return
-    console.print(f"Token for customer [bold]{info.customer}[/] (id {info.customer_id}), project "
-                  f"[bold]{info.project}[/] (id {info.project_id}). Shown once; store it now:")
+    console.print(
+        f"Token for customer [bold]{info.customer}[/] (id {info.customer_id}), project "
+        f"[bold]{info.project}[/] (id {info.project_id}). Shown once; store it now:"
+    )
     print(token)
 
 
@@ -43,9 +50,15 @@ def token_list(all_: bool = typer.Option(False, "--all", help="Include revoked t
     """List tokens (prefixes only; the tokens themselves are not stored)."""
     table = Table("id", "prefix", "customer", "project", "name", "created", "revoked")
     for t in list_tokens(_db(), include_revoked=all_):
-        table.add_row(str(t.id), t.prefix, f"{t.customer} ({t.customer_id})", f"{t.project} ({t.project_id})",
-                      t.name, t.created_at.isoformat(timespec="seconds"),
-                      t.revoked_at.isoformat(timespec="seconds") if t.revoked_at else "")
+        table.add_row(
+            str(t.id),
+            t.prefix,
+            f"{t.customer} ({t.customer_id})",
+            f"{t.project} ({t.project_id})",
+            t.name,
+            t.created_at.isoformat(timespec="seconds"),
+            t.revoked_at.isoformat(timespec="seconds") if t.revoked_at else "",
+        )
     console.print(table)
 
 
@@ -61,8 +74,6 @@ def token_revoke(ident: str = typer.Argument(..., help="Token id, listed prefix,
 @token_app.command("secret")
 def token_secret(token_id: int = typer.Argument(..., help="Token id (see `khuluma token list`).")) -> None:
     """Print the token's webhook signing secret (HMAC-SHA256 key of its webhook deliveries; see docs/jobs.md)."""
-    from serve_app.tokens import webhook_secret_for
-
     secret = webhook_secret_for(_db(), token_id)
     if secret is None:
         console.print(f"[red]No token with id {token_id}.[/]")
@@ -72,6 +83,9 @@ def token_secret(token_id: int = typer.Argument(..., help="Token id (see `khulum
 
 @db_app.command("migrate")
 def db_migrate() -> None:
-    """Bring the database schema to the newest version."""
-    db = _db()
-    console.print(f"Database at {db.url.split('@')[-1]} is up to date.")
+    """Bring the database schema to the newest version (`khuluma serve` does it too, before anything starts;
+    replicas never migrate)."""
+    settings = get_settings()
+    settings.ensure_dirs()
+    migrate(settings.db_url)
+    console.print(f"Database at {_location(settings.db_url)} is up to date.")

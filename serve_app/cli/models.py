@@ -13,21 +13,20 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from contracts.settings import get_settings
 from engines.model_registry import (
     CAPABILITIES,
     KNOWN_MODELS,
+    MODEL_SETTING,
     ModelEntry,
     ModelError,
     ModelRegistry,
-    MODEL_SETTING,
     add_local,
     pull,
 )
-from contracts.settings import get_settings
 
 app = typer.Typer(help="Install and list models (translation, speech, NER).", no_args_is_help=True)
 console = Console()
-
 
 
 def _registry() -> ModelRegistry:
@@ -41,10 +40,12 @@ def _check_capability(capability: str | None) -> None:
 
 
 def _installed(entry: ModelEntry) -> None:
-    console.print(f"Installed [bold]{entry.name}[/] ({entry.capability}, {entry.backend}"
-                  f"{', ' + entry.quantization if entry.quantization else ''}) at {entry.path}")
-    console.print(f"Use it: {MODEL_SETTING.get(entry.capability, 'the setting')}={entry.name} or, in configs/serve.yaml, "
-                  f"`user_config: {{model: {entry.name}}}`.")
+    console.print(
+        f"Installed [bold]{entry.name}[/] ({entry.capability}, {entry.backend}"
+        f"{', ' + entry.quantization if entry.quantization else ''}) at {entry.path}"
+    )
+    setting = MODEL_SETTING.get(entry.capability, "the setting")
+    console.print(f"Use it: {setting}={entry.name} or, in configs/serve.yaml, `user_config: {{model: {entry.name}}}`.")
 
 
 @app.command("pull")
@@ -60,9 +61,16 @@ def pull_cmd(
     """Download a model from Hugging Face (progress bars), convert it to CTranslate2 and register it."""
     _check_capability(capability)
     try:
-        entry = pull(_registry(), ref, name=name, capability=capability, quantization=quantization,
-                     backend="transformers" if backend == "transformers" else "ctranslate2", revision=revision,
-                     keep_download=keep_download)
+        entry = pull(
+            _registry(),
+            ref,
+            name=name,
+            capability=capability,
+            quantization=quantization,
+            backend="transformers" if backend == "transformers" else "ctranslate2",
+            revision=revision,
+            keep_download=keep_download,
+        )
     except ModelError as exc:
         console.print(f"[red]{exc}[/]", highlight=False)
         raise typer.Exit(1) from None
@@ -75,14 +83,18 @@ def add_cmd(
     name: str = typer.Option(None, help="Registered name (default: the directory name)."),
     capability: str = typer.Option("translation", help=f"One of {', '.join(CAPABILITIES)}."),
     quantization: str = typer.Option("int8", help="CTranslate2 weight type when a checkpoint is converted."),
-    convert: bool = typer.Option(True, help="Convert a Hugging Face checkpoint to CTranslate2 (--no-convert: "
-                                            "register it for the transformers backend)."),
+    convert: bool = typer.Option(
+        True,
+        help="Convert a Hugging Face checkpoint to CTranslate2 (--no-convert: "
+        "register it for the transformers backend).",
+    ),
 ) -> None:
     """Register a local model directory (a Hugging Face checkpoint is converted to CTranslate2 first)."""
     _check_capability(capability)
     try:
-        entry = add_local(_registry(), directory, name=name, capability=capability, quantization=quantization,
-                          convert=convert)
+        entry = add_local(
+            _registry(), directory, name=name, capability=capability, quantization=quantization, convert=convert
+        )
     except ModelError as exc:
         console.print(f"[red]{exc}[/]", highlight=False)
         raise typer.Exit(1) from None

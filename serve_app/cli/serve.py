@@ -30,14 +30,19 @@ def load_serve_config(path: Path | None) -> dict[str, Any]:
     for d in app.get("deployments") or []:
         d = dict(d)
         deployments[d.pop("name")] = d
-    return {"http_options": raw.get("http_options") or {}, "logging_config": raw.get("logging_config"),
-            "app": app, "deployments": deployments}
+    return {
+        "http_options": raw.get("http_options") or {},
+        "logging_config": raw.get("logging_config"),
+        "app": app,
+        "deployments": deployments,
+    }
 
 
 def serve(
     config: Path = typer.Option(None, help="Serve config (default: configs/serve.yaml if present)."),
-    address: str = typer.Option(None, help="Join this Ray cluster (e.g. ray://head:10001 or auto) "
-                                           "instead of starting a local one."),
+    address: str = typer.Option(
+        None, help="Join this Ray cluster (e.g. ray://head:10001 or auto) instead of starting a local one."
+    ),
     host: str = typer.Option(None, help="Bind address (default: settings/config, 127.0.0.1)."),
     port: int = typer.Option(None, help="Port (default: settings/config, 8000)."),
     num_cpus: int = typer.Option(None, help="CPUs for the local Ray cluster (default: all)."),
@@ -72,7 +77,7 @@ def serve(
         console.print(f"[bold green]Khuluma is serving at {base}[/]  (docs: {base}/docs)")
         console.print("Create a token:   [bold]khuluma token create --customer you[/]")
         console.print(f"Try it:           curl {base}/api/v1/health")
-        console.print(f"Point the SDK:    VulavulaClient(token, base_url=\"{base}/api/v1\")")
+        console.print(f'Point the SDK:    VulavulaClient(token, base_url="{base}/api/v1")')
         console.print("Ctrl-C stops everything.")
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop_event.set())
@@ -108,8 +113,9 @@ def _start_storage(settings: Settings, enabled: bool, cleanups: list[Any]) -> Se
         from cluster.seaweedfs import LocalSeaweedFS
     except ImportError:  # storage capability not installed in this build
         return settings
-    server = LocalSeaweedFS(settings.data_dir / "seaweedfs", settings.s3.access_key,
-                            settings.s3.secret_key.get_secret_value())
+    server = LocalSeaweedFS(
+        settings.data_dir / "seaweedfs", settings.s3.access_key, settings.s3.secret_key.get_secret_value()
+    )
     endpoint = server.start()
     cleanups.append(server.stop)
     console.print(f"Object storage (SeaweedFS) at {endpoint}")
@@ -147,8 +153,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_ray(settings: Settings, address: str | None, num_cpus: int | None, cfg: dict[str, Any],
-               cleanups: list[Any]) -> None:
+def _start_ray(
+    settings: Settings, address: str | None, num_cpus: int | None, cfg: dict[str, Any], cleanups: list[Any]
+) -> None:
     env = ray_env()
     os.environ.update(env)
     import ray
@@ -175,8 +182,9 @@ def _start_ray(settings: Settings, address: str | None, num_cpus: int | None, cf
 
     check_gpus(deployment_options(cfg["deployments"]), float(ray.cluster_resources().get("GPU", 0)))
     http = {k: v for k, v in cfg["http_options"].items() if k not in ("host", "port")}
-    serve.start(http_options={**http, "host": settings.host, "port": settings.port},
-                logging_config=cfg.get("logging_config"))
+    serve.start(
+        http_options={**http, "host": settings.host, "port": settings.port}, logging_config=cfg.get("logging_config")
+    )
     cleanups.append(serve.shutdown)
 
 
@@ -190,5 +198,10 @@ def _deploy(settings: Settings, cfg: dict[str, Any]) -> None:
     args["settings"] = {**(args.get("settings") or {}), **settings.for_replica()}  # no secrets: see _start_ray
     args["deployments"] = cfg["deployments"]
     console.print("Deploying (first start loads the models; this takes a minute) ...")
-    serve.run(build_app(args), name=app_cfg.get("name", "khuluma"), route_prefix=app_cfg.get("route_prefix", "/"),
-              blocking=False, logging_config=cfg.get("logging_config"))
+    serve.run(
+        build_app(args),
+        name=app_cfg.get("name", "khuluma"),
+        route_prefix=app_cfg.get("route_prefix", "/"),
+        blocking=False,
+        logging_config=cfg.get("logging_config"),
+    )

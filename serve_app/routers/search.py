@@ -36,8 +36,11 @@ async def delete_knowledgebase(knowledgebase_id: str, caller: Caller, ctx: Ctx) 
     return await service.delete_kb(ctx, caller, knowledgebase_id)
 
 
-@router.post("/knowledgebase/{knowledgebase_id}/document", response_model=DocumentCreated,
-             openapi_extra=multipart_openapi("file", "Document: txt, md, pdf, docx, html, csv or json."))
+@router.post(
+    "/knowledgebase/{knowledgebase_id}/document",
+    response_model=DocumentCreated,
+    openapi_extra=multipart_openapi("file", "Document: txt, md, pdf, docx, html, csv or json."),
+)
 async def add_document(knowledgebase_id: str, request: Request, caller: Caller, ctx: Ctx) -> DocumentCreated:
     """The body is parsed by the service: it streams the file to disk and stops at the size limit."""
     return await service.add_document(ctx, caller, knowledgebase_id, request)
@@ -55,5 +58,6 @@ async def delete_document(document_id: str, caller: Caller, ctx: Ctx) -> Deleted
 
 @router.post("/knowledgebase/{knowledgebase_id}/query", response_model=QueryResult)
 async def query(knowledgebase_id: str, body: QueryRequest, caller: Caller, ctx: Ctx) -> QueryResult:
-    return await service.query(ctx, caller, knowledgebase_id, body.query, body.language, body.top_k,
-                               body.strict_language)
+    return await service.query(
+        ctx, caller, knowledgebase_id, body.query, body.language, body.top_k, body.strict_language
+    )

@@ -38,8 +38,9 @@ async def file_upload(body: V1SyncRequest, caller: Caller, ctx: Ctx, response: R
 
 
 @router.post("/transcribe/process/{upload_id}", response_model=MessageResult)
-async def transcribe_process(upload_id: str, caller: Caller, ctx: Ctx, response: Response,
-                             body: ProcessRequest | None = None) -> MessageResult:
+async def transcribe_process(
+    upload_id: str, caller: Caller, ctx: Ctx, response: Response, body: ProcessRequest | None = None
+) -> MessageResult:
     _deprecated(response)
     body = body or ProcessRequest()
     return await jobs_service.v1_process(ctx, caller, upload_id, body.webhook, body.language_code)

@@ -1,3 +1,5 @@
+"""Utility routes: version metadata, favicon, health probes, the models listing, and the streaming WebSocket."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -5,8 +7,8 @@ from pathlib import Path
 from fastapi import APIRouter, Response, WebSocket
 from fastapi.responses import FileResponse, JSONResponse
 
-from serve_app.auth import Caller, Ctx, authenticate
 from contracts.errors import DomainError
+from serve_app.auth import Caller, Ctx, authenticate
 from serve_app.errors import error_response
 from serve_app.schemas.meta import Health, Metadata, ModelsListing
 from serve_app.services import meta
@@ -17,37 +19,38 @@ _FAVICON = Path(__file__).resolve().parent.parent / "static" / "favicon.ico"
 
 
 @router.get("/_meta/version", response_model=Metadata)
-async def version(ctx: Ctx):
+async def version(ctx: Ctx) -> Metadata:
     return meta.metadata(ctx)
 
 
 @router.get("/favicon.ico", include_in_schema=False)
-async def favicon():
+async def favicon() -> FileResponse:
     return FileResponse(_FAVICON, media_type="image/x-icon")
 
 
 @router.get("/api/v1/health", response_model=Health)
 @router.get("/health", response_model=Health)
-async def health(ctx: Ctx):
+async def health(ctx: Ctx) -> JSONResponse:
     """Deployment probe: 200 when every deployment answers, 503 (same body) when any does not."""
     body = await meta.health(ctx)
-    return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)
+    # a healthy entry carries no "detail" key at all
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=200 if body.status == "ok" else 503)
 
 
 @router.get("/api/v1/models", response_model=ModelsListing)
-async def models(ctx: Ctx):
+async def models(ctx: Ctx) -> ModelsListing:
     """Per capability: the model really loaded and the languages it really covers."""
     return await meta.models(ctx)
 
 
 @router.get("/ws/stream-transcribe")
-async def stream_auth(caller: Caller):
+async def stream_auth(caller: Caller) -> Response:
     """Checks the token before a streaming connection is opened; success with no data."""
     return Response(status_code=200)
 
 
 @router.websocket("/ws/stream-transcribe")
-async def stream_transcribe(websocket: WebSocket, ctx: Ctx):
+async def stream_transcribe(websocket: WebSocket, ctx: Ctx) -> None:
     """Streaming transcription. Authenticates (X-CLIENT-TOKEN header or `token` query) before accepting."""
     token = websocket.headers.get("x-client-token") or websocket.query_params.get("token")
     try:
@@ -60,5 +63,3 @@ async def stream_transcribe(websocket: WebSocket, ctx: Ctx):
             await websocket.close(code=1008, reason=exc.detail[:120])
         return
     await transcription_service.stream(ctx, caller, websocket)
-
-

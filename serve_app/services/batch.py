@@ -51,8 +51,13 @@ async def _configured_languages(ctx: AppContext) -> list[str]:
     except Exception as exc:  # noqa: BLE001 - the spec's codes are still accepted without it
         log.warning("batch: transcription languages unavailable (%s)", type(exc).__name__)
         return []
-    return [lang.code for info in infos if info.capability == "transcription" for lang in info.languages
-            if lang.supported and lang.code not in languages.TRANSCRIPTION_CODES]
+    return [
+        lang.code
+        for info in infos
+        if info.capability == "transcription"
+        for lang in info.languages
+        if lang.supported and lang.code not in languages.TRANSCRIPTION_CODES
+    ]
 
 
 async def _check_language(ctx: AppContext, lang_code: str | None) -> str | None:
@@ -65,8 +70,10 @@ async def _check_language(ctx: AppContext, lang_code: str | None) -> str | None:
         return code
     accepted = [*languages.TRANSCRIPTION_CODES, *await _configured_languages(ctx)]
     if code not in accepted:
-        raise InvalidInput(f"Invalid request: field 'lang_code': '{code}' is not supported; use one of "
-                           f"{', '.join(accepted)}, or leave it out to detect the language of each file.")
+        raise InvalidInput(
+            f"Invalid request: field 'lang_code': '{code}' is not supported; use one of "
+            f"{', '.join(accepted)}, or leave it out to detect the language of each file."
+        )
     return code
 
 
@@ -74,12 +81,21 @@ async def create(ctx: AppContext, caller: Principal, lang_code: str | None) -> B
     language = await _check_language(ctx, lang_code)
     batch_id = new_uuid()
     token = await _storage(issue_upload_credential, ctx.settings, batch_id)
-    await anyio.to_thread.run_sync(partial(
-        batches.create_batch, ctx.db, batch_id=batch_id, customer_id=caller.customer_id,
-        project_id=caller.project_id, keychain_id=caller.token_id, language_code=language,
-        bucket=ctx.settings.s3.bucket))
-    return BatchCreated(batch_id=batch_id, blob_endpoint=blob_endpoint(ctx.settings.s3, batch_id),
-                        sas_token=encode_token(token))
+    await anyio.to_thread.run_sync(
+        partial(
+            batches.create_batch,
+            ctx.db,
+            batch_id=batch_id,
+            customer_id=caller.customer_id,
+            project_id=caller.project_id,
+            keychain_id=caller.token_id,
+            language_code=language,
+            bucket=ctx.settings.s3.bucket,
+        )
+    )
+    return BatchCreated(
+        batch_id=batch_id, blob_endpoint=blob_endpoint(ctx.settings.s3, batch_id), sas_token=encode_token(token)
+    )
 
 
 def _owned(ctx: AppContext, caller: Principal, batch_id: str) -> Batch:
@@ -98,8 +114,10 @@ async def process(ctx: AppContext, caller: Principal, batch_id: str, diarise: bo
         return False
     objects = await _storage(list_objects, for_bucket(ctx.settings.s3, batch.bucket), batch_prefix(batch_id))
     if not objects:
-        raise InvalidInput("No files have been uploaded to this batch yet: upload them to its blob_endpoint with "
-                           "its sas_token (see docs/batch.md), then call process.")
+        raise InvalidInput(
+            "No files have been uploaded to this batch yet: upload them to its blob_endpoint with "
+            "its sas_token (see docs/batch.md), then call process."
+        )
     keys = [o.key for o in objects]
     if not await anyio.to_thread.run_sync(batches.start, ctx.db, batch, keys, diarise):
         return False
@@ -121,9 +139,18 @@ def _record(ctx: AppContext, batch: Batch, item: BatchItem) -> TranscriptionReco
         return TranscriptionRecord.model_validate(item.record)
     s3 = for_bucket(ctx.settings.s3, batch.bucket)
     return build_record(
-        None, id=item.id, customer_id=batch.customer_id, project_id=batch.project_id, keychain_id=batch.keychain_id,
-        blob_name=item.blob_name, storage_url=object_url(s3, item.blob_name), container_name=s3.bucket,
-        status=item.status, error_message=item.error, language_code=batch.language_code or "")
+        None,
+        id=item.id,
+        customer_id=batch.customer_id,
+        project_id=batch.project_id,
+        keychain_id=batch.keychain_id,
+        blob_name=item.blob_name,
+        storage_url=object_url(s3, item.blob_name),
+        container_name=s3.bucket,
+        status=item.status,
+        error_message=item.error,
+        language_code=batch.language_code or "",
+    )
 
 
 async def transcriptions(ctx: AppContext, caller: Principal, batch_id: str) -> list[TranscriptionRecord]:

@@ -65,8 +65,14 @@ def _limit_bytes(ctx: AppContext) -> int:
 
 
 def _store(ctx: AppContext, caller: Principal, file_name: str, data: bytes) -> Upload:
-    row = Upload(customer_id=caller.customer_id, project_id=caller.project_id, token_id=caller.token_id,
-                 file_name=(file_name or "")[:500], path="", size_bytes=len(data))
+    row = Upload(
+        customer_id=caller.customer_id,
+        project_id=caller.project_id,
+        token_id=caller.token_id,
+        file_name=(file_name or "")[:500],
+        path="",
+        size_bytes=len(data),
+    )
     row.id = new_uuid()
     folder = ctx.settings.data_dir / "uploads" / row.id
     folder.mkdir(parents=True, exist_ok=True)
@@ -96,8 +102,9 @@ def _owned(ctx: AppContext, caller: Principal, upload_id: str) -> Upload:
         return row
 
 
-async def v1_process(ctx: AppContext, caller: Principal, upload_id: str, webhook: str | None,
-                     language_code: str | None) -> MessageResult:
+async def v1_process(
+    ctx: AppContext, caller: Principal, upload_id: str, webhook: str | None, language_code: str | None
+) -> MessageResult:
     await anyio.to_thread.run_sync(_owned, ctx, caller, upload_id)
     jobs = required(ctx.clients.jobs, "jobs")
     language_code = await _check_language(ctx, language_code)
@@ -127,7 +134,7 @@ async def _wake(jobs: JobsClient) -> None:
     """Tell the worker there is work now (it also polls, so a lost nudge only delays the job)."""
     try:
         await asyncio.wait_for(jobs.wake(), 5.0)
-    except Exception as exc:  # the job is durable; the worker's poll will find it
+    except Exception as exc:  # noqa: BLE001 - the job is durable; the worker's poll will find it
         log.warning("could not wake the jobs worker: %s", exc)
 
 
@@ -135,11 +142,17 @@ async def v1_get(ctx: AppContext, caller: Principal, upload_id: str) -> Uploaded
     row = await anyio.to_thread.run_sync(_owned, ctx, caller, upload_id)
     if row.job_status == JobStatus.COMPLETED:
         result = JobResult.model_validate(row.result or {})
-        return UploadedText(message="Item has been processed.", upload_id=row.id, status="completed",
-                            text=result.text, language_id=result.language_id,
-                            postprocessed_text=[s.model_dump(exclude_none=True) for s in result.postprocessed_text])
+        return UploadedText(
+            message="Item has been processed.",
+            upload_id=row.id,
+            status="completed",
+            text=result.text,
+            language_id=result.language_id,
+            postprocessed_text=[s.model_dump(exclude_none=True) for s in result.postprocessed_text],
+        )
     if row.job_status == JobStatus.FAILED:
         reason = row.error or "unknown error"
-        return UploadedText(message=f"Item processing failed: {reason}", upload_id=row.id, status="failed",
-                            error=reason)
+        return UploadedText(
+            message=f"Item processing failed: {reason}", upload_id=row.id, status="failed", error=reason
+        )
     return UploadedText(message=NOT_PROCESSED)

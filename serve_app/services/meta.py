@@ -1,109 +1,124 @@
-"""Version metadata, health probes and the models listing."""
+"""Version metadata, health probes and the models listing, over the typed handles of the deployed capabilities."""
 
 from __future__ import annotations
 
 import asyncio
 import subprocess
+import time
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
-from serve_app import RELEASE_DATE, RELEASE_NAME, __version__
+import anyio
+from sqlalchemy import text
+
 from contracts.capabilities import CapabilityInfo
 from contracts.handles import DeploymentClient
+from serve_app import RELEASE_DATE, RELEASE_NAME, __version__
 from serve_app.context import AppContext
+from serve_app.schemas.meta import DeploymentHealth, Health, Metadata, ModelsListing
 
-# Capabilities and which deployment describes them; a missing deployment is reported as not installed.
-CAPABILITIES = {
-    "entity_recognition": "text",
-    "sentiment_analysis": "text",
-    "intent_classification": "text",
-    "language_identification": "text",
-    "embeddings": "embeddings",
-    "translation": "translation",
-    "knowledge_base_search": "knowledge",
-    "transcription": "transcription",
-    "batch_transcription": "batch",
-}
+# The capabilities /api/v1/models always lists, in this order; one whose deployment is not running is listed as
+# not installed. (TextAnalysis describes the first four, then Embeddings, Translation, KnowledgeStore, Transcription
+# and BatchRunner one each.)
+CAPABILITIES = (
+    "entity_recognition",
+    "sentiment_analysis",
+    "intent_classification",
+    "language_identification",
+    "embeddings",
+    "translation",
+    "knowledge_base_search",
+    "transcription",
+    "batch_transcription",
+)
+PING_TIMEOUT_S = 5.0
+DESCRIBE_TIMEOUT_S = 10.0
+DB_CHECK_MAX_AGE_S = 1.0
 
 
 @lru_cache
 def _git_commit() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, text=True,
-                             capture_output=True, timeout=5)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).parent,
+            text=True,
+            capture_output=True,
+            timeout=5,
+        )
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
 
-def metadata(ctx: AppContext) -> dict[str, str]:
-    return {
-        "version": __version__,
-        "git_commit": ctx.settings.git_commit or _git_commit(),
-        "release_name": ctx.settings.release_name or RELEASE_NAME,
-        "release_date": RELEASE_DATE,
-    }
+def metadata(ctx: AppContext) -> Metadata:
+    return Metadata(
+        version=__version__,
+        git_commit=ctx.settings.git_commit or _git_commit(),
+        release_name=ctx.settings.release_name or RELEASE_NAME,
+        release_date=RELEASE_DATE,
+    )
 
 
-async def health(ctx: AppContext, timeout: float = 5.0) -> dict[str, Any]:
-    async def probe(name: str, client: DeploymentClient) -> dict[str, Any]:
+async def health(ctx: AppContext, timeout: float = PING_TIMEOUT_S) -> Health:
+    """The database and every deployed capability, each probed at once; ``degraded`` when any does not answer."""
+
+    async def probe(name: str, client: DeploymentClient) -> DeploymentHealth:
         try:
             await client.ping(timeout)
-            return {"name": name, "healthy": True}
-        except asyncio.TimeoutError:
-            return {"name": name, "healthy": False, "detail": f"no answer within {timeout:.0f} s"}
+            return DeploymentHealth(name=name, healthy=True)
+        except TimeoutError:
+            return DeploymentHealth(name=name, healthy=False, detail=f"no answer within {timeout:.0f} s")
         except Exception as exc:  # noqa: BLE001 - a probe reports, never raises
-            return {"name": name, "healthy": False, "detail": type(exc).__name__}
+            return DeploymentHealth(name=name, healthy=False, detail=type(exc).__name__)
 
-    deployments = [{"name": "database", **await _db_health(ctx)}]
+    deployments = [await _db_health(ctx)]
     deployments += await asyncio.gather(*(probe(name, client) for name, client in ctx.clients.deployed()))
-    ok = all(d["healthy"] for d in deployments)
-    return {"status": "ok" if ok else "degraded", "deployments": deployments}
+    ok = all(d.healthy for d in deployments)
+    return Health(status="ok" if ok else "degraded", deployments=deployments)
 
 
-_db_checked: dict[str, tuple[float, dict[str, Any]]] = {}
+# database URL -> (monotonic time of the check, its result): probes can be frequent, the database is asked at most
+# once per DB_CHECK_MAX_AGE_S.
+_db_checked: dict[str, tuple[float, DeploymentHealth]] = {}
 
 
-async def _db_health(ctx: AppContext, max_age: float = 1.0) -> dict[str, Any]:
-    """SELECT 1 at most once a second (probes can be frequent); off the event loop."""
-    import time
-
-    import anyio
-    from sqlalchemy import text
-
+async def _db_health(ctx: AppContext) -> DeploymentHealth:
+    """SELECT 1, off the event loop."""
     cached = _db_checked.get(ctx.db.url)
-    if cached and time.monotonic() - cached[0] < max_age:
+    if cached and time.monotonic() - cached[0] < DB_CHECK_MAX_AGE_S:
         return cached[1]
 
-    def check() -> dict[str, Any]:
+    def check() -> DeploymentHealth:
         try:
             with ctx.db.engine.connect() as conn:
                 conn.execute(text("SELECT 1"))
-            return {"healthy": True}
+            return DeploymentHealth(name="database", healthy=True)
         except Exception as exc:  # noqa: BLE001 - a probe reports, never raises
-            return {"healthy": False, "detail": type(exc).__name__}
+            return DeploymentHealth(name="database", healthy=False, detail=type(exc).__name__)
 
     result = await anyio.to_thread.run_sync(check)
     _db_checked[ctx.db.url] = (time.monotonic(), result)
     return result
 
 
-async def models(ctx: AppContext) -> dict[str, Any]:
+async def models(ctx: AppContext) -> ModelsListing:
     """Ask every deployment what it really has loaded; capabilities without a deployment are not installed."""
-    described: dict[str, CapabilityInfo] = {}
 
     async def ask(client: DeploymentClient) -> list[CapabilityInfo]:
         try:
-            return await client.describe(10.0)
+            return await client.describe(DESCRIBE_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - a deployment that cannot answer is listed as not installed
             return []
 
+    described: dict[str, CapabilityInfo] = {}
     for entries in await asyncio.gather(*(ask(client) for _, client in ctx.clients.deployed())):
         for entry in entries:
             described[entry.capability] = entry
-    out = [described.get(capability) or CapabilityInfo(
-        capability=capability, installed=False, note="Its deployment is not running in this service.")
-        for capability in CAPABILITIES]
-    out += [info for name, info in described.items() if name not in CAPABILITIES]
-    return {"capabilities": out}
+    listed = [
+        described.get(capability)
+        or CapabilityInfo(capability=capability, installed=False, note="Its deployment is not running in this service.")
+        for capability in CAPABILITIES
+    ]
+    listed += [info for name, info in described.items() if name not in CAPABILITIES]
+    return ModelsListing(capabilities=listed)

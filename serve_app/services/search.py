@@ -66,6 +66,7 @@ INDEXING = "indexing"
 
 # --- helpers -------------------------------------------------------------------------------------------------
 
+
 def _parse_id(value: str, field: str) -> str:
     try:
         return str(uuid.UUID(str(value)))
@@ -114,11 +115,13 @@ def query_language(value: str | None) -> str | None:
     except UnsupportedLanguage:
         if value is not None and languages.transcription_code(value) == languages.CODE_SWITCHED_ZULU:
             return "zul"
-        raise InvalidInput(f"Invalid request: field 'language': unknown language '{value}'; "
-                           f"use {languages.ACCEPTED_HELP}.") from None
+        raise InvalidInput(
+            f"Invalid request: field 'language': unknown language '{value}'; use {languages.ACCEPTED_HELP}."
+        ) from None
 
 
 # --- knowledge bases -----------------------------------------------------------------------------------------
+
 
 async def create_kb(ctx: AppContext, caller: Principal, name: str) -> KnowledgeBaseCreated:
     name = name.strip()
@@ -138,12 +141,19 @@ async def create_kb(ctx: AppContext, caller: Principal, name: str) -> KnowledgeB
 async def list_kbs(ctx: AppContext, caller: Principal) -> list[KnowledgeBaseInfo]:
     def fetch(session: Session) -> list[KnowledgeBaseInfo]:
         kbs = session.scalars(
-            select(KnowledgeBase).where(KnowledgeBase.customer_id == caller.customer_id)
-            .options(selectinload(KnowledgeBase.documents)).order_by(KnowledgeBase.created_at)
+            select(KnowledgeBase)
+            .where(KnowledgeBase.customer_id == caller.customer_id)
+            .options(selectinload(KnowledgeBase.documents))
+            .order_by(KnowledgeBase.created_at)
         ).all()
-        return [KnowledgeBaseInfo(id=kb.id, knowledgebase_name=kb.name,
-                                  documents=[_doc_info(d) for d in kb.documents if d.status == READY])
-                for kb in kbs]
+        return [
+            KnowledgeBaseInfo(
+                id=kb.id,
+                knowledgebase_name=kb.name,
+                documents=[_doc_info(d) for d in kb.documents if d.status == READY],
+            )
+            for kb in kbs
+        ]
 
     return await _db(ctx, fetch)
 
@@ -164,6 +174,7 @@ async def delete_kb(ctx: AppContext, caller: Principal, kb_id: str) -> Deleted:
 
 # --- documents -----------------------------------------------------------------------------------------------
 
+
 async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: Request) -> DocumentCreated:
     kb_id = _parse_id(kb_id, "knowledgebase_id")
     await _db(ctx, _owned_kb, caller, kb_id)
@@ -179,8 +190,14 @@ async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: 
 
         def insert(session: Session) -> str:
             _owned_kb(session, caller, kb_id)  # still there
-            doc = Document(knowledgebase_id=kb_id, customer_id=caller.customer_id, filename=upload.filename,
-                           content_sha256=digest, size_bytes=upload.size, status=INDEXING)
+            doc = Document(
+                knowledgebase_id=kb_id,
+                customer_id=caller.customer_id,
+                filename=upload.filename,
+                content_sha256=digest,
+                size_bytes=upload.size,
+                status=INDEXING,
+            )
             session.add(doc)
             session.flush()
             return doc.id
@@ -190,7 +207,8 @@ async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: 
         file = DocumentFile(path=str(upload.path), filename=upload.filename, content_type=upload.content_type)
         try:
             indexed = await knowledge.add_document(
-                AddDocument(kb_id=kb_id, document_id=doc_id, customer_id=caller.customer_id, file=file))
+                AddDocument(kb_id=kb_id, document_id=doc_id, customer_id=caller.customer_id, file=file)
+            )
         except BaseException as exc:  # unreadable, failed or cancelled (client gone): nothing of it may stay
             await asyncio.shield(_discard_document(ctx, kb_id, doc_id))
             if isinstance(exc, EmptyDocument):
@@ -201,8 +219,9 @@ async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: 
     return await _finish_document(ctx, caller, kb_id, doc_id, digest, indexed)
 
 
-async def _finish_document(ctx: AppContext, caller: Principal, kb_id: str, doc_id: str, digest: str,
-                           indexed: IndexedDocument) -> DocumentCreated:
+async def _finish_document(
+    ctx: AppContext, caller: Principal, kb_id: str, doc_id: str, digest: str, indexed: IndexedDocument
+) -> DocumentCreated:
     """Mark an indexed document ready, unless it (or its knowledge base) went meanwhile or a twin won."""
 
     def finish(session: Session) -> tuple[DocumentInfo | None, DocumentInfo | None]:
@@ -229,8 +248,10 @@ async def _finish_document(ctx: AppContext, caller: Principal, kb_id: str, doc_i
 
 def _find_ready_copy(session: Session, kb_id: str, digest: str) -> DocumentInfo | None:
     doc = session.scalars(
-        select(Document).where(Document.knowledgebase_id == kb_id, Document.content_sha256 == digest,
-                               Document.status == READY).order_by(Document.created_at).limit(1)
+        select(Document)
+        .where(Document.knowledgebase_id == kb_id, Document.content_sha256 == digest, Document.status == READY)
+        .order_by(Document.created_at)
+        .limit(1)
     ).first()
     return _doc_info(doc) if doc is not None else None
 
@@ -262,8 +283,13 @@ def _drop_row(session: Session, doc_id: str) -> None:
 async def _sweep_stale(ctx: AppContext, kb_id: str) -> None:
     def stale(session: Session) -> list[str]:
         cutoff = utcnow() - STALE_INDEXING
-        return list(session.scalars(select(Document.id).where(
-            Document.knowledgebase_id == kb_id, Document.status == INDEXING, Document.created_at < cutoff)))
+        return list(
+            session.scalars(
+                select(Document.id).where(
+                    Document.knowledgebase_id == kb_id, Document.status == INDEXING, Document.created_at < cutoff
+                )
+            )
+        )
 
     for doc_id in await _db(ctx, stale):
         await _remove_document(ctx, kb_id, doc_id)
@@ -295,8 +321,16 @@ async def delete_document(ctx: AppContext, caller: Principal, document_id: str) 
 
 # --- query ---------------------------------------------------------------------------------------------------
 
-async def query(ctx: AppContext, caller: Principal, kb_id: str, text: str, language: str | None,
-                top_k: int = 5, strict_language: bool = False) -> QueryResult:
+
+async def query(
+    ctx: AppContext,
+    caller: Principal,
+    kb_id: str,
+    text: str,
+    language: str | None,
+    top_k: int = 5,
+    strict_language: bool = False,
+) -> QueryResult:
     kb_id = _parse_id(kb_id, "knowledgebase_id")
     if not text or not text.strip():
         raise InvalidInput("Invalid request: field 'query' must not be empty.")
@@ -304,13 +338,22 @@ async def query(ctx: AppContext, caller: Principal, kb_id: str, text: str, langu
 
     def hidden_documents(session: Session) -> set[str]:
         _owned_kb(session, caller, kb_id)
-        return set(session.scalars(select(Document.id).where(Document.knowledgebase_id == kb_id,
-                                                             Document.status != READY)))
+        return set(
+            session.scalars(select(Document.id).where(Document.knowledgebase_id == kb_id, Document.status != READY))
+        )
 
     hidden = await _db(ctx, hidden_documents)
     wanted = top_k + (20 if hidden else 0)  # room for passages of documents still indexing, dropped below
-    hits = await _knowledge(ctx).query(SearchQuery(kb_id=kb_id, text=text, language=code, top_k=wanted,
-                                                   customer_id=caller.customer_id, strict_language=strict_language))
+    hits = await _knowledge(ctx).query(
+        SearchQuery(
+            kb_id=kb_id,
+            text=text,
+            language=code,
+            top_k=wanted,
+            customer_id=caller.customer_id,
+            strict_language=strict_language,
+        )
+    )
     results = [h for h in hits if h.document_id not in hidden][:top_k]
     await record_usage(ctx, caller, "knowledgebase_query", tokens=count_tokens(text))
     return QueryResult(search_result=results)

@@ -72,18 +72,29 @@ def _named(exc: DomainError) -> DomainError:
     return exc.for_field(LANGUAGE_FIELD) if isinstance(exc, UnsupportedLanguage) else exc
 
 
-async def _transcribe(ctx: AppContext, caller: Principal, route: str, request: TranscribeRequest, *,
-                      timeout: float, on_timeout: type[DomainError], started: float) -> TranscriptionResult:
+async def _transcribe(
+    ctx: AppContext,
+    caller: Principal,
+    route: str,
+    request: TranscribeRequest,
+    *,
+    timeout: float,
+    on_timeout: type[DomainError],
+    started: float,
+) -> TranscriptionResult:
     """Run the transcription with a deadline and meter the call (successful or failed). ``on_timeout``: the
     route's answer past the deadline (TimedOut on the sync routes, Unavailable on the fast route)."""
     client = _transcription(ctx)
     remaining = max(0.1, timeout - (time.monotonic() - started))
-    message = (f"Transcription did not finish within the {timeout:g} s limit; send shorter audio or use the "
-               f"asynchronous upload/process routes.")
+    message = (
+        f"Transcription did not finish within the {timeout:g} s limit; send shorter audio or use the "
+        f"asynchronous upload/process routes."
+    )
     try:
         try:
-            result = await asyncio.wait_for(client.transcribe(request.model_copy(update={"timeout_s": remaining})),
-                                            remaining + _GRACE_SECONDS)
+            result = await asyncio.wait_for(
+                client.transcribe(request.model_copy(update={"timeout_s": remaining})), remaining + _GRACE_SECONDS
+            )
         except (TimeoutError, TimedOut):  # asyncio.wait_for's timeout is the builtin TimeoutError
             raise on_timeout(message) from None
         except UnsupportedLanguage as exc:
@@ -104,37 +115,70 @@ async def _metered(ctx: AppContext, caller: Principal, route: str, receiving: Aw
         raise
 
 
-async def sync_file(ctx: AppContext, caller: Principal, request: Request, lang_code: str | None, diarise: bool,
-                    detect_music: bool, translate: bool = False) -> TranscriptionRecord:
+async def sync_file(
+    ctx: AppContext,
+    caller: Principal,
+    request: Request,
+    lang_code: str | None,
+    diarise: bool,
+    detect_music: bool,
+    translate: bool = False,
+) -> TranscriptionRecord:
     started = time.monotonic()
     route = ROUTE_API_SYNC if translate else ROUTE_SYNC
     upload = await _metered(ctx, caller, route, receive_file(request, "file", _limit_bytes(ctx), _uploads(ctx)))
     try:
         result = await _transcribe(
-            ctx, caller, route,
-            TranscribeRequest(path=str(upload.path), language=lang_code or None, diarise=diarise,
-                              detect_music=detect_music, translate=translate),
-            timeout=ctx.settings.transcription.sync_timeout_seconds, on_timeout=TimedOut, started=started)
+            ctx,
+            caller,
+            route,
+            TranscribeRequest(
+                path=str(upload.path),
+                language=lang_code or None,
+                diarise=diarise,
+                detect_music=detect_music,
+                translate=translate,
+            ),
+            timeout=ctx.settings.transcription.sync_timeout_seconds,
+            on_timeout=TimedOut,
+            started=started,
+        )
     finally:
         await anyio.to_thread.run_sync(upload.delete)
-    return build_record(result, id=str(uuid.uuid4()), customer_id=caller.customer_id,
-                        project_id=caller.project_id, keychain_id=caller.token_id, blob_name=upload.filename,
-                        upload_file_size=upload.size)
+    return build_record(
+        result,
+        id=str(uuid.uuid4()),
+        customer_id=caller.customer_id,
+        project_id=caller.project_id,
+        keychain_id=caller.token_id,
+        blob_name=upload.filename,
+        upload_file_size=upload.size,
+    )
 
 
 async def fast(ctx: AppContext, caller: Principal, request: Request, lang_code: str | None) -> FastTranscription:
     started = time.monotonic()
-    upload = await _metered(ctx, caller, ROUTE_FAST,
-                            receive_file(request, "upload", _limit_bytes(ctx), _uploads(ctx)))
+    upload = await _metered(ctx, caller, ROUTE_FAST, receive_file(request, "upload", _limit_bytes(ctx), _uploads(ctx)))
     try:
-        result = await _transcribe(ctx, caller, ROUTE_FAST,
-                                   TranscribeRequest(path=str(upload.path), language=lang_code or None),
-                                   timeout=ctx.settings.transcription.fast_timeout_seconds, on_timeout=Unavailable,
-                                   started=started)
+        result = await _transcribe(
+            ctx,
+            caller,
+            ROUTE_FAST,
+            TranscribeRequest(path=str(upload.path), language=lang_code or None),
+            timeout=ctx.settings.transcription.fast_timeout_seconds,
+            on_timeout=Unavailable,
+            started=started,
+        )
     finally:
         await anyio.to_thread.run_sync(upload.delete)
-    return FastTranscription(text=result.text, lang_code=result.language_code, diarisation={}, words=result.words,
-                             warnings=result.warnings, audio_length_seconds=result.audio_length_seconds)
+    return FastTranscription(
+        text=result.text,
+        lang_code=result.language_code,
+        diarisation={},
+        words=result.words,
+        warnings=result.warnings,
+        audio_length_seconds=result.audio_length_seconds,
+    )
 
 
 def _write_blob(ctx: AppContext, file_name: str, audio_blob: str) -> Path:
@@ -148,12 +192,17 @@ def _write_blob(ctx: AppContext, file_name: str, audio_blob: str) -> Path:
 
 async def v1_sync(ctx: AppContext, caller: Principal, file_name: str, audio_blob: str) -> V1SyncResult:
     started = time.monotonic()
-    path = await _metered(ctx, caller, ROUTE_V1_SYNC, anyio.to_thread.run_sync(_write_blob, ctx, file_name,
-                                                                             audio_blob))
+    path = await _metered(ctx, caller, ROUTE_V1_SYNC, anyio.to_thread.run_sync(_write_blob, ctx, file_name, audio_blob))
     try:
-        result = await _transcribe(ctx, caller, ROUTE_V1_SYNC, TranscribeRequest(path=str(path)),
-                                   timeout=ctx.settings.transcription.sync_timeout_seconds, on_timeout=TimedOut,
-                                   started=started)
+        result = await _transcribe(
+            ctx,
+            caller,
+            ROUTE_V1_SYNC,
+            TranscribeRequest(path=str(path)),
+            timeout=ctx.settings.transcription.sync_timeout_seconds,
+            on_timeout=TimedOut,
+            started=started,
+        )
     finally:
         await anyio.to_thread.run_sync(lambda: path.unlink(missing_ok=True))
     return V1SyncResult(message="Transcription successful.", text=result.text, language_id=result.language_code)
@@ -206,8 +255,11 @@ async def _stream_step(client: TranscriptionClient, state: _StreamState, websock
     commit_before = None
     if not final and state.pending_seconds > COMMIT_AFTER_SECONDS:
         commit_before = state.pending_seconds - 1.0
-    step = await client.transcribe_pcm(StreamRequest(pcm=bytes(state.buffer), language=state.lang_code,
-                                                     offset=state.offset, commit_before=commit_before))
+    step = await client.transcribe_pcm(
+        StreamRequest(
+            pcm=bytes(state.buffer), language=state.lang_code, offset=state.offset, commit_before=commit_before
+        )
+    )
     if state.lang_code is None and step.language_code:
         state.lang_code = step.language_code  # keep the detected language for the whole session
     committed = list(step.final)
@@ -227,9 +279,15 @@ async def _stream_step(client: TranscriptionClient, state: _StreamState, websock
         state.offset += drop / BYTES_PER_SECOND
     if not final:
         text = (state.committed_text() + " " + pending_text).strip()
-        await websocket.send_json({"type": "partial", "text": text, "pending_text": pending_text,
-                                   "language_code": state.lang_code,
-                                   "audio_seconds": round(state.total_bytes / BYTES_PER_SECOND, 3)})
+        await websocket.send_json(
+            {
+                "type": "partial",
+                "text": text,
+                "pending_text": pending_text,
+                "language_code": state.lang_code,
+                "audio_seconds": round(state.total_bytes / BYTES_PER_SECOND, 3),
+            }
+        )
 
 
 def _is_end(text: str) -> tuple[bool, dict[str, Any]]:
@@ -238,7 +296,7 @@ def _is_end(text: str) -> tuple[bool, dict[str, Any]]:
     try:
         message = json.loads(text)
     except ValueError:
-        raise InvalidInput("Text frames must be \"EOS\" or JSON like {\"type\": \"end\"}.") from None
+        raise InvalidInput('Text frames must be "EOS" or JSON like {"type": "end"}.') from None
     if not isinstance(message, dict):
         raise InvalidInput("Text frames must be JSON objects.")
     return message.get("type") in ("end", "eos", "EOS"), message
@@ -278,10 +336,15 @@ async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket) -> No
                     if state.buffer:
                         await _stream_step(client, state, websocket, final=True)
                     seconds = round(state.total_bytes / BYTES_PER_SECOND, 3)
-                    await websocket.send_json({"type": "final", "text": state.committed_text(),
-                                               "language_code": state.lang_code or "",
-                                               "audio_length_seconds": seconds,
-                                               "segments": [s.model_dump() for s in state.segments]})
+                    await websocket.send_json(
+                        {
+                            "type": "final",
+                            "text": state.committed_text(),
+                            "language_code": state.lang_code or "",
+                            "audio_length_seconds": seconds,
+                            "segments": [s.model_dump() for s in state.segments],
+                        }
+                    )
                     await _meter_stream(ctx, caller, state, "successful")
                     await websocket.close(code=1000)
                     return
@@ -290,7 +353,7 @@ async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket) -> No
     except DomainError as exc:
         await _meter_stream(ctx, caller, state, "failed")
         await _close_with_error(websocket, _named(exc).detail, _close_code(exc))
-    except Exception:  # noqa: BLE001 - report and close rather than drop the socket silently
+    except Exception:
         await _meter_stream(ctx, caller, state, "failed")
         await _close_with_error(websocket, "Internal server error during streaming transcription.", 1011)
         raise
@@ -308,8 +371,7 @@ def _close_code(exc: DomainError) -> int:
 
 async def _meter_stream(ctx: AppContext, caller: Principal, state: _StreamState, status: str) -> None:
     if state.total_bytes or status == "successful":
-        await record_usage(ctx, caller, ROUTE_STREAM, status=status,
-                           seconds=state.total_bytes / BYTES_PER_SECOND)
+        await record_usage(ctx, caller, ROUTE_STREAM, status=status, seconds=state.total_bytes / BYTES_PER_SECOND)
 
 
 async def _close_with_error(websocket: WebSocket, detail: str, code: int) -> None:

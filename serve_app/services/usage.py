@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import anyio
 
-from serve_app.context import AppContext
 from persistence.models import UsageRecord
+from serve_app.context import AppContext
 from serve_app.tokens import Principal
 
 

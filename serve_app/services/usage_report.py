@@ -17,18 +17,22 @@ from typing import Any
 import anyio
 from sqlalchemy import select
 
-from serve_app.context import AppContext
-from persistence.models import UsageRecord
 from contracts.errors import InvalidInput
-from serve_app.schemas.usage import UsageCounters
+from persistence.models import UsageRecord
+from serve_app.context import AppContext
+from serve_app.schemas.usage import UsageBucket, UsageCounters, UsageReport
 from serve_app.tokens import Principal
 
 INTERVALS = ("minute", "hour", "day", "week", "month")
 MAX_BUCKETS = 10_000
 _FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
-_STEP = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1),
-         "week": timedelta(weeks=1)}
+_STEP = {
+    "minute": timedelta(minutes=1),
+    "hour": timedelta(hours=1),
+    "day": timedelta(days=1),
+    "week": timedelta(weeks=1),
+}
 
 
 def parse_time(field: str, value: str) -> datetime:
@@ -39,8 +43,10 @@ def parse_time(field: str, value: str) -> datetime:
             raise ValueError
         return datetime.strptime(text, _FORMAT)
     except ValueError:
-        raise InvalidInput(f"Invalid request: field '{field}': '{value}' is not a valid date-time in ISO format "
-                         f"YYYY-MM-DDTHH:MM:SSZ (for example 2024-05-01T00:00:00Z).") from None
+        raise InvalidInput(
+            f"Invalid request: field '{field}': '{value}' is not a valid date-time in ISO format "
+            f"YYYY-MM-DDTHH:MM:SSZ (for example 2024-05-01T00:00:00Z)."
+        ) from None
 
 
 def bucket_start(ts: datetime, interval: str) -> datetime:
@@ -59,7 +65,9 @@ def bucket_start(ts: datetime, interval: str) -> datetime:
 
 def next_bucket(start: datetime, interval: str) -> datetime:
     if interval == "month":
-        return start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+        if start.month == 12:
+            return start.replace(year=start.year + 1, month=1)
+        return start.replace(month=start.month + 1)
     return start + _STEP[interval]
 
 
@@ -84,7 +92,8 @@ class Counters(UsageCounters):
         self.total_seconds_transcribed += float(seconds or 0.0)
         self.total_tokens += int(tokens or 0)
 
-    def as_dict(self) -> dict[str, Any]:
+    def shown(self) -> dict[str, Any]:
+        """The counters as the report shows them (seconds to the millisecond)."""
         out = self.model_dump()
         out["total_seconds_transcribed"] = round(out["total_seconds_transcribed"], 3)
         return out
@@ -95,21 +104,27 @@ def validate(start_date_time: str, end_date_time: str, interval: str) -> tuple[d
     end = parse_time("end_date_time", end_date_time)
     unit = (interval or "").strip().lower()
     if unit not in INTERVALS:
-        raise InvalidInput(f"Invalid request: field 'interval': '{interval}' is not a valid interval; use one of "
-                         f"{', '.join(INTERVALS)}.")
+        raise InvalidInput(
+            f"Invalid request: field 'interval': '{interval}' is not a valid interval; use one of "
+            f"{', '.join(INTERVALS)}."
+        )
     if start > end:
-        raise InvalidInput(f"Invalid request: start_date_time ({start_date_time}) is after end_date_time "
-                         f"({end_date_time}).")
+        raise InvalidInput(
+            f"Invalid request: start_date_time ({start_date_time}) is after end_date_time ({end_date_time})."
+        )
     buckets = count_buckets(start, end, unit)
     if buckets > MAX_BUCKETS:
-        raise InvalidInput(f"Invalid request: {unit} buckets from {start_date_time} to {end_date_time} would be "
-                         f"{buckets:,} buckets; at most {MAX_BUCKETS:,} are returned. Use a coarser interval or a "
-                         f"shorter range.")
+        raise InvalidInput(
+            f"Invalid request: {unit} buckets from {start_date_time} to {end_date_time} would be "
+            f"{buckets:,} buckets; at most {MAX_BUCKETS:,} are returned. Use a coarser interval or a "
+            f"shorter range."
+        )
     return start, end, unit
 
 
-def build_report(rows: list[tuple[datetime, str, float, int]], start: datetime, end: datetime,
-                 interval: str) -> tuple[Counters, list[dict[str, Any]]]:
+def build_report(
+    rows: list[tuple[datetime, str, float, int]], start: datetime, end: datetime, interval: str
+) -> tuple[Counters, list[UsageBucket]]:
     """Totals and dense buckets from ``(created_at, status, seconds, tokens)`` rows inside the range."""
     totals = Counters()
     per_bucket: dict[datetime, Counters] = {}
@@ -121,27 +136,40 @@ def build_report(rows: list[tuple[datetime, str, float, int]], start: datetime, 
     while cursor <= end:
         following = next_bucket(cursor, interval)
         shown_end = min(following - timedelta(seconds=1), end)
-        buckets.append({**(per_bucket.get(cursor) or Counters()).as_dict(),
-                        "start_date_time": max(cursor, start).strftime(_FORMAT),
-                        "end_date_time": shown_end.strftime(_FORMAT)})
+        buckets.append(
+            UsageBucket(
+                **(per_bucket.get(cursor) or Counters()).shown(),
+                start_date_time=max(cursor, start).strftime(_FORMAT),
+                end_date_time=shown_end.strftime(_FORMAT),
+            )
+        )
         cursor = following
     return totals, buckets
 
 
-async def report(ctx: AppContext, caller: Principal, start: str, end: str, interval: str) -> dict[str, Any]:
+async def report(ctx: AppContext, caller: Principal, start: str, end: str, interval: str) -> UsageReport:
     start_ts, end_ts, unit = validate(start, end, interval)
     until = end_ts + timedelta(seconds=1)  # the end second is included
 
     def fetch() -> list[tuple[datetime, str, float, int]]:
         with ctx.db.session() as s:
-            query = (select(UsageRecord.created_at, UsageRecord.status, UsageRecord.seconds_transcribed,
-                            UsageRecord.tokens)
-                     .where(UsageRecord.customer_id == caller.customer_id, UsageRecord.created_at >= start_ts,
-                            UsageRecord.created_at < until)
-                     .execution_options(yield_per=5000))
-            return [tuple(r) for r in s.execute(query)]  # type: ignore[misc]
+            query = (
+                select(UsageRecord.created_at, UsageRecord.status, UsageRecord.seconds_transcribed, UsageRecord.tokens)
+                .where(
+                    UsageRecord.customer_id == caller.customer_id,
+                    UsageRecord.created_at >= start_ts,
+                    UsageRecord.created_at < until,
+                )
+                .execution_options(yield_per=5000)
+            )
+            return list(s.execute(query).tuples())
 
     rows = await anyio.to_thread.run_sync(fetch)
     totals, buckets = build_report(rows, start_ts, end_ts, unit)
-    return {**totals.as_dict(), "start_date_time": start_ts.strftime(_FORMAT),
-            "end_date_time": end_ts.strftime(_FORMAT), "interval": unit, "usage": buckets}
+    return UsageReport(
+        **totals.shown(),
+        start_date_time=start_ts.strftime(_FORMAT),
+        end_date_time=end_ts.strftime(_FORMAT),
+        interval=unit,
+        usage=buckets,
+    )

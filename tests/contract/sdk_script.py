@@ -18,18 +18,26 @@ out = {}
 def call(name, fn, *args, **kwargs):
     try:
         out[name] = {"ok": True, "result": fn(*args, **kwargs)}
-    except Exception as exc:  # the SDK raises VulavulaError on any non-200/201
+    except Exception as exc:  # noqa: BLE001 - the SDK raises VulavulaError on any non-200/201
         out[name] = {"ok": False, "error": str(exc)}
     return out[name].get("result")
 
 
 call("get_sentiments", client.get_sentiments, {"encoded_text": "I love this phone. The battery is terrible!"})
 call("get_entities", client.get_entities, {"encoded_text": "Cyril Ramaphosa visited Durban on Monday."})
-call("classify", client.classify, {
-    "examples": [{"intent": "greeting", "example": "Hello there"}, {"intent": "greeting", "example": "Good morning"},
-                 {"intent": "goodbye", "example": "See you later"}, {"intent": "goodbye", "example": "Bye for now"}],
-    "inputs": ["Hi, how are you?", "Goodbye my friend"],
-})
+call(
+    "classify",
+    client.classify,
+    {
+        "examples": [
+            {"intent": "greeting", "example": "Hello there"},
+            {"intent": "greeting", "example": "Good morning"},
+            {"intent": "goodbye", "example": "See you later"},
+            {"intent": "goodbye", "example": "Bye for now"},
+        ],
+        "inputs": ["Hi, how are you?", "Goodbye my friend"],
+    },
+)
 call("translate", client.translate, {"input_text": "Hello", "source_lang": "eng_Latn", "target_lang": "zul_Latn"})
 kb = call("create_knowledgebase", client.create_knowledgebase, "contract-kb")  # the SDK wraps the name
 if kb:

@@ -19,23 +19,51 @@ def sdk_results(serve_url, make_token, tmp_path_factory):
         pytest.fail("The SDK venv is missing: run ./scripts/setup.sh --test")
     work = tmp_path_factory.mktemp("sdk")
     audio = work / "hello.wav"
-    subprocess.run(["espeak-ng", "-v", "en", "-w", str(audio), "Hello, this is a test of the transcription."],
-                   check=True)
+    subprocess.run(
+        ["espeak-ng", "-v", "en", "-w", str(audio), "Hello, this is a test of the transcription."], check=True
+    )
     doc = work / "harbour.txt"
-    doc.write_text("Durban has the busiest harbour in Africa. Cape Town is known for Table Mountain.\n\n"
-                   "Johannesburg is the largest city in South Africa.")
+    doc.write_text(
+        "Durban has the busiest harbour in Africa. Cape Town is known for Table Mountain.\n\n"
+        "Johannesburg is the largest city in South Africa."
+    )
     token = make_token("sdk-customer")
-    proc = subprocess.run([str(SDK_PYTHON), str(ROOT / "tests" / "contract" / "sdk_script.py"),
-                           f"{serve_url}/api/v1/", token, str(audio), str(doc)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            str(SDK_PYTHON),
+            str(ROOT / "tests" / "contract" / "sdk_script.py"),
+            f"{serve_url}/api/v1/",
+            token,
+            str(audio),
+            str(doc),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("name", ["get_sentiments", "get_entities", "classify", "create_knowledgebase",
-                                  "create_documents", "get_documents", "get_knowledgebases", "query",
-                                  "query_null_language", "delete_document", "delete_knowledgebase",
-                                  "upload_file", "transcribe_process", "get_transcribed_text"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "get_sentiments",
+        "get_entities",
+        "classify",
+        "create_knowledgebase",
+        "create_documents",
+        "get_documents",
+        "get_knowledgebases",
+        "query",
+        "query_null_language",
+        "delete_document",
+        "delete_knowledgebase",
+        "upload_file",
+        "transcribe_process",
+        "get_transcribed_text",
+    ],
+)
 def test_sdk_call_succeeds(sdk_results, name):
     assert sdk_results[name]["ok"], sdk_results[name]
 

@@ -107,8 +107,16 @@ def test_batch_end_to_end(serve_url: str, make_token, db, audio_dir: Path, tmp_p
     listed = httpx.get(f"{serve_url}{API}", headers=_headers(token)).json()
     mine = next(b for b in listed if b["id"] == batch_id)
     assert mine["status"] in ("PROCESSING", "PARTIAL") and mine["language_code"] == "eng"
-    assert set(mine) >= {"id", "customer_id", "project_id", "keychain_id", "status", "language_code",
-                         "created_at", "updated_at"}
+    assert set(mine) >= {
+        "id",
+        "customer_id",
+        "project_id",
+        "keychain_id",
+        "status",
+        "language_code",
+        "created_at",
+        "updated_at",
+    }
     assert all(b["id"] != batch_id for b in httpx.get(f"{serve_url}{API}", headers=_headers(stranger)).json())
 
     final = _wait_status(serve_url, token, batch_id, {"COMPLETE", "PARTIAL", "FAILED"})
@@ -118,8 +126,7 @@ def test_batch_end_to_end(serve_url: str, make_token, db, audio_dir: Path, tmp_p
     r = httpx.get(f"{serve_url}{API}/{batch_id}/transcriptions", headers=_headers(token), timeout=30)
     assert r.status_code == 200, r.text
     records = {rec["blob_name"]: rec for rec in r.json()}
-    assert sorted(records) == [f"batches/{batch_id}/call-{i}.wav" for i in range(3)] + [
-        f"batches/{batch_id}/notes.txt"]
+    assert sorted(records) == [f"batches/{batch_id}/call-{i}.wav" for i in range(3)] + [f"batches/{batch_id}/notes.txt"]
     for i in range(3):
         rec = records[f"batches/{batch_id}/call-{i}.wav"]
         assert rec["transcription_status"] == "COMPLETED"
@@ -134,13 +141,21 @@ def test_batch_end_to_end(serve_url: str, make_token, db, audio_dir: Path, tmp_p
     assert httpx.get(f"{serve_url}{API}/{batch_id}/transcriptions", headers=_headers(stranger)).status_code == 404
     assert httpx.get(f"{serve_url}{API}/no-such-batch/transcriptions", headers=_headers(token)).status_code == 404
 
-    usage = httpx.get(f"{serve_url}/v1/transcribe/usage", headers=_headers(token), params={
-        "start_date_time": "2020-01-01T00:00:00Z", "end_date_time": "2099-01-01T00:00:00Z", "interval": "month"})
+    usage = httpx.get(
+        f"{serve_url}/v1/transcribe/usage",
+        headers=_headers(token),
+        params={
+            "start_date_time": "2020-01-01T00:00:00Z",
+            "end_date_time": "2099-01-01T00:00:00Z",
+            "interval": "month",
+        },
+    )
     assert usage.status_code == 200, usage.text
     report = usage.json()
     assert (report["total_successful_invocations"], report["total_failed_invocations"]) == (3, 1)
     assert report["total_seconds_transcribed"] == pytest.approx(
-        sum(records[f"batches/{batch_id}/call-{i}.wav"]["audio_length_seconds"] for i in range(3)), rel=1e-3)
+        sum(records[f"batches/{batch_id}/call-{i}.wav"]["audio_length_seconds"] for i in range(3)), rel=1e-3
+    )
 
 
 def _parent(pid: int) -> int:
@@ -172,9 +187,11 @@ def _assert_exactly_once(db, batch_id: str, expected_files: int) -> list[BatchIt
     assert len(items) == expected_files and len({i.blob_name for i in items}) == expected_files
     assert all(i.status == "COMPLETED" and i.record and i.record["transcription_text"] for i in items)
     with db.session() as s:
-        rows = s.execute(select(UsageRecord.reference_id, UsageRecord.status, func.count())
-                         .where(UsageRecord.reference_id.in_([i.id for i in items]))
-                         .group_by(UsageRecord.reference_id, UsageRecord.status)).all()
+        rows = s.execute(
+            select(UsageRecord.reference_id, UsageRecord.status, func.count())
+            .where(UsageRecord.reference_id.in_([i.id for i in items]))
+            .group_by(UsageRecord.reference_id, UsageRecord.status)
+        ).all()
     assert sorted((status, n) for _, status, n in rows) == [("successful", 1)] * expected_files
     return items
 
@@ -203,8 +220,9 @@ def test_worker_killed_mid_batch_still_yields_each_result_once(serve_url: str, m
     assert len(records) == len(PHRASES) and {r["transcription_status"] for r in records} == {"COMPLETED"}
 
 
-def test_service_restart_during_batch_loses_nothing(serve_url: str, make_token, db, settings, seaweedfs: str,
-                                                     audio_dir: Path):
+def test_service_restart_during_batch_loses_nothing(
+    serve_url: str, make_token, db, settings, seaweedfs: str, audio_dir: Path
+):
     from ray import serve
 
     from deployments.app import build_app
@@ -228,8 +246,12 @@ def test_service_restart_during_batch_loses_nothing(serve_url: str, make_token, 
     assert any(i.status == "PENDING" for i in _items(db, batch_id))
     cfg = load_serve_config(Path(__file__).resolve().parents[2] / "configs" / "serve.yaml")
     app_settings = settings.updated({"s3": {"endpoint_url": seaweedfs}})
-    serve.run(build_app({"settings": app_settings.for_replica(), "deployments": cfg["deployments"]}),
-              name="khuluma", route_prefix="/", blocking=False)
+    serve.run(
+        build_app({"settings": app_settings.for_replica(), "deployments": cfg["deployments"]}),
+        name="khuluma",
+        route_prefix="/",
+        blocking=False,
+    )
 
     assert _wait_status(serve_url, token, batch_id, {"COMPLETE", "PARTIAL", "FAILED"})["status"] == "COMPLETE"
     items = _assert_exactly_once(db, batch_id, len(PHRASES))

@@ -20,8 +20,12 @@ def test_auth_errors_and_wire_compat_through_serve(serve_url, make_token):
     r = httpx.post(f"{serve_url}/api/v1//sentiment_analysis/process", json={"encoded_text": "hi"}, timeout=30)
     assert r.status_code == 401 and r.json()["detail"]
     token = make_token("serve-foundation")
-    bad = httpx.post(f"{serve_url}/api/v1/entity_recognition/process", headers={"X-CLIENT-TOKEN": token},
-                     json={"wrong": 1}, timeout=30)
+    bad = httpx.post(
+        f"{serve_url}/api/v1/entity_recognition/process",
+        headers={"X-CLIENT-TOKEN": token},
+        json={"wrong": 1},
+        timeout=30,
+    )
     assert bad.status_code == 400 and "encoded_text" in bad.json()["detail"]
     ws = httpx.get(f"{serve_url}//ws/stream-transcribe", headers={"X-CLIENT-TOKEN": token}, timeout=30)
     assert ws.status_code == 200 and ws.content == b""

@@ -33,21 +33,29 @@ def speech(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 def test_async_job_through_serve(serve_url: str, make_token, db, speech: bytes) -> None:
     acme, other = make_token("jobs-acme"), make_token("jobs-other")
     h = {"X-CLIENT-TOKEN": acme}
-    r = httpx.post(f"{serve_url}/api/v1/transport/file-upload", headers=h, timeout=60,
-                   json={"file_name": "weather.wav", "audio_blob": base64.b64encode(speech).decode(),
-                         "file_size": len(speech)})
+    r = httpx.post(
+        f"{serve_url}/api/v1/transport/file-upload",
+        headers=h,
+        timeout=60,
+        json={"file_name": "weather.wav", "audio_blob": base64.b64encode(speech).decode(), "file_size": len(speech)},
+    )
     assert r.status_code == 200, r.text
     upload_id = r.json()["upload_id"]
 
     other_h = {"X-CLIENT-TOKEN": other}
     assert httpx.post(f"{serve_url}/api/v1/transcribe/{upload_id}/get", headers=other_h, timeout=30).status_code == 404
-    assert httpx.post(f"{serve_url}/api/v1/transcribe/process/{upload_id}", headers=other_h, json={},
-                      timeout=30).status_code == 404
+    assert (
+        httpx.post(
+            f"{serve_url}/api/v1/transcribe/process/{upload_id}", headers=other_h, json={}, timeout=30
+        ).status_code
+        == 404
+    )
 
     receiver = Receiver().start()
     try:
-        r = httpx.post(f"{serve_url}/api/v1/transcribe/process/{upload_id}", headers=h, timeout=60,
-                       json={"webhook": receiver.url})
+        r = httpx.post(
+            f"{serve_url}/api/v1/transcribe/process/{upload_id}", headers=h, timeout=60, json={"webhook": receiver.url}
+        )
         assert r.status_code == 200, r.text
         deadline = time.monotonic() + 300
         while True:

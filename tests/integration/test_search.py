@@ -13,9 +13,9 @@ pytestmark = pytest.mark.integration
 KB = "/api/v1/search/knowledgebase"
 DOCS = {
     "clinic.txt": "Soshanguve Block X Clinic is open from Monday to Friday, 07:30 to 19:00. "
-                  "The facility manager is Dr Pieter Venter.",
+    "The facility manager is Dr Pieter Venter.",
     "water.md": "# Notice\n\nWard 23 (Chatsworth) will have no water on 21 May from 08:00 to 15:00 while the Bayview "
-                "reservoir is cleaned.",
+    "reservoir is cleaned.",
     "udoti.txt": "Udoti uqoqwa eWadini 45 njalo ngoLwesithathu ngaphambi kuka-06:30 ekuseni.",
 }
 
@@ -31,8 +31,12 @@ def test_knowledge_base_lifecycle_through_serve(serve_url, make_token):
 
         def upload(item: tuple[str, str]) -> dict:
             name, text = item
-            r = httpx.post(f"{serve_url}{KB}/{kb_id}/document", headers=alice, timeout=300,
-                           files={"file": (name, text.encode(), "text/plain")})
+            r = httpx.post(
+                f"{serve_url}{KB}/{kb_id}/document",
+                headers=alice,
+                timeout=300,
+                files={"file": (name, text.encode(), "text/plain")},
+            )
             assert r.status_code == 200, r.text
             return r.json()
 
@@ -43,8 +47,11 @@ def test_knowledge_base_lifecycle_through_serve(serve_url, make_token):
         listed = client.get(f"{KB}s", headers=alice).json()
         assert {d["filename"] for d in next(k for k in listed if k["id"] == kb_id)["documents"]} == set(DOCS)
 
-        hits = client.post(f"{KB}/{kb_id}/query", headers=alice,
-                           json={"query": "Amanzi azonqamuka nini eChatsworth?", "language": "zu_ZA"})
+        hits = client.post(
+            f"{KB}/{kb_id}/query",
+            headers=alice,
+            json={"query": "Amanzi azonqamuka nini eChatsworth?", "language": "zu_ZA"},
+        )
         assert hits.status_code == 200, hits.text
         results = hits.json()["search_result"]
         assert results[0]["filename"] == "water.md"

@@ -117,7 +117,6 @@ def _serve_with_secrets(out: Path, port: int) -> None:
     from ray import serve
 
     from deployments.app import build_app
-    from scripts.bench._plain import wait_healthy
     from serve_app.cli.serve import ray_env
 
     settings = Settings()
@@ -136,7 +135,7 @@ def _serve_with_secrets(out: Path, port: int) -> None:
     app = build_app({"settings": settings.for_replica(), "capabilities": ["embeddings"]})
     bind_args = pickled_bind_args(app)
     serve.run(app, name=APP_NAME, route_prefix="/", blocking=False, logging_config=logging_config)
-    wait_healthy(f"http://127.0.0.1:{port}", timeout=600)
+    _wait_healthy(f"http://127.0.0.1:{port}", timeout=600)
     views = {**collect_views(), BIND_ARGS: bind_args}
     session_dir = ray._private.worker._global_node.get_session_dir_path()
     tmp = out.with_suffix(".tmp")
@@ -145,6 +144,21 @@ def _serve_with_secrets(out: Path, port: int) -> None:
     sys.stdin.read()  # serve until the test closes our stdin
     serve.shutdown()
     ray.shutdown()
+
+
+def _wait_healthy(url: str, timeout: float) -> None:
+    """Like scripts/bench/_plain.wait_healthy, but a failure says what the health route last answered."""
+    deadline, last = time.monotonic() + timeout, "no answer"
+    while time.monotonic() < deadline:
+        try:
+            r = httpx.get(f"{url}/api/v1/health", timeout=5)
+            if r.status_code == 200:
+                return
+            last = f"{r.status_code} {r.text[:2000]}"
+        except httpx.HTTPError as exc:
+            last = repr(exc)
+        time.sleep(0.5)
+    raise RuntimeError(f"{url} did not become healthy within {timeout:.0f} s; last answer: {last}")
 
 
 @dataclass

@@ -22,8 +22,12 @@ TEXT = "Thank you for calling, your payment has been received."
 def audio(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("integration-audio")
     wav = espeak(TEXT, folder / "thanks.wav")
-    return {"wav": wav, "mp3": convert(wav, "mp3", folder), "opus": convert(wav, "opus", folder),
-            "aiff": convert(wav, "aiff", folder)}
+    return {
+        "wav": wav,
+        "mp3": convert(wav, "mp3", folder),
+        "opus": convert(wav, "opus", folder),
+        "aiff": convert(wav, "aiff", folder),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -38,21 +42,26 @@ def _wer(text: str) -> float:
 
 def test_sync_file_fast_and_v1_through_serve(serve_url: str, headers, audio) -> None:
     with httpx.Client(base_url=serve_url, headers=headers, timeout=300) as client:
-        r = client.post("/api/v2alpha/transcribe/sync/file?diarise=true",
-                        files={"file": ("thanks.mp3", audio["mp3"].read_bytes(), "audio/mpeg")})
+        r = client.post(
+            "/api/v2alpha/transcribe/sync/file?diarise=true",
+            files={"file": ("thanks.mp3", audio["mp3"].read_bytes(), "audio/mpeg")},
+        )
         assert r.status_code == 200, r.text
         record = r.json()
         assert record["language_code"] == "eng" and record["mime_type"] == "audio/mpeg"
         assert _wer(record["transcription_text"]) <= 0.3, record["transcription_text"]
         assert len(record["diarisation_result"]["speaker_ids"]) == len(record["words"]) > 0
 
-        r = client.post("/api/v2alpha/transcribe/fast?lang_code=eng",
-                        files={"upload": ("thanks.opus", audio["opus"].read_bytes())})
+        r = client.post(
+            "/api/v2alpha/transcribe/fast?lang_code=eng", files={"upload": ("thanks.opus", audio["opus"].read_bytes())}
+        )
         assert r.status_code == 200, r.text
         assert _wer(r.json()["text"]) <= 0.3
 
-        r = client.post("/v1/transcribe/sync?translate=true&lang_code=eng",
-                        files={"file": ("thanks.aiff", audio["aiff"].read_bytes())})
+        r = client.post(
+            "/v1/transcribe/sync?translate=true&lang_code=eng",
+            files={"file": ("thanks.aiff", audio["aiff"].read_bytes())},
+        )
         assert r.status_code == 200, r.text
         assert r.json()["translation"] == r.json()["transcription_text"]
 
@@ -82,7 +91,7 @@ def test_stream_through_serve(serve_url: str, headers, audio) -> None:
     with connect(url, additional_headers=headers, open_timeout=60, close_timeout=10) as ws:
         assert json.loads(ws.recv(timeout=60))["type"] == "ready"
         for i in range(0, len(pcm), 6400):
-            ws.send(pcm[i:i + 6400])
+            ws.send(pcm[i : i + 6400])
         ws.send("EOS")
         while True:
             message = json.loads(ws.recv(timeout=300))

@@ -12,15 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from contracts.errors import InvalidInput, TimedOut, Unavailable
+from contracts.settings import Settings
+from contracts.speech import TranscriptionResult, build_record
 from engines import whisper_weights
 from engines.asr import SETTING, SpeechRecognizer
 from engines.audio import SAMPLE_RATE
 from engines.pipeline import TranscriptionPipeline, get_pipeline
 from engines.windows import silence_cut, windows
 from scripts.eval_wer import word_errors
-from contracts.errors import InvalidInput, TimedOut, Unavailable
-from contracts.settings import Settings
-from contracts.speech import TranscriptionResult, build_record
 from tests.speechdata import have_espeak, silence, speech_16k, tone_music, write_audio
 
 pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
@@ -54,8 +54,9 @@ def _wav(folder: Path, name: str, audio: np.ndarray) -> Path:
 
 def _record(result: TranscriptionResult) -> dict:
     """The wire record of a result, as the sync route answers it."""
-    return build_record(result, id="test", customer_id=1, project_id=None, keychain_id=None,
-                        blob_name="test").model_dump(mode="json")
+    return build_record(
+        result, id="test", customer_id=1, project_id=None, keychain_id=None, blob_name="test"
+    ).model_dump(mode="json")
 
 
 # ------------------------------------------------------------------------------------------ model weights
@@ -127,12 +128,16 @@ def test_missing_configured_model_is_503_naming_the_setting() -> None:
         recognizer.model("zul")
 
 
-def test_configured_language_model_is_used(pipeline: TranscriptionPipeline, settings: Settings, clips,
-                                           tmp_path: Path) -> None:
+def test_configured_language_model_is_used(
+    pipeline: TranscriptionPipeline, settings: Settings, clips, tmp_path: Path
+) -> None:
     """A per-language model (here: a second copy of Whisper base in its own directory) serves that language."""
     model_dir = whisper_weights.ensure_whisper_base(tmp_path)
-    custom = TranscriptionPipeline(settings.updated({"whisper": {"language_models": {"afr": str(model_dir)}}}).whisper,
-                                   settings.transcription, settings.data_dir)
+    custom = TranscriptionPipeline(
+        settings.updated({"whisper": {"language_models": {"afr": str(model_dir)}}}).whisper,
+        settings.transcription,
+        settings.data_dir,
+    )
     record = _record(custom.transcribe(_wav(tmp_path, "s0", clips["s0"]), "afr"))
     assert record["language_code"] == "afr"
     assert record["model"] == str(model_dir)
@@ -142,8 +147,9 @@ def test_configured_language_model_is_used(pipeline: TranscriptionPipeline, sett
 # ------------------------------------------------------------------------------------------ transcription
 
 
-def test_english_with_auto_detection_and_word_timestamps(pipeline: TranscriptionPipeline, clips,
-                                                         tmp_path: Path) -> None:
+def test_english_with_auto_detection_and_word_timestamps(
+    pipeline: TranscriptionPipeline, clips, tmp_path: Path
+) -> None:
     audio = np.concatenate([silence(1.0), clips["s1"], silence(1.5), clips["s2"], silence(0.8)])
     path = write_audio(audio, SAMPLE_RATE, tmp_path / "two.mp3", "mp3")
     record = _record(pipeline.transcribe(path, None))
@@ -178,8 +184,9 @@ def test_silence_only_has_no_text(pipeline: TranscriptionPipeline, tmp_path: Pat
     assert [i["type"] for i in record["diarisation_result"]["timeline"]] == ["silence"]
 
 
-def test_long_audio_is_transcribed_in_windows_cut_in_silence(pipeline: TranscriptionPipeline, settings: Settings,
-                                                             clips, tmp_path: Path) -> None:
+def test_long_audio_is_transcribed_in_windows_cut_in_silence(
+    pipeline: TranscriptionPipeline, settings: Settings, clips, tmp_path: Path
+) -> None:
     parts = []
     for i in range(len(SENTENCES)):
         parts += [clips[f"s{i}"], silence(1.2)]
@@ -188,12 +195,17 @@ def test_long_audio_is_transcribed_in_windows_cut_in_silence(pipeline: Transcrip
     short_windows = settings.transcription.model_copy(update={"window_seconds": 30.0})
     windowed = TranscriptionPipeline(settings.whisper, short_windows, settings.data_dir, recognizer=pipeline.recognizer)
     # where the windows fall: every cut lies in a pause between two sentences
-    cuts = list(windows(iter([audio[i:i + 10 * SAMPLE_RATE] for i in range(0, audio.size, 10 * SAMPLE_RATE)]),
-                        windowed.window_seconds, windowed.recognizer.speech_chunks))
+    cuts = list(
+        windows(
+            iter([audio[i : i + 10 * SAMPLE_RATE] for i in range(0, audio.size, 10 * SAMPLE_RATE)]),
+            windowed.window_seconds,
+            windowed.recognizer.speech_chunks,
+        )
+    )
     assert len(cuts) >= 2 and sum(w.audio.size for w in cuts) == audio.size
     for w in cuts[:-1]:
         cut = (w.offset + w.audio.size) / SAMPLE_RATE
-        assert float(np.abs(audio[int((cut - 0.1) * SAMPLE_RATE):int((cut + 0.1) * SAMPLE_RATE)]).max()) < 0.01
+        assert float(np.abs(audio[int((cut - 0.1) * SAMPLE_RATE) : int((cut + 0.1) * SAMPLE_RATE)]).max()) < 0.01
 
     record = _record(windowed.transcribe(_wav(tmp_path, "long", audio), "eng"))
     errors, words = word_errors(" ".join(SENTENCES), record["transcription_text"])
@@ -205,8 +217,11 @@ def test_long_audio_is_transcribed_in_windows_cut_in_silence(pipeline: Transcrip
 
 def test_silence_cut_prefers_the_longest_pause_of_the_last_minute() -> None:
     s = SAMPLE_RATE
-    chunks = [{"start": 0, "end": 70 * s}, {"start": 72 * s, "end": 100 * s}, {"start": 100 * s + s // 2,
-                                                                                "end": 119 * s}]
+    chunks = [
+        {"start": 0, "end": 70 * s},
+        {"start": 72 * s, "end": 100 * s},
+        {"start": 100 * s + s // 2, "end": 119 * s},
+    ]
     assert silence_cut(chunks, 120 * s) == 71 * s  # the 2 s pause beats the 0.5 s one and the 1 s tail
     early = [{"start": 0, "end": 50 * s}, {"start": 55 * s, "end": 119 * s}]
     assert silence_cut(early, 120 * s) == 119 * s + s // 2  # a pause before the last minute is not used
@@ -230,8 +245,9 @@ def test_music_is_marked_and_not_transcribed(pipeline: TranscriptionPipeline, cl
 
 
 def test_diarisation_gives_every_word_a_speaker(pipeline: TranscriptionPipeline, clips, tmp_path: Path) -> None:
-    other = speech_16k("I would like to check the balance of my savings account please.", tmp_path, "f",
-                       voice="en+f4", speed=140)
+    other = speech_16k(
+        "I would like to check the balance of my savings account please.", tmp_path, "f", voice="en+f4", speed=140
+    )
     audio = np.concatenate([clips["s2"], silence(0.7), other, silence(0.7), clips["s3"]])
     record = _record(pipeline.transcribe(_wav(tmp_path, "dialogue", audio), "eng", diarise=True))
     result = record["diarisation_result"]
@@ -260,8 +276,9 @@ def test_unknown_language_is_rejected_before_decoding(pipeline: TranscriptionPip
 def test_streaming_buffer_commits_segments_before_the_last_pause(pipeline: TranscriptionPipeline, clips) -> None:
     audio = np.concatenate([clips["s5"], silence(1.0), clips["s6"]])
     pause = (clips["s5"].size + 0.5 * SAMPLE_RATE) / SAMPLE_RATE
-    result = pipeline.transcribe_array(audio, None, offset=10.0,
-                                       commit_before=audio.size / SAMPLE_RATE - 0.5).model_dump()
+    result = pipeline.transcribe_array(
+        audio, None, offset=10.0, commit_before=audio.size / SAMPLE_RATE - 0.5
+    ).model_dump()
     assert result["language_code"] == "eng"
     assert result["cut_seconds"] == pytest.approx(pause, abs=0.6)
     assert result["final"] and result["pending"]
@@ -282,13 +299,18 @@ def test_uncertain_detection_is_confirmed_by_the_text_language(pipeline: Transcr
     window = Window(0, audio, pipeline.recognizer.speech_chunks(audio))
     routes = pipeline.recognizer.routes()
     afrikaans = SpeechSegment(0.0, 3.0, "Die kinders speel sokker in die park na skool en ons koop brood en melk.")
-    uncertain = _Pass(route=routes["eng"], detection=Detection("eng", 0.55, [("eng", 0.55), ("afr", 0.45)]),
-                      segments=[afrikaans], samples=audio.size)
+    uncertain = _Pass(
+        route=routes["eng"],
+        detection=Detection("eng", 0.55, [("eng", 0.55), ("afr", 0.45)]),
+        segments=[afrikaans],
+        samples=audio.size,
+    )
     again = pipeline._confirm_language(uncertain, lambda: iter([window]), None)
     assert again.route is not None and again.route.code == "afr"
     assert "uncertain" in again.warnings[0]
     assert again.segments  # the audio was transcribed again, as Afrikaans
 
-    certain = _Pass(route=routes["eng"], detection=Detection("eng", 0.95, [("eng", 0.95)]), segments=[afrikaans],
-                    samples=audio.size)
+    certain = _Pass(
+        route=routes["eng"], detection=Detection("eng", 0.95, [("eng", 0.95)]), segments=[afrikaans], samples=audio.size
+    )
     assert pipeline._confirm_language(certain, lambda: iter([window]), None) is certain

@@ -9,15 +9,23 @@ import av
 import numpy as np
 import pytest
 
-from engines.audio import SAMPLE_RATE, iter_audio, load_audio, load_pcm16, probe
 from contracts.errors import InvalidInput, UnsupportedMedia
+from engines.audio import SAMPLE_RATE, iter_audio, load_audio, load_pcm16, probe
 from tests.speechdata import FORMATS, write_audio
 
 RATE = 22050
 SECONDS = 2.5
 TONE_HZ = 440.0
-MIME = {"wav": "audio/wav", "mp3": "audio/mpeg", "flac": "audio/flac", "aac": "audio/aac", "ogg": "audio/ogg",
-        "mp4": "audio/mp4", "aiff": "audio/aiff", "opus": "audio/opus"}
+MIME = {
+    "wav": "audio/wav",
+    "mp3": "audio/mpeg",
+    "flac": "audio/flac",
+    "aac": "audio/aac",
+    "ogg": "audio/ogg",
+    "mp4": "audio/mp4",
+    "aiff": "audio/aiff",
+    "opus": "audio/opus",
+}
 
 
 def _tone(seconds: float = SECONDS, rate: int = RATE, hz: float = TONE_HZ) -> np.ndarray:
@@ -56,7 +64,7 @@ def test_every_format_decodes_to_16k_mono(tone_files, ext: str, channels: int) -
     spectrum = np.abs(np.fft.rfft(audio))
     peak_hz = np.argmax(spectrum) * SAMPLE_RATE / audio.size
     assert peak_hz == pytest.approx(TONE_HZ, abs=5)
-    rms = float(np.sqrt(np.mean(audio ** 2)))
+    rms = float(np.sqrt(np.mean(audio**2)))
     assert 0.25 < rms < 0.45  # 0.5 amplitude sine -> 0.35 rms (stereo downmixed, not summed)
 
 

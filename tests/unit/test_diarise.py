@@ -12,8 +12,10 @@ import soundfile as sf
 
 from engines.diarise import assign_speakers, diarise, speech_segments
 
-pytestmark = pytest.mark.skipif(shutil.which("espeak-ng") is None or shutil.which("sox") is None,
-                                reason="needs espeak-ng and sox (scripts/setup.sh installs them)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("espeak-ng") is None or shutil.which("sox") is None,
+    reason="needs espeak-ng and sox (scripts/setup.sh installs them)",
+)
 
 SR = 16000
 LINES = {
@@ -26,10 +28,15 @@ LINES = {
 
 def say(tmp: Path, voice: str, text: str) -> np.ndarray:
     out = tmp / f"{abs(hash((voice, text)))}.wav"
-    espeak = subprocess.run(["espeak-ng", "-v", voice, "-s", "150", "--stdout", text], check=True,
-                            capture_output=True).stdout
-    subprocess.run(["sox", "-t", "wav", "-", "-r", str(SR), "-c", "1", "-b", "16", str(out)], input=espeak,
-                   check=True, capture_output=True)
+    espeak = subprocess.run(
+        ["espeak-ng", "-v", voice, "-s", "150", "--stdout", text], check=True, capture_output=True
+    ).stdout
+    subprocess.run(
+        ["sox", "-t", "wav", "-", "-r", str(SR), "-c", "1", "-b", "16", str(out)],
+        input=espeak,
+        check=True,
+        capture_output=True,
+    )
     audio, sr = sf.read(out, dtype="float32")
     assert sr == SR
     return audio

@@ -14,6 +14,7 @@ from engines.documents import extract_text
 
 def make_pdf(path: Path, lines: list[str]) -> Path:
     """A minimal, valid one-page PDF with a Helvetica text layer (what a word processor export contains)."""
+
     def esc(text: str) -> str:
         return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
 
@@ -76,7 +77,7 @@ def test_pdf_without_text_is_400_and_broken_pdf_is_415(tmp_path: Path) -> None:
         extract_text(blank, "scan.pdf")
     broken = tmp_path / "broken.pdf"
     broken.write_bytes(b"%PDF-1.4\nthis is not really a pdf\n")
-    with pytest.raises(UnsupportedMedia, match="Could not read 'broken.pdf' as PDF"):
+    with pytest.raises(UnsupportedMedia, match=r"Could not read 'broken\.pdf' as PDF"):
         extract_text(broken, "broken.pdf")
 
 
@@ -109,7 +110,9 @@ def test_html_to_text_without_markup_or_scripts(tmp_path: Path) -> None:
     page.write_text(
         "<html><head><title>t</title><style>p{color:red}</style><script>var x = 1;</script></head><body>"
         "<h2>Refuse</h2><p>Refuse is collected on <b>Tuesday</b>. <a href='https://x'>Details</a></p>"
-        "<ul><li>Ward 17</li><li>Ward 23</li></ul></body></html>", encoding="utf-8")
+        "<ul><li>Ward 17</li><li>Ward 23</li></ul></body></html>",
+        encoding="utf-8",
+    )
     out = extract_text(page, "page.html")
     assert out.kind == "html"
     assert "Refuse is collected on Tuesday." in out.text and "Ward 23" in out.text
@@ -121,13 +124,19 @@ def test_csv_rows_become_labelled_paragraphs(tmp_path: Path) -> None:
     table.write_text("ward,area,collection day\n17,Umlazi,Tuesday\n23,Chatsworth,Thursday\n", encoding="utf-8")
     out = extract_text(table, "wards.csv")
     assert out.kind == "csv"
-    assert out.text.split("\n\n") == ["ward: 17; area: Umlazi; collection day: Tuesday",
-                                      "ward: 23; area: Chatsworth; collection day: Thursday"]
+    assert out.text.split("\n\n") == [
+        "ward: 17; area: Umlazi; collection day: Tuesday",
+        "ward: 23; area: Chatsworth; collection day: Thursday",
+    ]
 
 
 def test_json_text_fields_and_jsonl(tmp_path: Path) -> None:
-    data = {"notices": [{"id": 7, "title": "Water", "body": "Ward 9 has no water on 28 May from 08:00 to 20:00.",
-                         "open": True}, {"id": 8, "title": "Refuse", "body": "Refuse is collected on Mondays."}]}
+    data = {
+        "notices": [
+            {"id": 7, "title": "Water", "body": "Ward 9 has no water on 28 May from 08:00 to 20:00.", "open": True},
+            {"id": 8, "title": "Refuse", "body": "Refuse is collected on Mondays."},
+        ]
+    }
     path = tmp_path / "notices.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     out = extract_text(path, "notices.json")
@@ -180,13 +189,12 @@ def test_content_sniffing_without_extension(tmp_path: Path) -> None:
 TEXT = (
     "Dr. Dlamini opened the clinic in 1998. It serves 4,000 patients a year! Does it open on Sundays? No.\n\n"
     "Umtholampilo uvulwa ngo-07:00 ekuseni. Abantu abaningi bafika kusenesikhathi. Ukuhlolelwa i-HIV kumahhala.\n"
-    "A line without a full stop\n\n"
-    + "A very long sentence that keeps going without any full stop at all " * 12
+    "A line without a full stop\n\n" + "A very long sentence that keeps going without any full stop at all " * 12
 )
 
 
 def test_sentence_spans_respect_abbreviations_and_lines() -> None:
-    sentences = [TEXT[s.start:s.end] for s in sentence_spans(TEXT)]
+    sentences = [TEXT[s.start : s.end] for s in sentence_spans(TEXT)]
     assert sentences[0] == "Dr. Dlamini opened the clinic in 1998."
     assert "A line without a full stop" in sentences
     spans = sentence_spans(TEXT)
@@ -198,7 +206,7 @@ def test_chunks_are_exact_slices_with_overlap_and_limits(max_chars: int, overlap
     chunks = chunk_text(TEXT, max_chars=max_chars, overlap_chars=overlap, min_chars=60)
     assert chunks and [c.index for c in chunks] == list(range(len(chunks)))
     for c in chunks:
-        assert TEXT[c.start:c.end] == c.text
+        assert TEXT[c.start : c.end] == c.text
         assert len(c.text) <= max_chars
         assert c.text == c.text.strip()
     # the chunks cover every non-space character and move forward
@@ -212,8 +220,10 @@ def test_chunks_are_exact_slices_with_overlap_and_limits(max_chars: int, overlap
 
 
 def test_paragraphs_start_new_chunks_once_big_enough() -> None:
-    text = ("First paragraph sentence one. First paragraph sentence two.\n\n"
-            "Second paragraph sentence one. Second paragraph sentence two.")
+    text = (
+        "First paragraph sentence one. First paragraph sentence two.\n\n"
+        "Second paragraph sentence one. Second paragraph sentence two."
+    )
     chunks = chunk_text(text, max_chars=400, overlap_chars=0, min_chars=40)
     assert [c.text for c in chunks] == [
         "First paragraph sentence one. First paragraph sentence two.",
@@ -228,5 +238,5 @@ def test_overlap_repeats_whole_sentences() -> None:
     text = " ".join(sentences)
     chunks = chunk_text(text, max_chars=150, overlap_chars=70, min_chars=50)
     for a, b in zip(chunks, chunks[1:]):
-        shared = text[b.start:a.end]
+        shared = text[b.start : a.end]
         assert shared.startswith("Sentence number") and shared.endswith(".")

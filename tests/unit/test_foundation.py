@@ -118,8 +118,9 @@ def test_unexpected_errors_answer_500_without_a_stack_trace(local_app, make_toke
         raise RuntimeError("secret internal detail")
 
     monkeypatch.setattr(text, "entities", boom)
-    r = client.post("/api/v1/entity_recognition/process", headers={"X-CLIENT-TOKEN": make_token()},
-                    json={"encoded_text": "hello"})
+    r = client.post(
+        "/api/v1/entity_recognition/process", headers={"X-CLIENT-TOKEN": make_token()}, json={"encoded_text": "hello"}
+    )
     assert r.status_code == 500
     body = r.json()
     assert set(body) == {"detail"} and "secret" not in body["detail"] and "Traceback" not in r.text
@@ -150,8 +151,9 @@ def test_health_reports_each_deployment_and_degrades(settings):
 
     from tests.conftest import client_for
 
-    handle = serve.run(serve.deployment(_Broken).bind(), name="broken-text", route_prefix=None,
-                       _local_testing_mode=True)
+    handle = serve.run(
+        serve.deployment(_Broken).bind(), name="broken-text", route_prefix=None, _local_testing_mode=True
+    )
     client = client_for(settings, {"text": handle})
     r = client.get("/api/v1/health")
     assert r.status_code == 503
@@ -162,9 +164,8 @@ def test_health_reports_each_deployment_and_degrades(settings):
 def test_websocket_refuses_unauthenticated_upgrade(client):
     from starlette.testclient import WebSocketDenialResponse
 
-    with pytest.raises(WebSocketDenialResponse) as denied:
-        with client.websocket_connect("/ws/stream-transcribe"):
-            pass
+    with pytest.raises(WebSocketDenialResponse) as denied, client.websocket_connect("/ws/stream-transcribe"):
+        pass
     assert denied.value.status_code == 401
 
 
@@ -182,16 +183,37 @@ def test_openapi_lists_every_spec_route_with_spec_field_names():
         if "knowledgebase/document/" in clean:
             clean = "/api/v1/search/knowledgebase/document/{document_id}"
         assert clean in paths, clean
+    # Every utility route of the spec is declared (create_app mounts this router; test_utility_routes_need_no_token
+    # calls them); all but the favicon are in the API description too.
+    from serve_app.routers import utility
+
+    served = {getattr(route, "path", None) for route in utility.router.routes}
+    for path in ("/_meta/version", "/favicon.ico", "/ws/stream-transcribe", "/api/v1/health", "/health"):
+        assert path in served, path
     for path in ("/_meta/version", "/api/v1/health", "/health"):
         assert path in paths, path
-    # the favicon is served (test_utility_routes_need_no_token) but kept out of the API description
-    assert "/favicon.ico" not in paths
+    assert "/favicon.ico" not in paths  # a browser's request, not part of the API
     schemas = spec["components"]["schemas"]
     assert set(schemas["SentimentResult"]["properties"]) == {"Id", "Sentiments"}
     assert {"upload_id", "customer_id", "project_id"} <= set(schemas["UploadResult"]["properties"])
     record = set(schemas["TranscriptionRecord"]["properties"])
-    assert {"id", "storage_url", "container_name", "blob_name", "customer_id", "project_id", "keychain_id",
-            "upload_file_size", "audio_length_seconds", "sample_rate", "channels", "frame_rate", "mime_type",
-            "language_code", "diarisation_result", "transcription_text"} <= record
+    assert {
+        "id",
+        "storage_url",
+        "container_name",
+        "blob_name",
+        "customer_id",
+        "project_id",
+        "keychain_id",
+        "upload_file_size",
+        "audio_length_seconds",
+        "sample_rate",
+        "channels",
+        "frame_rate",
+        "mime_type",
+        "language_code",
+        "diarisation_result",
+        "transcription_text",
+    } <= record
     upload = paths["/api/v2alpha/transcribe/sync/file"]["post"]["requestBody"]["content"]
     assert "file" in upload["multipart/form-data"]["schema"]["properties"]

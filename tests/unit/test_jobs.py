@@ -43,8 +43,13 @@ from tests.conftest import client_for
 SPOKEN = "The weather today is sunny with a light breeze from the north."
 # Quick retries; the worker wakes when work is due (next_due, wake()), so it hardly ever needs to poll.
 FAST: dict[str, Any] = {
-    "webhooks": {"allow_private": True, "backoff_seconds": 0.3, "backoff_max_seconds": 1.0, "retry_seconds": 60.0,
-                 "timeout_seconds": 5.0},
+    "webhooks": {
+        "allow_private": True,
+        "backoff_seconds": 0.3,
+        "backoff_max_seconds": 1.0,
+        "retry_seconds": 60.0,
+        "timeout_seconds": 5.0,
+    },
     "jobs": {"poll_seconds": 1.0},
 }
 
@@ -79,9 +84,9 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                receiver.received.append(({k: v for k, v in self.headers.items()}, body))
+                receiver.received.append((dict(self.headers.items()), body))
                 self.send_response(receiver.status)
                 self.end_headers()
 
@@ -101,8 +106,14 @@ class Receiver:
 def upload_row(db: Database, path: Path, token: tuple[str, Any]) -> str:
     info = token[1]
     with db.session() as s:
-        row = Upload(customer_id=info.customer_id, project_id=info.project_id, token_id=info.id,
-                     file_name=path.name, path=str(path), size_bytes=path.stat().st_size)
+        row = Upload(
+            customer_id=info.customer_id,
+            project_id=info.project_id,
+            token_id=info.id,
+            file_name=path.name,
+            path=str(path),
+            size_bytes=path.stat().st_size,
+        )
         s.add(row)
         s.flush()
         return row.id
@@ -120,8 +131,9 @@ def speech_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("espeak-ng") is None or shutil.which("sox") is None:
         pytest.skip("needs espeak-ng and sox (scripts/setup.sh installs them)")
     out = tmp_path_factory.mktemp("speech") / "weather.wav"
-    wav = subprocess.run(["espeak-ng", "-v", "en", "-s", "150", "--stdout", SPOKEN], check=True,
-                         capture_output=True).stdout
+    wav = subprocess.run(
+        ["espeak-ng", "-v", "en", "-s", "150", "--stdout", SPOKEN], check=True, capture_output=True
+    ).stdout
     subprocess.run(["sox", "-t", "wav", "-", "-r", "16000", "-c", "1", "-b", "16", str(out)], input=wav, check=True)
     return out
 
@@ -134,8 +146,9 @@ def whisper_base(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(ensure_whisper_base(tmp_path_factory.mktemp("whisper")))
 
 
-def fresh_settings(tmp_path_factory: pytest.TempPathFactory, whisper_model: str | None = None,
-                   **changes: Any) -> Settings:
+def fresh_settings(
+    tmp_path_factory: pytest.TempPathFactory, whisper_model: str | None = None, **changes: Any
+) -> Settings:
     """Settings on a new data directory (its own database, migrated) with quick retries, then ``changes``."""
     settings = Settings(data_dir=tmp_path_factory.mktemp("jobs-data"), _env_file=None).updated(FAST)
     settings = settings.updated({"whisper": {"model": whisper_model}, **changes})
@@ -162,10 +175,18 @@ def test_webhook_url_policy() -> None:
     for bad in ("ftp://example.org/x", "example.org/hook", "http:///nohost", "javascript:alert(1)", "http://x:99999/"):
         with pytest.raises(InvalidInput, match="webhook"):
             check_webhook_url(bad, allow_private=True)
-    for private in ("http://127.0.0.1:8000/h", "http://localhost/h", "http://10.1.2.3/h", "http://192.168.0.5/h",
-                    "http://169.254.169.254/latest/meta-data", "http://[::1]/h", "http://[::ffff:127.0.0.1]/h",
-                    "https://100.64.0.1/h", "http://0.0.0.0/h"):
-        with pytest.raises(InvalidInput, match="loopback, private or link-local|cannot be resolved"):
+    for private in (
+        "http://127.0.0.1:8000/h",
+        "http://localhost/h",
+        "http://10.1.2.3/h",
+        "http://192.168.0.5/h",
+        "http://169.254.169.254/latest/meta-data",
+        "http://[::1]/h",
+        "http://[::ffff:127.0.0.1]/h",
+        "https://100.64.0.1/h",
+        "http://0.0.0.0/h",
+    ):
+        with pytest.raises(InvalidInput, match=r"loopback, private or link-local|cannot be resolved"):
             check_webhook_url(private, allow_private=False)
         assert check_webhook_url(private, allow_private=True) == private
     assert check_webhook_url("https://93.184.215.14/hook", allow_private=False) == "https://93.184.215.14/hook"
@@ -215,8 +236,7 @@ def test_retry_decision_by_error_class() -> None:
     assert outcome_of(NotAudio("no audio")) == Outcome(error="no audio", status_code=415)
     assert outcome_of(ValueError("a bug")) == Outcome(error=INTERNAL_ERROR, status_code=500)
     language = outcome_of(UnsupportedLanguage("zul", "(Zulu) has no speech model on this server."))
-    assert language == Outcome(error="language_code 'zul' (Zulu) has no speech model on this server.",
-                               status_code=400)
+    assert language == Outcome(error="language_code 'zul' (Zulu) has no speech model on this server.", status_code=400)
 
 
 def test_stale_worker_cannot_overwrite_a_reclaimed_job(tmp_path_factory, speech_wav) -> None:
@@ -257,9 +277,11 @@ def _headers(token: tuple[str, Any]) -> dict[str, str]:
 
 
 def _upload(env: dict[str, Any], data: bytes, token: str = "acme", name: str = "call.wav") -> str:
-    response = env["client"].post("/api/v1/transport/file-upload", headers=_headers(env[token]),
-                                  json={"file_name": name, "audio_blob": base64.b64encode(data).decode(),
-                                        "file_size": len(data)})
+    response = env["client"].post(
+        "/api/v1/transport/file-upload",
+        headers=_headers(env[token]),
+        json={"file_name": name, "audio_blob": base64.b64encode(data).decode(), "file_size": len(data)},
+    )
     assert response.status_code == 200, response.text
     assert response.headers["Deprecation"] == "true"
     body = response.json()
@@ -280,15 +302,20 @@ def test_upload_process_get_errors(client_env, speech_wav) -> None:
     assert Path(stored.path).parent == env["settings"].data_dir / "uploads" / upload_id
 
     assert _get(env, upload_id).json() == {"message": NOT_PROCESSED}  # never submitted
-    bad = client.post("/api/v1/transport/file-upload", headers=acme,
-                      json={"file_name": "x.wav", "audio_blob": "%%% not base64 %%%", "file_size": 0})
+    bad = client.post(
+        "/api/v1/transport/file-upload",
+        headers=acme,
+        json={"file_name": "x.wav", "audio_blob": "%%% not base64 %%%", "file_size": 0},
+    )
     assert bad.status_code == 400 and "audio_blob" in bad.json()["detail"]
     missing = client.post("/api/v1/transport/file-upload", headers=acme, json={"file_name": "x.wav", "file_size": 0})
     assert missing.status_code == 400 and "audio_blob" in missing.json()["detail"]
     small = client_for(env["settings"].updated({"max_request_mb": 0.01}), env["handles"])
-    big = small.post("/api/v1/transport/file-upload", headers=acme,
-                     json={"file_name": "x.wav", "audio_blob": base64.b64encode(b"\0" * 20_000).decode(),
-                           "file_size": 20_000})
+    big = small.post(
+        "/api/v1/transport/file-upload",
+        headers=acme,
+        json={"file_name": "x.wav", "audio_blob": base64.b64encode(b"\0" * 20_000).decode(), "file_size": 20_000},
+    )
     assert big.status_code == 413
 
     # another customer's upload is not found, for process and get alike
@@ -301,8 +328,9 @@ def test_upload_process_get_errors(client_env, speech_wav) -> None:
         r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=acme, json={"webhook": webhook})
         assert r.status_code == 400 and "webhook" in r.json()["detail"]
     strict = client_for(env["settings"].updated({"webhooks": {"allow_private": False}}), env["handles"])
-    r = strict.post(f"/api/v1/transcribe/process/{upload_id}", headers=acme,
-                    json={"webhook": "http://127.0.0.1:9/hook"})
+    r = strict.post(
+        f"/api/v1/transcribe/process/{upload_id}", headers=acme, json={"webhook": "http://127.0.0.1:9/hook"}
+    )
     assert r.status_code == 400 and "private" in r.json()["detail"]
     r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=acme, json={"language_code": "zul"})
     assert r.status_code == 400 and "KHULUMA_WHISPER_LANGUAGE_MODELS" in r.json()["detail"]
@@ -316,8 +344,11 @@ def test_job_flow_with_signed_webhook(client_env, speech_wav) -> None:
     receiver = Receiver().start()
     try:
         upload_id = _upload(env, speech_wav.read_bytes())
-        r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=_headers(env["acme"]),
-                        json={"webhook": receiver.url, "language_code": "eng"})
+        r = client.post(
+            f"/api/v1/transcribe/process/{upload_id}",
+            headers=_headers(env["acme"]),
+            json={"webhook": receiver.url, "language_code": "eng"},
+        )
         assert r.status_code == 200 and "queue" in r.json()["message"]
         assert _get(env, upload_id).json() == {"message": NOT_PROCESSED}
         again = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=_headers(env["acme"]), json={})
@@ -326,8 +357,12 @@ def test_job_flow_with_signed_webhook(client_env, speech_wav) -> None:
         headers, body = wait_until(lambda: receiver.received and receiver.received[0])[0:2]
         secret = webhook_secret_for(env["db"], env["acme"][1].id)
         assert verify(secret, headers["X-Khuluma-Timestamp"], body, headers["X-Khuluma-Signature"])
-        assert not verify(webhook_secret_for(env["db"], env["other"][1].id), headers["X-Khuluma-Timestamp"], body,
-                          headers["X-Khuluma-Signature"])
+        assert not verify(
+            webhook_secret_for(env["db"], env["other"][1].id),
+            headers["X-Khuluma-Timestamp"],
+            body,
+            headers["X-Khuluma-Signature"],
+        )
         payload = json.loads(body)
         assert set(payload) == {"upload_id", "postprocessed_text", "status_code", "language_id"}
         assert (payload["upload_id"], payload["status_code"], payload["language_id"]) == (upload_id, 200, "eng")
@@ -354,15 +389,20 @@ def test_failed_job_reports_why(client_env) -> None:
     receiver = Receiver().start()
     try:
         upload_id = _upload(env, b"this is a text file, not audio\n" * 50, name="notes.wav")
-        r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=_headers(env["acme"]),
-                        json={"webhook": receiver.url})
+        r = client.post(
+            f"/api/v1/transcribe/process/{upload_id}", headers=_headers(env["acme"]), json={"webhook": receiver.url}
+        )
         assert r.status_code == 200
         headers, body = wait_until(lambda: receiver.received and receiver.received[0])[0:2]
         payload = json.loads(body)
         assert payload["upload_id"] == upload_id and payload["status_code"] in (400, 415)
         assert payload["postprocessed_text"] == [] and payload["detail"]
-        assert verify(webhook_secret_for(env["db"], env["acme"][1].id), headers["X-Khuluma-Timestamp"], body,
-                      headers["X-Khuluma-Signature"])
+        assert verify(
+            webhook_secret_for(env["db"], env["acme"][1].id),
+            headers["X-Khuluma-Timestamp"],
+            body,
+            headers["X-Khuluma-Signature"],
+        )
         failed = _get(env, upload_id).json()
         assert failed["status"] == "failed" and failed["message"].startswith("Item processing failed: ")
         assert failed["error"] == payload["detail"]
@@ -377,8 +417,9 @@ def test_webhook_retried_until_the_receiver_is_back(client_env, speech_wav) -> N
     env, client = client_env, client_env["client"]
     receiver = Receiver()  # not listening yet
     upload_id = _upload(env, speech_wav.read_bytes())
-    r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=_headers(env["acme"]),
-                    json={"webhook": receiver.url})
+    r = client.post(
+        f"/api/v1/transcribe/process/{upload_id}", headers=_headers(env["acme"]), json={"webhook": receiver.url}
+    )
     assert r.status_code == 200
     wait_until(lambda: job(env["db"], upload_id).webhook_attempts >= 2)  # two refused connections
     assert job(env["db"], upload_id).webhook_status == "pending"
@@ -423,8 +464,9 @@ def test_job_in_flight_resumes_after_worker_crash(tmp_path_factory, whisper_base
         assert row.attempts == 2 and row.lease_until is None
         heard = set(row.result["text"].lower().replace(".", " ").split())
         assert row.result["language_id"] == "eng" and len({"weather", "sunny", "light", "breeze", "north"} & heard) >= 3
-        assert row.result is not None and not job_queue.finish(db, claimed, result=JobResult(), error=None,
-                                                               status_code=200)
+        assert row.result is not None and not job_queue.finish(
+            db, claimed, result=JobResult(), error=None, status_code=200
+        )
         _, body = wait_until(lambda: receiver.received and receiver.received[0])[0:2]
         assert json.loads(body)["upload_id"] == upload_id
     finally:
@@ -471,10 +513,20 @@ def test_cli_prints_the_webhook_secret(tmp_path: Path) -> None:
     env = {**os.environ, "KHULUMA_DATA_DIR": str(tmp_path)}
     db = Database.migrated(Settings(data_dir=tmp_path, _env_file=None).db_url)
     _, info = create_token(db, "acme")
-    out = subprocess.run([sys.executable, "-m", "serve_app.cli", "token", "secret", str(info.id)], env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "serve_app.cli", "token", "secret", str(info.id)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == webhook_secret_for(db, info.id)
-    missing = subprocess.run([sys.executable, "-m", "serve_app.cli", "token", "secret", "9999"], env=env,
-                             capture_output=True, text=True, timeout=120)
+    missing = subprocess.run(
+        [sys.executable, "-m", "serve_app.cli", "token", "secret", "9999"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert missing.returncode == 1 and "No token" in missing.stdout

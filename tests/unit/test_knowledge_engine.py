@@ -24,28 +24,56 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 
-@pytest.mark.parametrize("value,code", [
-    ("zu_ZA", "zul"), ("zu-ZA", "zul"), ("zu", "zul"), ("zul", "zul"), ("zul_Latn", "zul"), ("isiZulu", "zul"),
-    ("en_ZA", "eng"), ("eng_Latn", "eng"), ("af", "afr"), ("afr_Latn", "afr"), ("st_ZA", "sot"),
-    ("sot_Latn", "sot"), ("nso_Latn", "nso"), ("Sepedi", "nso"), ("tn", "tsn"), ("ss_ZA", "ssw"),
-    ("ts", "tso"), ("xh_ZA", "xho"), ("sw", "swh"), ("swa", "swh"), ("sna_Latn", "sna"), ("fr_FR", "fra"),
-    ("ven", "ven"), ("nr", "nbl"), ("cs-zul", "zul"), (None, None), ("", None), ("  ", None),
-])
+@pytest.mark.parametrize(
+    "value,code",
+    [
+        ("zu_ZA", "zul"),
+        ("zu-ZA", "zul"),
+        ("zu", "zul"),
+        ("zul", "zul"),
+        ("zul_Latn", "zul"),
+        ("isiZulu", "zul"),
+        ("en_ZA", "eng"),
+        ("eng_Latn", "eng"),
+        ("af", "afr"),
+        ("afr_Latn", "afr"),
+        ("st_ZA", "sot"),
+        ("sot_Latn", "sot"),
+        ("nso_Latn", "nso"),
+        ("Sepedi", "nso"),
+        ("tn", "tsn"),
+        ("ss_ZA", "ssw"),
+        ("ts", "tso"),
+        ("xh_ZA", "xho"),
+        ("sw", "swh"),
+        ("swa", "swh"),
+        ("sna_Latn", "sna"),
+        ("fr_FR", "fra"),
+        ("ven", "ven"),
+        ("nr", "nbl"),
+        ("cs-zul", "zul"),
+        (None, None),
+        ("", None),
+        ("  ", None),
+    ],
+)
 def test_language_spellings(value: str | None, code: str | None) -> None:
     assert query_language(value) == code
 
 
 @pytest.mark.parametrize("value", ["xx_YY", "klingon", "de", "zz"])
 def test_unknown_language_names_what_is_accepted(value: str) -> None:
-    with pytest.raises(InvalidInput, match="unknown language .* ISO 639-3"):
+    with pytest.raises(InvalidInput, match=r"unknown language .* ISO 639-3"):
         query_language(value)
 
 
 def test_chunk_language_detection() -> None:
-    texts = ["The clinic is open from Monday to Friday and closes at four in the afternoon.",
-             "Umtholampilo uvulwa ngoMsombuluko kuya ngoLwesihlanu, uvalwa ngo-4 ntambama.",
-             "Die kliniek is oop van Maandag tot Vrydag en sluit om vieruur in die middag.",
-             "Tliliniki e bulwa ho tloha ka Mantaha ho isa ka Labohlano, e kwalwa ka hora ya bone."]
+    texts = [
+        "The clinic is open from Monday to Friday and closes at four in the afternoon.",
+        "Umtholampilo uvulwa ngoMsombuluko kuya ngoLwesihlanu, uvalwa ngo-4 ntambama.",
+        "Die kliniek is oop van Maandag tot Vrydag en sluit om vieruur in die middag.",
+        "Tliliniki e bulwa ho tloha ka Mantaha ho isa ka Labohlano, e kwalwa ka hora ya bone.",
+    ]
     assert detect_languages(texts) == ["eng", "zul", "afr", "sot"]
 
 
@@ -53,14 +81,23 @@ def test_tokenizer_keeps_numbers_names_and_drops_function_words() -> None:
     assert tokenize("The grant is R2,190 per month.") == ["grant", "r2", "190", "per", "month"]
     assert tokenize("Ward 23 on 4,000 sites") == ["ward", "23", "4000", "sites"]
     assert tokenize("Amanzi azonqamuka nini eThekwini kuMandela?") == [
-        "amanzi", "azonqamuka", "ethekwini", "kumandela", "thekwini", "mandela"]
+        "amanzi",
+        "azonqamuka",
+        "ethekwini",
+        "kumandela",
+        "thekwini",
+        "mandela",
+    ]
     assert tokenize("Wie is die bestuurder?") == ["bestuurder"]
 
 
 def test_bm25_ranks_exact_names_and_filters_language() -> None:
     ids = ["a", "b", "c"]
-    texts = ["Water notice for Ward 5 in Pinetown.", "Water notice for Ward 9 in Westville.",
-             "Amanzi azonqamuka eWadini 9 eWestville."]
+    texts = [
+        "Water notice for Ward 5 in Pinetown.",
+        "Water notice for Ward 9 in Westville.",
+        "Amanzi azonqamuka eWadini 9 eWestville.",
+    ]
     metas = [{"language": "eng"}, {"language": "eng"}, {"language": "zul"}]
     index = Bm25Index(ids, texts, metas)
     ranked = [i for i, _ in index.search("Westville water", 3)]
@@ -89,8 +126,9 @@ def test_vectorised_bm25_build_scores_like_stock_bm25s() -> None:
 
 
 def test_bm25_corpus_deltas_match_a_fresh_index() -> None:
-    texts = {f"d{d}:{i}": f"Ward {d * 10 + i} in Umlazi has no water on {i + 1} May."
-             for d in range(3) for i in range(4)}
+    texts = {
+        f"d{d}:{i}": f"Ward {d * 10 + i} in Umlazi has no water on {i + 1} May." for d in range(3) for i in range(4)
+    }
     metas = {cid: {"document_id": cid.split(":")[0], "language": "eng"} for cid in texts}
     grown = Bm25Index()
     for d in range(3):
@@ -130,8 +168,14 @@ def test_chunk_store_add_count_delete_with_explicit_vectors(tmp_path: Path) -> N
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     for doc in ("d1", "d2", "d3"):
         rows = range(int(doc[1]) * 10 - 10, int(doc[1]) * 10)
-        store.add(kb, 42, [f"{doc}:{i}" for i in rows], vectors[list(rows)], [f"text {i}" for i in rows],
-                  [{"document_id": doc, "language": "eng"} for _ in rows])
+        store.add(
+            kb,
+            42,
+            [f"{doc}:{i}" for i in rows],
+            vectors[list(rows)],
+            [f"text {i}" for i in rows],
+            [{"document_id": doc, "language": "eng"} for _ in rows],
+        )
     assert store.count(kb) == 30 and store.count(kb, "d2") == 10 and store.owner(kb) == 42
     hit = store.vector_search(kb, vectors[13], 3)[0]
     assert hit.id == "d2:13" and hit.similarity == pytest.approx(1.0, abs=1e-4)
@@ -152,8 +196,9 @@ def test_chunk_store_add_count_delete_with_explicit_vectors(tmp_path: Path) -> N
 
 def _store_settings(tmp_path: Path, **search: object) -> dict:
     """What a KnowledgeStore replica is bound with."""
-    settings = Settings(data_dir=tmp_path, search={"chroma_path": tmp_path / "chroma", "lock_wait_seconds": 0,
-                                                   **search}, _env_file=None)
+    settings = Settings(
+        data_dir=tmp_path, search={"chroma_path": tmp_path / "chroma", "lock_wait_seconds": 0, **search}, _env_file=None
+    )
     return settings.for_replica(("search", "embeddings"))
 
 
@@ -170,19 +215,21 @@ def _document(folder: Path, kb: str, doc_id: str, filename: str, text: str, cust
     """An upload as the ingress hands it over: saved to disk."""
     path = folder / f"{doc_id}-{filename}"
     path.write_text(text, encoding="utf-8")
-    return AddDocument(kb_id=kb, document_id=doc_id, customer_id=customer_id,
-                       file=DocumentFile(path=str(path), filename=filename))
+    return AddDocument(
+        kb_id=kb, document_id=doc_id, customer_id=customer_id, file=DocumentFile(path=str(path), filename=filename)
+    )
 
 
 def test_knowledge_store_ingest_query_delete_and_owner(tmp_path: Path, embeddings) -> None:
     from deployments.knowledge import KnowledgeStore
 
-    store = KnowledgeStore(_store_settings(tmp_path, chunk_chars=200, chunk_overlap_chars=50),
-                           embeddings=embeddings)
+    store = KnowledgeStore(_store_settings(tmp_path, chunk_chars=200, chunk_overlap_chars=50), embeddings=embeddings)
     kb = str(uuid.uuid4())
-    english = ("Soshanguve Block X Clinic is open from Monday to Friday, 07:30 to 19:00. It is closed on weekends. "
-               "The facility manager is Dr Pieter Venter.\n\nAntenatal visits are on Tuesdays and Thursdays. "
-               "Bring your clinic card.")
+    english = (
+        "Soshanguve Block X Clinic is open from Monday to Friday, 07:30 to 19:00. It is closed on weekends. "
+        "The facility manager is Dr Pieter Venter.\n\nAntenatal visits are on Tuesdays and Thursdays. "
+        "Bring your clinic card."
+    )
     zulu = "Udoti uqoqwa eWadini 45 njalo ngoLwesithathu. Beka izikhwama zakho ngaphandle ngaphambi kuka-06:30."
 
     def ask(text: str, language: str | None = None, top_k: int = 5, **options: object) -> SearchQuery:
@@ -196,7 +243,7 @@ def test_knowledge_store_ingest_query_delete_and_owner(tmp_path: Path, embedding
 
         results = await store.query(ask("Who is the manager of the Soshanguve clinic?", None, 3, customer_id=7))
         assert results[0].document_id == "doc-en" and "Pieter Venter" in results[0].text
-        assert english[results[0].start:results[0].end] == results[0].text
+        assert english[results[0].start : results[0].end] == results[0].text
         assert all(a.score >= b.score for a, b in zip(results, results[1:]))
         assert 0 < results[0].score <= 1
 
@@ -267,17 +314,21 @@ def test_embedded_store_has_one_owner_process(tmp_path: Path) -> None:
     settings = _store_settings(tmp_path)
     store = KnowledgeStore(settings, embeddings=object())
     try:
-        code = ("import sys; from deployments.knowledge import KnowledgeStore\n"
-                "try:\n    KnowledgeStore(eval(sys.argv[1]), embeddings=object())\n"
-                "except RuntimeError as e:\n    print(e); sys.exit(3)\n")
-        proc = subprocess.run([sys.executable, "-c", code, repr(settings)], cwd=ROOT, capture_output=True,
-                              text=True, timeout=120)
+        code = (
+            "import sys; from deployments.knowledge import KnowledgeStore\n"
+            "try:\n    KnowledgeStore(eval(sys.argv[1]), embeddings=object())\n"
+            "except RuntimeError as e:\n    print(e); sys.exit(3)\n"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", code, repr(settings)], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
         assert proc.returncode == 3, proc.stderr[-2000:]
         assert "Another process owns the embedded Chroma store" in proc.stdout
         second = KnowledgeStore(settings, embeddings=object())  # the same process shares its store
         second.close()
     finally:
         store.close()
-    proc = subprocess.run([sys.executable, "-c", code, repr(settings)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, repr(settings)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]  # free again once closed

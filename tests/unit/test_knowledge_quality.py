@@ -56,8 +56,10 @@ def test_hybrid_beats_vector_only(evaluation) -> None:
 
 def test_isizulu_questions_find_english_passages(evaluation) -> None:
     queries, _, rankings = evaluation
-    zulu_to_english = [(q, ranked) for q, ranked in zip(queries, rankings["hybrid"])
-                       if q["kind"] == "cross-lingual" and q["lang"] == "zul"
-                       and all(r.startswith("en-") for r in q["relevant"])]
+    zulu_to_english = [
+        (q, ranked)
+        for q, ranked in zip(queries, rankings["hybrid"])
+        if q["kind"] == "cross-lingual" and q["lang"] == "zul" and all(r.startswith("en-") for r in q["relevant"])
+    ]
     found = [q["id"] for q, ranked in zulu_to_english if set(q["relevant"]) & set(ranked[:5])]
     assert len(zulu_to_english) >= 5 and len(found) >= len(zulu_to_english) - 2, found

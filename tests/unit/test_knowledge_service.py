@@ -19,12 +19,18 @@ from tests.conftest import client_for
 
 KB = "/api/v1/search/knowledgebase"
 
-CLINIC = ("Soshanguve Block X Clinic is open from Monday to Friday, 07:30 to 19:00, and is closed on weekends. "
-          "The facility manager is Dr Pieter Venter. Antenatal visits are on Tuesdays and Thursdays.")
-WATER = ("Water interruption notice: Ward 23 (Chatsworth) will have no water on 21 May from 08:00 to 15:00 while "
-         "the Bayview reservoir is cleaned. Residents should store water the night before.")
-ZULU = ("Umtholampilo wase-KwaMashu uvulwa ngoMsombuluko kuya ngoLwesihlanu kusukela ngo-07:00 kuya ku-16:00. "
-        "Umphathi wesikhungo ngu-Sister Thandeka Mthembu.")
+CLINIC = (
+    "Soshanguve Block X Clinic is open from Monday to Friday, 07:30 to 19:00, and is closed on weekends. "
+    "The facility manager is Dr Pieter Venter. Antenatal visits are on Tuesdays and Thursdays."
+)
+WATER = (
+    "Water interruption notice: Ward 23 (Chatsworth) will have no water on 21 May from 08:00 to 15:00 while "
+    "the Bayview reservoir is cleaned. Residents should store water the night before."
+)
+ZULU = (
+    "Umtholampilo wase-KwaMashu uvulwa ngoMsombuluko kuya ngoLwesihlanu kusukela ngo-07:00 kuya ku-16:00. "
+    "Umphathi wesikhungo ngu-Sister Thandeka Mthembu."
+)
 
 
 class StoreView:
@@ -95,8 +101,14 @@ def test_full_flow_upload_list_query_delete(app, tokens, db) -> None:
     word.add_paragraph(WATER)
     buffer = io.BytesIO()
     word.save(buffer)
-    second = upload(client, alice, kb_id, "../../etc/water notice?.docx", buffer.getvalue(),
-                    "application/vnd.openxmlformats-officedocument.wordprocessingml.document")
+    second = upload(
+        client,
+        alice,
+        kb_id,
+        "../../etc/water notice?.docx",
+        buffer.getvalue(),
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    )
     assert second.status_code == 200, second.text
     assert second.json()["filename"] == "water notice_.docx"  # sanitised: no path, no odd characters
     html = f"<html><body><h1>KwaMashu</h1><p>{ZULU}</p></body></html>".encode()
@@ -109,8 +121,9 @@ def test_full_flow_upload_list_query_delete(app, tokens, db) -> None:
     documents = client.get(f"{KB}/{kb_id}/documents", headers=alice).json()
     assert len(documents) == 3 and all(d["knowledgebase_id"] == kb_id for d in documents)
 
-    answer = client.post(f"{KB}/{kb_id}/query", headers=alice,
-                         json={"query": "When will Chatsworth have no water?", "language": "en_ZA"})
+    answer = client.post(
+        f"{KB}/{kb_id}/query", headers=alice, json={"query": "When will Chatsworth have no water?", "language": "en_ZA"}
+    )
     assert answer.status_code == 200, answer.text
     results = answer.json()["search_result"]
     assert results and results[0]["filename"] == "water notice_.docx" and "Bayview reservoir" in results[0]["text"]
@@ -118,8 +131,9 @@ def test_full_flow_upload_list_query_delete(app, tokens, db) -> None:
     assert set(results[0]) >= {"text", "score", "document_id", "filename"}
 
     # cross-lingual: an isiZulu question finds the English passage
-    zulu_q = client.post(f"{KB}/{kb_id}/query", headers=alice,
-                         json={"query": "Amanzi azonqamuka nini eChatsworth?", "language": None})
+    zulu_q = client.post(
+        f"{KB}/{kb_id}/query", headers=alice, json={"query": "Amanzi azonqamuka nini eChatsworth?", "language": None}
+    )
     assert zulu_q.json()["search_result"][0]["document_id"] == second.json()["id"]
     top1 = client.post(f"{KB}/{kb_id}/query", headers=alice, json={"query": "clinic", "language": None, "top_k": 1})
     assert len(top1.json()["search_result"]) == 1
@@ -190,8 +204,12 @@ def test_bad_uploads_and_queries(app, tokens, settings: Settings) -> None:
     assert upload(client, alice, kb_id, "broken.pdf", b"%PDF-1.4 nonsense", "application/pdf").status_code == 415
     empty = upload(client, alice, kb_id, "empty.txt", b"   \n  ")
     assert empty.status_code == 400 and "no text" in empty.json()["detail"]
-    no_file = client.post(f"{KB}/{kb_id}/document", headers=alice, data={"other": "x"},
-                          files={"notfile": ("a.txt", b"hello", "text/plain")})
+    no_file = client.post(
+        f"{KB}/{kb_id}/document",
+        headers=alice,
+        data={"other": "x"},
+        files={"notfile": ("a.txt", b"hello", "text/plain")},
+    )
     assert no_file.status_code == 400 and "'file'" in no_file.json()["detail"]
     not_multipart = client.post(f"{KB}/{kb_id}/document", headers=alice, json={"file": "x"})
     assert not_multipart.status_code == 415
@@ -228,6 +246,9 @@ def test_strict_language_filters_and_items_carry_language(app, tokens) -> None:
     upload(client, alice, kb_id, "zu.txt", ZULU.encode())
     both = client.post(f"{KB}/{kb_id}/query", headers=alice, json={"query": "clinic manager"}).json()
     assert {r["language"] for r in both["search_result"]} == {"eng", "zul"}
-    only = client.post(f"{KB}/{kb_id}/query", headers=alice,
-                       json={"query": "clinic manager", "language": "zu_ZA", "strict_language": True}).json()
+    only = client.post(
+        f"{KB}/{kb_id}/query",
+        headers=alice,
+        json={"query": "clinic manager", "language": "zu_ZA", "strict_language": True},
+    ).json()
     assert [r["filename"] for r in only["search_result"]] == ["zu.txt"]

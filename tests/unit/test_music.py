@@ -11,8 +11,10 @@ import pytest
 import engines.music as music_engine
 from engines.music import detect_music
 
-pytestmark = pytest.mark.skipif(shutil.which("espeak-ng") is None or shutil.which("sox") is None,
-                                reason="needs espeak-ng and sox (scripts/setup.sh installs them)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("espeak-ng") is None or shutil.which("sox") is None,
+    reason="needs espeak-ng and sox (scripts/setup.sh installs them)",
+)
 
 SR = 16000
 
@@ -20,8 +22,12 @@ SR = 16000
 def _raw(cmd: list[str], stdin: bytes | None = None) -> np.ndarray:
     """16 kHz mono float32 from a command that writes WAV to stdout, converted by sox."""
     wav = subprocess.run(cmd, input=stdin, check=True, capture_output=True).stdout if cmd else stdin
-    pcm = subprocess.run(["sox", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-e", "signed",
-                          "-b", "16", "-"], input=wav, check=True, capture_output=True).stdout
+    pcm = subprocess.run(
+        ["sox", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-e", "signed", "-b", "16", "-"],
+        input=wav,
+        check=True,
+        capture_output=True,
+    ).stdout
     return np.frombuffer(pcm, dtype=np.int16).astype(np.float32) / 32768.0
 
 
@@ -58,8 +64,10 @@ def sox_melody() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def utterances() -> tuple[np.ndarray, np.ndarray]:
-    return (speech("Thank you for calling. Please hold while we connect you to the next available agent."),
-            speech("Hello, this is Thandi speaking, how can I help you today?", "en+f4"))
+    return (
+        speech("Thank you for calling. Please hold while we connect you to the next available agent."),
+        speech("Hello, this is Thandi speaking, how can I help you today?", "en+f4"),
+    )
 
 
 def overlap(spans: list[tuple[float, float]], start: float, end: float) -> float:

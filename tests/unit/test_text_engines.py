@@ -15,7 +15,7 @@ def test_split_sentences_keeps_leading_space_and_drops_marks():
     text = "Price went up by 3.5 percent. Great!!! ...  Ok"
     parts = split_sentences(text)
     assert [p.text for p in parts] == ["Price went up by 3.5 percent", " Great", "  Ok"]
-    assert all(text[p.start:p.end] == p.text for p in parts)
+    assert all(text[p.start : p.end] == p.text for p in parts)
     assert [s.text for s in split_sentences("no marks at all")] == ["no marks at all"]
     assert split_sentences("...!") == []
 
@@ -24,7 +24,7 @@ def test_word_spans_offsets_unicode():
     text = "Ngiyabonga uJosé — 😀 KwaZulu-Natal's"
     spans = word_spans(text)
     assert [s.text for s in spans] == ["Ngiyabonga", "uJosé", "KwaZulu-Natal's"]
-    assert all(text[s.start:s.end] == s.text for s in spans)
+    assert all(text[s.start : s.end] == s.text for s in spans)
 
 
 @pytest.fixture(scope="module")
@@ -66,11 +66,12 @@ def test_langid_result_shape_and_spans(identifier):
     assert guess.language == "zul"
     assert abs(sum(s for _, s in guess.candidates) - 1.0) < 1e-6
     assert guess.candidates[0] == (guess.language, guess.confidence)
-    text = ("Ngiyabonga kakhulu ngosizo lwakho namuhla mngane wami. "
-            "Ek is baie bly om jou vandag hier by die werk te sien.")
+    text = (
+        "Ngiyabonga kakhulu ngosizo lwakho namuhla mngane wami. Ek is baie bly om jou vandag hier by die werk te sien."
+    )
     spans = identifier.detect_spans(text)
-    assert all(text[s.start:s.end] == s.text for s in spans)
-    assert [s.language for s in spans][0] == "zul" and spans[-1].language == "afr"
+    assert all(text[s.start : s.end] == s.text for s in spans)
+    assert next(s.language for s in spans) == "zul" and spans[-1].language == "afr"
 
 
 def test_sentiment_floors(identifier, embed):
@@ -87,8 +88,7 @@ def test_sentiment_scores_are_confidences(embed):
     from engines.sentiment import LABELS, SentimentClassifier
 
     model = SentimentClassifier()
-    texts = ["I absolutely love this, it is wonderful", "This is terrible and I hate it",
-             "The bus leaves at nine"]
+    texts = ["I absolutely love this, it is wonderful", "This is terrible and I hate it", "The bus leaves at nine"]
     results = model.classify(texts, embed(texts), ["eng"] * 3)
     assert [r.label for r in results] == ["positive", "negative", "neutral"]
     for r in results:
@@ -111,10 +111,15 @@ def test_heuristic_ner_prefixes_and_unicode():
 
     text = "😀 Izolo uJosé Nkosi uvakashele eThekwini ngoMsombuluko, wahlangana ne-ANC eKwaZulu-Natal."
     ents = HeuristicNER().recognise([text])[0]
-    assert all(text[e.start:e.end] == e.word for e in ents)
+    assert all(text[e.start : e.end] == e.word for e in ents)
     got = {(e.entity, e.word) for e in ents}
-    assert {("person", "José Nkosi"), ("location", "Thekwini"), ("date", "Msombuluko"),
-            ("organisation", "ANC"), ("location", "KwaZulu-Natal")} <= got
+    assert {
+        ("person", "José Nkosi"),
+        ("location", "Thekwini"),
+        ("date", "Msombuluko"),
+        ("organisation", "ANC"),
+        ("location", "KwaZulu-Natal"),
+    } <= got
     assert "Izolo" not in {e.word for e in ents}  # a capitalised sentence-initial word is not a name
 
 

@@ -41,13 +41,28 @@ def build_model(tmp: Path, kind: str, forced_label: str) -> Path:
         trainer = trainers.UnigramTrainer(vocab_size=200, special_tokens=special, unk_token="[UNK]")
     tok.train_from_iterator(CORPUS, trainer)
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", tok.token_to_id("[CLS]")),
-                                                 ("[SEP]", tok.token_to_id("[SEP]"))])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]", model_max_length=16)
-    config = BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64,
-                        id2label=dict(enumerate(LABELS)), label2id={lab: i for i, lab in enumerate(LABELS)})
+        single="[CLS] $A [SEP]",
+        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))],
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=16,
+    )
+    config = BertConfig(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        id2label=dict(enumerate(LABELS)),
+        label2id={lab: i for i, lab in enumerate(LABELS)},
+    )
     torch.manual_seed(0)
     model = BertForTokenClassification(config)
     with torch.no_grad():  # every token gets `forced_label`, whatever the (random) encoder says
@@ -73,7 +88,7 @@ def test_every_word_tagged_b_gives_one_entity_per_word(tmp_path, kind):
 
     ner = TransformersNER(str(build_model(tmp_path, kind, "B-PER")))
     ents = ner.recognise([TEXT])[0]
-    assert all(TEXT[e.start:e.end] == e.word for e in ents)
+    assert all(TEXT[e.start : e.end] == e.word for e in ents)
     assert [e.word for e in ents] == expected_words(kind, TEXT)
     assert {e.entity for e in ents} == {"person"}  # B-PER -> lower-case name
 
@@ -87,7 +102,7 @@ def test_inside_tags_merge_across_overlapping_windows(tmp_path, kind):
     ents = ner.recognise([text])[0]
     assert len(ents) == 1
     (ent,) = ents
-    assert ent.entity == "location" and text[ent.start:ent.end] == ent.word == text.strip()
+    assert ent.entity == "location" and text[ent.start : ent.end] == ent.word == text.strip()
 
 
 def test_date_and_org_labels_map_to_lower_case(tmp_path):

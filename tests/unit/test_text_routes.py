@@ -44,7 +44,7 @@ def test_entity_recognition_offsets(client, headers):
     r = client().post("/api/v1/entity_recognition/process", json={"encoded_text": text}, headers=headers)
     assert r.status_code == 200, r.text
     ents = r.json()
-    assert ents and all(text[e["start"]:e["end"]] == e["word"] for e in ents)
+    assert ents and all(text[e["start"] : e["end"]] == e["word"] for e in ents)
     assert {"entity": "location", "word": "Johannesburg"} in [{k: e[k] for k in ("entity", "word")} for e in ents]
     zulu = "UMongameli uCyril Ramaphosa uvakashele eThekwini ngoMsombuluko."
     ents = client().post("/api/v1/entity_recognition/process", json={"encoded_text": zulu}, headers=headers).json()
@@ -52,14 +52,19 @@ def test_entity_recognition_offsets(client, headers):
 
 
 def test_sentiment_splits_sentences_keeping_leading_space(client, headers):
-    r = client().post("/api/v1/sentiment_analysis/process",
-                      json={"encoded_text": "I am so happy today. I am very sad and angry! The bus leaves at nine"},
-                      headers=headers)
+    r = client().post(
+        "/api/v1/sentiment_analysis/process",
+        json={"encoded_text": "I am so happy today. I am very sad and angry! The bus leaves at nine"},
+        headers=headers,
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert set(body) == {"Id", "Sentiments"}
-    assert [s["text"] for s in body["Sentiments"]] == ["I am so happy today", " I am very sad and angry",
-                                                        " The bus leaves at nine"]
+    assert [s["text"] for s in body["Sentiments"]] == [
+        "I am so happy today",
+        " I am very sad and angry",
+        " The bus leaves at nine",
+    ]
     labels = [s["sentiment"][0]["label"] for s in body["Sentiments"]]
     assert labels == ["positive", "negative", "neutral"]
     assert all(0.33 < s["sentiment"][0]["score"] <= 1 for s in body["Sentiments"])
@@ -94,8 +99,9 @@ def test_classify_validation_and_maintenance_switch(client, headers):
     assert r.status_code == 400 and "outage" in r.json()["detail"]
     r = c.post("/api/v1/classify", json={"examples": EXAMPLES, "inputs": []}, headers=headers)
     assert r.status_code == 400 and "inputs" in r.json()["detail"]
-    r = client(text={"classify_enabled": False}).post("/api/v1/classify",
-                                                   json={"examples": EXAMPLES, "inputs": ["hi"]}, headers=headers)
+    r = client(text={"classify_enabled": False}).post(
+        "/api/v1/classify", json={"examples": EXAMPLES, "inputs": ["hi"]}, headers=headers
+    )
     assert r.status_code == 503 and "maintenance" in r.json()["detail"]
 
 
@@ -105,7 +111,7 @@ def test_language_detect_route(client, headers):
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["language"] == "nso" and body["nllb_code"] == "nso_Latn"
-    assert body["spans"] and all(text[s["start"]:s["end"]] == s["text"] for s in body["spans"])
+    assert body["spans"] and all(text[s["start"] : s["end"]] == s["text"] for s in body["spans"])
     r = client().post("/api/v1/language/detect", json={"text": ""}, headers=headers)
     assert r.status_code == 400
 

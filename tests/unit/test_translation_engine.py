@@ -29,14 +29,17 @@ def _requests(n: int, seed: int = 3) -> list[tuple[str, str, str]]:
     return [(line, rng.choice(codes), rng.choice(codes)) for line in training_lines(n, seed=seed)]
 
 
-@pytest.mark.parametrize("text", [
-    "Hello world. How are you?  Fine!\n\nA new paragraph without a full stop",
-    "  Leading space. Mr. Smith met Dr. J. R. Tolkien in Pretoria. e.g. this stays whole ",
-    "Pi is 3.14 and that is fine... \"Quoted.\" Next one!\n",
-    "no punctuation at all",
-    " \n ",
-    "one, two; three four five six seven, eight nine ten eleven twelve thirteen. End",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hello world. How are you?  Fine!\n\nA new paragraph without a full stop",
+        "  Leading space. Mr. Smith met Dr. J. R. Tolkien in Pretoria. e.g. this stays whole ",
+        'Pi is 3.14 and that is fine... "Quoted." Next one!\n',
+        "no punctuation at all",
+        " \n ",
+        "one, two; three four five six seven, eight nine ten eleven twelve thirteen. End",
+    ],
+)
 def test_sentence_split_round_trips(text: str):
     lead, pieces = split_sentences(text, max_words=4)
     assert lead + "".join(p.text + p.trailing for p in pieces) == text
@@ -119,7 +122,9 @@ def test_tokenizer_json_is_used_when_the_sentencepiece_file_is_missing(tiny_nllb
     engine = CTranslate2Translator(copy, "no-spm", OPTS, compute_type="float32")
     text = "Sawubona umuntu omkhulu. The house is big"
     assert engine.source_tokens(text, "zul_Latn") == ct2_f32.source_tokens(text, "zul_Latn")
-    [a], [b] = engine.translate_batch([(text, "zul_Latn", "xho_Latn")]), ct2_f32.translate_batch(
-        [(text, "zul_Latn", "xho_Latn")])
+    [a], [b] = (
+        engine.translate_batch([(text, "zul_Latn", "xho_Latn")]),
+        ct2_f32.translate_batch([(text, "zul_Latn", "xho_Latn")]),
+    )
     assert [s.tokens for s in a.segments] == [s.tokens for s in b.segments]
     assert a.text.split() == b.text.split()

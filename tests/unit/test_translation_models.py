@@ -16,10 +16,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _khuluma(data_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    environ = {"KHULUMA_DATA_DIR": str(data_dir), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-               "HOME": str(data_dir), "COLUMNS": "250", **env}
-    return subprocess.run([sys.executable, "-m", "serve_app.cli", "models", *args], capture_output=True,
-                          text=True, env=environ, cwd=ROOT, timeout=300)
+    environ = {
+        "KHULUMA_DATA_DIR": str(data_dir),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(data_dir),
+        "COLUMNS": "250",
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "serve_app.cli", "models", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        cwd=ROOT,
+        timeout=300,
+    )
 
 
 def test_formats_are_recognised(tiny_nllb, tmp_path: Path):

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from deployments.translation import Translation
-from engines.translation import CTranslate2Translator, DecodeOptions
 from contracts.errors import InvalidInput, Unavailable
 from contracts.languages import TRANSLATION_NLLB_CODES as LANGUAGES
 from contracts.translation import TranslationRequest
+from deployments.translation import Translation
+from engines.translation import CTranslate2Translator, DecodeOptions, Translator
 from tests.tiny_models import training_lines
 
 URL = "/api/v1/translate/process"
@@ -32,14 +32,20 @@ def _engine(path) -> CTranslate2Translator:
     return CTranslate2Translator(path, options=DecodeOptions(beam_size=2, max_length=12), compute_type="float32")
 
 
+def _loaded(deployment: Translation) -> Translator:
+    assert deployment.engine is not None, deployment.load_error
+    return deployment.engine
+
+
 # ------------------------------------------------------------------------------------------ no model
 
 
 def test_without_a_model_the_route_answers_503_with_install_instructions(local_app, make_token):
     client = local_app(capabilities=["translation"])
     headers = {"X-CLIENT-TOKEN": make_token()}
-    r = client.post(URL, headers=headers, json={"input_text": "Sawubona", "source_lang": "zul_Latn",
-                                                "target_lang": "eng_Latn"})
+    r = client.post(
+        URL, headers=headers, json={"input_text": "Sawubona", "source_lang": "zul_Latn", "target_lang": "eng_Latn"}
+    )
     assert r.status_code == 503
     assert INSTALL in r.json()["detail"] and "KHULUMA_TRANSLATION_MODEL" in r.json()["detail"]
     models = client.get("/api/v1/models", headers=headers).json()["capabilities"]
@@ -70,8 +76,11 @@ def test_route_translates_and_validates(local_app, make_token, tiny_nllb):
     assert r.status_code == 200, r.text
     body = r.json()
     assert len(body["id"]) == 36 and body["translation"][0]["translated_text"].strip()
-    expected = CTranslate2Translator(tiny_nllb.ct2, options=DecodeOptions(max_length=12)).translate_batch(
-        [("Sawubona umuntu omkhulu. Ngiyabonga!", "zul_Latn", "xho_Latn")])[0].text
+    expected = (
+        CTranslate2Translator(tiny_nllb.ct2, options=DecodeOptions(max_length=12))
+        .translate_batch([("Sawubona umuntu omkhulu. Ngiyabonga!", "zul_Latn", "xho_Latn")])[0]
+        .text
+    )
     assert body["translation"][0]["translated_text"] == expected
     assert post("Sawubona", tgt="zul_Latn").json()["translation"][0]["translated_text"] == "Sawubona"
     bad = post("Sawubona", src="zu")
@@ -95,7 +104,7 @@ def test_concurrent_requests_are_batched_and_answered_in_order(settings, tiny_nl
     requests = [(line, codes[i % 11], codes[(i * 7 + 3) % 11]) for i, line in enumerate(training_lines(48, 21))]
     requests = [r for r in requests if r[1] != r[2]]
     calls: list[int] = []
-    engine = deployment.engine
+    engine = _loaded(deployment)
     original = engine.translate_batch
 
     def counting(batch):  # a spy on the real engine: records batch sizes, translates for real
@@ -135,7 +144,7 @@ def test_hot_reload_swaps_models_without_dropping_requests(settings, tiny_nllb):
 
     before, after = asyncio.run(run())
     assert len(before) == len(texts)  # none dropped, each answered by the model it was batched on
-    for result, (text, _, _) in zip(before, texts):
+    for result in before:
         assert result.model in ("ct2-f32", "other-ct2-f32")
         if result.model == "ct2-f32":
             assert result.translated_text in first
@@ -157,7 +166,7 @@ def test_hot_reload_swaps_models_without_dropping_requests(settings, tiny_nllb):
 
 def test_decoding_options_from_user_config(settings, tiny_nllb):
     deployment = _deployment(settings, model=str(tiny_nllb.ct2))
-    engine = deployment.engine
+    engine = _loaded(deployment)
     asyncio.run(deployment.reconfigure({"model": None, "beam_size": 1, "max_length": 5}))
     assert deployment.engine is engine and engine.options.beam_size == 1  # same model: no reload
     [result] = engine.translate_batch([("Sawubona umuntu omkhulu", "zul_Latn", "eng_Latn")])

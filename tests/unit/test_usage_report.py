@@ -19,20 +19,35 @@ def client(local_app):
 
 
 def _customer_ids(db, token: str) -> tuple[int, int]:
-    from serve_app.tokens import hash_token
     from persistence.models import ApiToken
+    from serve_app.tokens import hash_token
 
     with db.session() as s:
         row = s.query(ApiToken).filter(ApiToken.token_hash == hash_token(token)).one()
         return row.customer_id, row.project_id
 
 
-def _add(db, customer_id: int, when: str, status: str = "successful", seconds: float = 0.0, tokens: int = 0,
-         route: str = "transcribe.sync") -> None:
+def _add(
+    db,
+    customer_id: int,
+    when: str,
+    status: str = "successful",
+    seconds: float = 0.0,
+    tokens: int = 0,
+    route: str = "transcribe.sync",
+) -> None:
     with db.session() as s:
-        s.add(UsageRecord(customer_id=customer_id, project_id=None, route=route, status=status,
-                          seconds_transcribed=seconds, tokens=tokens,
-                          created_at=datetime.strptime(when, "%Y-%m-%dT%H:%M:%S")))
+        s.add(
+            UsageRecord(
+                customer_id=customer_id,
+                project_id=None,
+                route=route,
+                status=status,
+                seconds_transcribed=seconds,
+                tokens=tokens,
+                created_at=datetime.strptime(when, "%Y-%m-%dT%H:%M:%S"),
+            )
+        )
 
 
 @pytest.fixture()
@@ -67,13 +82,21 @@ def test_totals_and_daily_buckets(client, customer):
     body = r.json()
     assert body["start_date_time"] == "2024-03-01T00:00:00Z" and body["end_date_time"] == "2024-03-04T00:00:00Z"
     assert body["interval"] == "day"
-    assert (body["total_invocations"], body["total_successful_invocations"], body["total_failed_invocations"],
-            body["total_pending_invocations"]) == (5, 3, 1, 1)
+    assert (
+        body["total_invocations"],
+        body["total_successful_invocations"],
+        body["total_failed_invocations"],
+        body["total_pending_invocations"],
+    ) == (5, 3, 1, 1)
     assert body["total_seconds_transcribed"] == pytest.approx(19.75)
     assert body["total_tokens"] == 40  # the neighbour's 1000 tokens are not ours
     days = body["usage"]
-    assert [d["start_date_time"] for d in days] == ["2024-03-01T00:00:00Z", "2024-03-02T00:00:00Z",
-                                                    "2024-03-03T00:00:00Z", "2024-03-04T00:00:00Z"]
+    assert [d["start_date_time"] for d in days] == [
+        "2024-03-01T00:00:00Z",
+        "2024-03-02T00:00:00Z",
+        "2024-03-03T00:00:00Z",
+        "2024-03-04T00:00:00Z",
+    ]
     assert [d["total_invocations"] for d in days] == [3, 0, 1, 1]
     assert days[0]["end_date_time"] == "2024-03-01T23:59:59Z"
     assert days[-1]["end_date_time"] == "2024-03-04T00:00:00Z"  # clipped to the range
@@ -83,7 +106,10 @@ def test_totals_and_daily_buckets(client, customer):
 def test_minute_hour_week_and_month_buckets(client, customer):
     minutes = _get(client, customer, "2024-03-01T09:14:30Z", "2024-03-01T09:16:00Z", "minute").json()
     assert [(m["start_date_time"], m["total_invocations"]) for m in minutes["usage"]] == [
-        ("2024-03-01T09:14:30Z", 0), ("2024-03-01T09:15:00Z", 2), ("2024-03-01T09:16:00Z", 0)]
+        ("2024-03-01T09:14:30Z", 0),
+        ("2024-03-01T09:15:00Z", 2),
+        ("2024-03-01T09:16:00Z", 0),
+    ]
     assert minutes["usage"][1]["total_failed_invocations"] == 1
 
     hours = _get(client, customer, "2024-03-01T09:00:00Z", "2024-03-01T10:59:59Z", "HOUR").json()
@@ -93,11 +119,16 @@ def test_minute_hour_week_and_month_buckets(client, customer):
 
     weeks = _get(client, customer, "2024-03-01T00:00:00Z", "2024-03-10T00:00:00Z", "week").json()
     assert [(w["start_date_time"], w["total_invocations"]) for w in weeks["usage"]] == [
-        ("2024-03-01T00:00:00Z", 4), ("2024-03-04T00:00:00Z", 1)]  # ISO weeks start on Monday
+        ("2024-03-01T00:00:00Z", 4),
+        ("2024-03-04T00:00:00Z", 1),
+    ]  # ISO weeks start on Monday
 
     months = _get(client, customer, "2024-02-15T00:00:00Z", "2024-04-30T23:59:59Z", "month").json()
     assert [(m["start_date_time"], m["total_invocations"]) for m in months["usage"]] == [
-        ("2024-02-15T00:00:00Z", 1), ("2024-03-01T00:00:00Z", 5), ("2024-04-01T00:00:00Z", 1)]
+        ("2024-02-15T00:00:00Z", 1),
+        ("2024-03-01T00:00:00Z", 5),
+        ("2024-04-01T00:00:00Z", 1),
+    ]
     assert months["total_tokens"] == 45
 
 
@@ -107,14 +138,17 @@ def test_empty_range_has_zero_totals(client, customer):
     assert all(b["total_invocations"] == 0 for b in body["usage"])
 
 
-@pytest.mark.parametrize(("start", "end", "interval", "needle"), [
-    ("2024-03-01", "2024-03-02T00:00:00Z", "day", "start_date_time"),
-    ("2024-03-01T00:00:00Z", "2024/03/02 00:00:00", "day", "end_date_time"),
-    ("2024-13-01T00:00:00Z", "2024-03-02T00:00:00Z", "day", "start_date_time"),
-    ("2024-03-01T00:00:00Z", "2024-03-02T00:00:00Z", "fortnight", "interval"),
-    ("2024-03-02T00:00:00Z", "2024-03-01T00:00:00Z", "day", "after end_date_time"),
-    ("2023-01-01T00:00:00Z", "2024-01-01T00:00:00Z", "minute", "coarser interval"),
-])
+@pytest.mark.parametrize(
+    ("start", "end", "interval", "needle"),
+    [
+        ("2024-03-01", "2024-03-02T00:00:00Z", "day", "start_date_time"),
+        ("2024-03-01T00:00:00Z", "2024/03/02 00:00:00", "day", "end_date_time"),
+        ("2024-13-01T00:00:00Z", "2024-03-02T00:00:00Z", "day", "start_date_time"),
+        ("2024-03-01T00:00:00Z", "2024-03-02T00:00:00Z", "fortnight", "interval"),
+        ("2024-03-02T00:00:00Z", "2024-03-01T00:00:00Z", "day", "after end_date_time"),
+        ("2023-01-01T00:00:00Z", "2024-01-01T00:00:00Z", "minute", "coarser interval"),
+    ],
+)
 def test_bad_requests_say_which_field(client, customer, start, end, interval, needle):
     r = _get(client, customer, start, end, interval)
     assert r.status_code == 400, r.text
@@ -124,8 +158,12 @@ def test_bad_requests_say_which_field(client, customer, start, end, interval, ne
 def test_missing_date_and_missing_token(client, customer):
     r = client.get(URL, params={"end_date_time": "2024-03-02T00:00:00Z"}, headers={"X-CLIENT-TOKEN": customer})
     assert r.status_code == 400 and "start_date_time" in r.json()["detail"]
-    assert client.get(URL, params={"start_date_time": "2024-03-01T00:00:00Z",
-                                   "end_date_time": "2024-03-02T00:00:00Z"}).status_code == 401
+    assert (
+        client.get(
+            URL, params={"start_date_time": "2024-03-01T00:00:00Z", "end_date_time": "2024-03-02T00:00:00Z"}
+        ).status_code
+        == 401
+    )
 
 
 def test_bucket_arithmetic():

@@ -7,21 +7,21 @@ means the configured bucket.
 Revision ID: 0002
 Revises: 0001
 """
-from alembic import op
+
 import sqlalchemy as sa
+from alembic import op
 
-
-revision = '0002'
-down_revision = '0001'
+revision = "0002"
+down_revision = "0001"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('batches', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('bucket', sa.String(length=255), nullable=True))
+    with op.batch_alter_table("batches", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("bucket", sa.String(length=255), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('batches', schema=None) as batch_op:
-        batch_op.drop_column('bucket')
+    with op.batch_alter_table("batches", schema=None) as batch_op:
+        batch_op.drop_column("bucket")

@@ -34,9 +34,12 @@ class ChromaServer:
 
     def start(self) -> None:
         env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
-        self.proc = subprocess.Popen([str(CHROMA), "run", "--path", str(self.path), "--host", "127.0.0.1",
-                                      "--port", str(self.port)], env=env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [str(CHROMA), "run", "--path", str(self.path), "--host", "127.0.0.1", "--port", str(self.port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.time() + 60
         while time.time() < deadline:
             try:
@@ -73,8 +76,9 @@ def test_service_on_a_chroma_server(settings: Settings, db, make_token, chroma_s
     kb_id = client.post(KB, headers=headers, json={"knowledgebase_name": "cluster"}).json()["id"]
 
     def upload(name: str, text: str):  # type: ignore[no-untyped-def]
-        return client.post(f"{KB}/{kb_id}/document", headers=headers,
-                           files={"file": (name, io.BytesIO(text.encode()), "text/plain")})
+        return client.post(
+            f"{KB}/{kb_id}/document", headers=headers, files={"file": (name, io.BytesIO(text.encode()), "text/plain")}
+        )
 
     keep = upload("library.txt", "Tembisa Public Library is open Monday to Friday from 09:00 to 17:00.").json()
     drop = upload("refuse.txt", "Refuse is collected in Ward 17 every Tuesday before 06:30.").json()
@@ -124,8 +128,9 @@ def test_two_replicas_share_the_server_without_stale_bm25(tmp_path: Path, chroma
     def document(doc_id: str, text: str) -> AddDocument:
         path = tmp_path / f"{doc_id}.txt"
         path.write_text(text, encoding="utf-8")
-        return AddDocument(kb_id=kb, document_id=doc_id, customer_id=3,
-                           file=DocumentFile(path=str(path), filename=path.name))
+        return AddDocument(
+            kb_id=kb, document_id=doc_id, customer_id=3, file=DocumentFile(path=str(path), filename=path.name)
+        )
 
     def lexical(text: str) -> SearchQuery:
         return SearchQuery(kb_id=kb, text=text, top_k=5, mode="lexical")

@@ -11,17 +11,18 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from contracts.settings import Settings
 from deployments.app import GPUUnavailableError, check_gpus, deployment_options, requested_gpus
 from serve_app.cli.serve import load_serve_config
-from contracts.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _khuluma(data_dir: Path, *args: str) -> subprocess.CompletedProcess:
     env = {"KHULUMA_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-m", "serve_app.cli", *args], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "serve_app.cli", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
+    )
 
 
 def test_token_create_list_revoke_through_the_cli(tmp_path: Path):
@@ -40,6 +41,19 @@ def test_token_create_list_revoke_through_the_cli(tmp_path: Path):
     assert TokenVerifier(db, 0).verify(token) is None
     again = _khuluma(tmp_path, "token", "revoke", token[:10])
     assert again.returncode == 1 and "No active token" in again.stdout
+
+
+def test_db_migrate_brings_a_new_database_to_the_current_schema(tmp_path: Path):
+    from persistence.session import Database, SchemaOutOfDate
+
+    db = Database(f"sqlite:///{tmp_path / 'khuluma.db'}")
+    with pytest.raises(SchemaOutOfDate, match="khuluma db migrate"):
+        db.require_current_schema()  # what a replica says about a database nobody migrated
+    for _ in range(2):  # idempotent
+        migrated = _khuluma(tmp_path, "db", "migrate")
+        assert migrated.returncode == 0, migrated.stderr
+        assert "is up to date" in migrated.stdout
+    db.require_current_schema()
 
 
 def test_settings_read_the_khuluma_prefix(monkeypatch, tmp_path: Path):
@@ -83,8 +97,11 @@ def test_serve_yaml_is_a_valid_serve_config_with_bounded_autoscaling():
     from ray.serve.schema import ServeDeploySchema
 
     raw = yaml.safe_load((ROOT / "configs" / "serve.yaml").read_text())
-    schema = ServeDeploySchema.model_validate(raw) if hasattr(ServeDeploySchema, "model_validate") \
+    schema = (
+        ServeDeploySchema.model_validate(raw)
+        if hasattr(ServeDeploySchema, "model_validate")
         else ServeDeploySchema.parse_obj(raw)
+    )
     app = schema.applications[0]
     assert app.import_path == "deployments.app:build_app"
     names = {d["name"] for d in raw["applications"][0]["deployments"]}
@@ -107,7 +124,7 @@ def test_gpu_check_refuses_gpus_the_cluster_lacks():
     cfg["deployments"]["Embeddings"]["ray_actor_options"]["num_gpus"] = 0.25
     options = deployment_options(cfg["deployments"])
     assert requested_gpus(options) == pytest.approx(0.75)
-    with pytest.raises(GPUUnavailableError, match="0.75 GPU.*Embeddings, Transcription.*has 0"):
+    with pytest.raises(GPUUnavailableError, match=r"0\.75 GPU.*Embeddings, Transcription.*has 0"):
         check_gpus(options, available=0)
     check_gpus(options, available=1)
 
@@ -120,8 +137,25 @@ def test_khuluma_serve_refuses_a_gpu_config_before_deploying(tmp_path: Path):
     cfg = tmp_path / "gpu.yaml"
     cfg.write_text(yaml.safe_dump(raw))
     env = {"KHULUMA_DATA_DIR": str(tmp_path / "data"), "PATH": "/usr/bin:/bin", "RAY_AUTH_MODE": "disabled"}
-    proc = subprocess.run([sys.executable, "-m", "serve_app.cli", "serve", "--config", str(cfg), "--port", "0",
-                           "--num-cpus", "1", "--no-storage"], capture_output=True, text=True, env=env, cwd=ROOT,
-                          timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "serve_app.cli",
+            "serve",
+            "--config",
+            str(cfg),
+            "--port",
+            "0",
+            "--num-cpus",
+            "1",
+            "--no-storage",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert proc.returncode == 1
     assert "Refusing to start" in proc.stderr and "GPU" in proc.stderr

@@ -106,15 +106,20 @@ def test_flow_runs_once_and_reports_every_file(client, make_token, db, tmp_path:
     batch_id = body["batch_id"]
     folder = tmp_path / "files"
     folder.mkdir()
-    subprocess.run(["espeak-ng", "-v", "en", "-w", str(folder / "hello.wav"), "hello, this is a short test call"],
-                   check=True)
+    subprocess.run(
+        ["espeak-ng", "-v", "en", "-w", str(folder / "hello.wav"), "hello, this is a short test call"], check=True
+    )
     (folder / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0 definitely not audio" * 20)
     assert all(r.ok for r in upload_directory(decode_token(body["sas_token"]), folder))
 
     assert client.post(f"{API}/{batch_id}/process", headers=_h(other)).status_code == 404
     codes: list[int] = []
-    threads = [threading.Thread(target=lambda: codes.append(
-        client.post(f"{API}/{batch_id}/process", headers=_h(token)).status_code)) for _ in range(4)]
+    threads = [
+        threading.Thread(
+            target=lambda: codes.append(client.post(f"{API}/{batch_id}/process", headers=_h(token)).status_code)
+        )
+        for _ in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -122,8 +127,10 @@ def test_flow_runs_once_and_reports_every_file(client, make_token, db, tmp_path:
     assert sorted(codes) == [202, 204, 204, 204]  # one run, whatever the concurrency
 
     final = _wait_final(client, token, batch_id)
-    records = {r["blob_name"].rsplit("/", 1)[-1]: r for r in
-               client.get(f"{API}/{batch_id}/transcriptions", headers=_h(token)).json()}
+    records = {
+        r["blob_name"].rsplit("/", 1)[-1]: r
+        for r in client.get(f"{API}/{batch_id}/transcriptions", headers=_h(token)).json()
+    }
     assert final == "PARTIAL", records
     assert records["hello.wav"]["transcription_status"] == "COMPLETED"
     assert "hello" in records["hello.wav"]["transcription_text"].lower()
@@ -151,8 +158,9 @@ def test_a_batch_keeps_reading_the_bucket_it_was_created_with(app_for, make_toke
     assert "/khuluma-test-bucket-a/" in body["blob_endpoint"]
     folder = tmp_path / "files"
     folder.mkdir()
-    subprocess.run(["espeak-ng", "-v", "en", "-w", str(folder / "hello.wav"), "hello, this is a short test call"],
-                   check=True)
+    subprocess.run(
+        ["espeak-ng", "-v", "en", "-w", str(folder / "hello.wav"), "hello, this is a short test call"], check=True
+    )
     assert all(r.ok for r in upload_directory(decode_token(body["sas_token"]), folder))
 
     # the operator changes KHULUMA_S3_BUCKET before the batch is processed: the batch still finds its files
@@ -172,9 +180,16 @@ class _TranscriptionWithXhosa:
             from contracts.capabilities import CapabilityInfo, LanguageSupport
 
             async def answer():
-                return [CapabilityInfo(capability="transcription", installed=True, languages=[
-                    LanguageSupport.of("eng", True, "whisper-base"),
-                    LanguageSupport(code="xho", name="xho", supported=True, model="/models/xho")])]
+                return [
+                    CapabilityInfo(
+                        capability="transcription",
+                        installed=True,
+                        languages=[
+                            LanguageSupport.of("eng", True, "whisper-base"),
+                            LanguageSupport(code="xho", name="xho", supported=True, model="/models/xho"),
+                        ],
+                    )
+                ]
 
             return answer()
 
@@ -193,4 +208,5 @@ def test_languages_configured_on_the_transcription_deployment_are_accepted(batch
     assert bad.status_code == 400
     assert bad.json()["detail"] == (
         "Invalid request: field 'lang_code': 'zu' is not supported; use one of afr, zul, sot, eng, fra, cs-zul, "
-        "xho, or leave it out to detect the language of each file.")
+        "xho, or leave it out to detect the language of each file."
+    )

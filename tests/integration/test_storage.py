@@ -34,10 +34,15 @@ def _read(settings: Settings, key: str) -> bytes:
 
 def _scoped_client(token: UploadToken, settings: Settings):
     creds = token["credentials"]
-    return boto3.client("s3", endpoint_url=token["endpoint"], region_name=settings.s3.region,
-                        aws_access_key_id=creds["access_key_id"], aws_secret_access_key=creds["secret_access_key"],
-                        aws_session_token=creds["session_token"],
-                        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+    return boto3.client(
+        "s3",
+        endpoint_url=token["endpoint"],
+        region_name=settings.s3.region,
+        aws_access_key_id=creds["access_key_id"],
+        aws_secret_access_key=creds["secret_access_key"],
+        aws_session_token=creds["session_token"],
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+    )
 
 
 def _denied(call) -> str:
@@ -55,7 +60,8 @@ def test_token_is_base64_json_and_garbage_is_rejected(s3_settings: Settings):
         with pytest.raises(ValueError):
             decode_token(bad)
     assert blob_endpoint(s3_settings.s3, "b-roundtrip") == (
-        f"{s3_settings.s3.endpoint_url}/khuluma-test-storage/batches/b-roundtrip/")
+        f"{s3_settings.s3.endpoint_url}/khuluma-test-storage/batches/b-roundtrip/"
+    )
 
 
 def test_ensure_bucket_creates_a_missing_bucket(s3_settings: Settings):
@@ -83,13 +89,20 @@ def test_post_policy_uploads_inside_the_prefix_only(s3_settings: Settings, tmp_p
     # tampering with the signed policy (widening the prefix) breaks the signature
     forged = json.loads(base64.b64decode(token["post"]["fields"]["policy"]))
     forged["conditions"] = [c for c in forged["conditions"] if not (isinstance(c, list) and c[1] == "$key")]
-    token_forged: UploadToken = {**token, "post": {**token["post"], "fields": {
-        **token["post"]["fields"], "policy": base64.b64encode(json.dumps(forged).encode()).decode()}}}
+    token_forged: UploadToken = {
+        **token,
+        "post": {
+            **token["post"],
+            "fields": {**token["post"]["fields"], "policy": base64.b64encode(json.dumps(forged).encode()).decode()},
+        },
+    }
     assert not upload_file(token_forged, audio, "elsewhere.wav").ok
     keys = [o.key for o in list_objects(s3_settings.s3, "")]
     assert "hello.wav" not in keys and not any(k.startswith("batches/other-batch/") for k in keys)
     assert sorted(o.key for o in list_objects(s3_settings.s3, batch_prefix("b-post"))) == [
-        "batches/b-post/hello.wav", "batches/b-post/sub/dir/again.wav"]
+        "batches/b-post/hello.wav",
+        "batches/b-post/sub/dir/again.wav",
+    ]
 
 
 def test_post_policy_expires(s3_settings: Settings, tmp_path: Path):
@@ -115,8 +128,12 @@ def test_temporary_keys_write_the_prefix_and_nothing_else(s3_settings: Settings,
 
     big = tmp_path / "big.bin"
     big.write_bytes(b"\0" * (6 * 1024 * 1024))
-    client.upload_file(str(big), bucket, "batches/b-sts/big.bin",
-                       Config=TransferConfig(multipart_threshold=5 * 1024 * 1024, multipart_chunksize=5 * 1024 * 1024))
+    client.upload_file(
+        str(big),
+        bucket,
+        "batches/b-sts/big.bin",
+        Config=TransferConfig(multipart_threshold=5 * 1024 * 1024, multipart_chunksize=5 * 1024 * 1024),
+    )
     assert _read(s3_settings, "batches/b-sts/one.wav") == b"abc"
 
     assert _denied(lambda: client.put_object(Bucket=bucket, Key="batches/other/one.wav", Body=b"x")) == "AccessDenied"
@@ -126,7 +143,9 @@ def test_temporary_keys_write_the_prefix_and_nothing_else(s3_settings: Settings,
     assert _denied(lambda: client.delete_object(Bucket=bucket, Key="batches/b-sts/one.wav")) == "AccessDenied"
     assert _denied(lambda: client.create_bucket(Bucket="sneaky-bucket")) == "AccessDenied"
     assert sorted(o.key for o in list_objects(s3_settings.s3, "batches/b-sts/")) == [
-        "batches/b-sts/big.bin", "batches/b-sts/one.wav"]
+        "batches/b-sts/big.bin",
+        "batches/b-sts/one.wav",
+    ]
 
 
 def test_cli_uploads_a_directory_with_the_credential(s3_settings: Settings, tmp_path: Path):
@@ -140,7 +159,9 @@ def test_cli_uploads_a_directory_with_the_credential(s3_settings: Settings, tmp_
     result = runner.invoke(cli_app, ["batch", "upload", "b-cli", str(folder), "--token", token])
     assert result.exit_code == 0, result.output
     assert sorted(o.key for o in list_objects(s3_settings.s3, "batches/b-cli/")) == [
-        "batches/b-cli/a.wav", "batches/b-cli/day2/b.mp3"]
+        "batches/b-cli/a.wav",
+        "batches/b-cli/day2/b.mp3",
+    ]
     wrong = runner.invoke(cli_app, ["batch", "upload", "another-batch", str(folder), "--token", token])
     assert wrong.exit_code == 2 and "belongs to batch b-cli" in wrong.output
     exports = runner.invoke(cli_app, ["batch", "env", "--token", token])
@@ -152,14 +173,21 @@ def test_local_seaweedfs_binds_loopback_keeps_data_and_stops(tmp_path: Path, set
     server = LocalSeaweedFS(tmp_path / "sw", "k-local", "s-local")
     endpoint = server.start()
     assert endpoint.startswith("http://127.0.0.1:")
-    local = settings.updated({"s3": {"endpoint_url": endpoint, "access_key": "k-local", "secret_key": "s-local",
-                                     "bucket": "persist-test"}})
+    local = settings.updated(
+        {"s3": {"endpoint_url": endpoint, "access_key": "k-local", "secret_key": "s-local", "bucket": "persist-test"}}
+    )
     token = issue_upload_credential(local, "b-restart")
     audio = tmp_path / "keep.wav"
     audio.write_bytes(b"keep me")
     assert upload_file(token, audio, "batches/b-restart/keep.wav").ok
-    wrong_key = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="k-local",
-                             aws_secret_access_key="wrong", config=Config(retries={"max_attempts": 1}))
+    wrong_key = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="k-local",
+        aws_secret_access_key="wrong",
+        config=Config(retries={"max_attempts": 1}),
+    )
     assert _denied(lambda: wrong_key.list_buckets()) in ("SignatureDoesNotMatch", "AccessDenied", "403")
     server.stop()
     with pytest.raises(httpx.HTTPError):
