@@ -17,6 +17,8 @@ the caller names its request field with ``.for_field("lang_code")`` (or ``"langu
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from contracts.handles import DeploymentClient, call
@@ -179,15 +181,18 @@ def build_record(
     one: the record of a file that has no result (yet): ``status`` (FAILED, PENDING), ``error_message`` and the
     requested ``language_code``; every audio field keeps its empty default.
     """
+    owner: dict[str, Any] = {
+        "id": id,
+        "customer_id": customer_id,
+        "project_id": project_id,
+        "keychain_id": keychain_id,
+        "blob_name": blob_name,
+        "storage_url": storage_url,
+        "container_name": container_name,
+    }
     if result is None:
         return TranscriptionRecord(
-            id=id,
-            customer_id=customer_id,
-            project_id=project_id,
-            keychain_id=keychain_id,
-            blob_name=blob_name,
-            storage_url=storage_url,
-            container_name=container_name,
+            **owner,
             upload_file_size=upload_file_size,
             language_code=language_code,
             transcription_status=status,
@@ -195,13 +200,7 @@ def build_record(
         )
     words = result.words if result.diarised else []  # the spec's arrays are empty when diarisation is off
     return TranscriptionRecord(
-        id=id,
-        customer_id=customer_id,
-        project_id=project_id,
-        keychain_id=keychain_id,
-        blob_name=blob_name,
-        storage_url=storage_url,
-        container_name=container_name,
+        **owner,
         upload_file_size=result.file_size if upload_file_size is None else upload_file_size,
         audio_length_seconds=result.audio_length_seconds,
         sample_rate=result.sample_rate,

@@ -119,3 +119,23 @@ CALL_PHRASES = [
     "my account number is one two three four five",
     "we will deliver the parcel on friday afternoon",
 ]
+
+# The fields of the spec's transcription record (every route that answers one carries them all).
+SPEC_FIELDS = {
+    "id",
+    "storage_url",
+    "container_name",
+    "blob_name",
+    "customer_id",
+    "project_id",
+    "keychain_id",
+    "upload_file_size",
+    "audio_length_seconds",
+    "sample_rate",
+    "channels",
+    "frame_rate",
+    "mime_type",
+    "language_code",
+    "diarisation_result",
+    "transcription_text",
+}

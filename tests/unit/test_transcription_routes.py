@@ -12,30 +12,12 @@ import pytest
 from engines.audio import SAMPLE_RATE
 from persistence.models import UsageRecord
 from scripts.eval_wer import word_errors
-from tests.speechdata import FORMATS, convert, espeak, have_espeak, read_pcm, silence, write_audio
+from tests.speechdata import FORMATS, SPEC_FIELDS, convert, espeak, have_espeak, read_pcm, silence, write_audio
 
 pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
 
 TEXT = "Good morning, how can I help you today?"
 SECOND = "The train to Pretoria leaves from platform number four."
-SPEC_FIELDS = {
-    "id",
-    "storage_url",
-    "container_name",
-    "blob_name",
-    "customer_id",
-    "project_id",
-    "keychain_id",
-    "upload_file_size",
-    "audio_length_seconds",
-    "sample_rate",
-    "channels",
-    "frame_rate",
-    "mime_type",
-    "language_code",
-    "diarisation_result",
-    "transcription_text",
-}
 
 
 @pytest.fixture(scope="module")
