@@ -29,7 +29,7 @@ SECRET_FIELDS: tuple[tuple[str | None, str], ...] = ((None, "database_url"), ("s
 class TextSettings(BaseModel):
     """Text analysis: entity recognition, sentiment, intent, language ID."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
     max_tokens: int = Field(default=2000, description="Token limit for NER and sentiment requests.")
     classify_enabled: bool = Field(
         default=True,
@@ -45,7 +45,7 @@ class TextSettings(BaseModel):
 class EmbeddingsSettings(BaseModel):
     """The sentence embedder shared by intent, sentiment and search."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
     model: str | None = Field(
         default=None,
         description="sentence-transformers model id/directory for search embeddings. Unset: multilingual-e5-small "
@@ -56,7 +56,7 @@ class EmbeddingsSettings(BaseModel):
 class TranslationSettings(BaseModel):
     """Translation (NLLB-200)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
     model: str | None = Field(
         default=None,
         description="Name registered with `khuluma models add|pull`, a CTranslate2 directory or a Hugging Face "
@@ -64,7 +64,7 @@ class TranslationSettings(BaseModel):
     )
     backend: str = Field(
         default="ctranslate2",
-        description="`ctranslate2` or `transformers`: how a Hugging Face directory named by `translation_model` "
+        description="`ctranslate2` or `transformers`: how a Hugging Face directory named by `translation.model` "
         "is run (ctranslate2 converts it once to int8). Registered models and CTranslate2 directories carry "
         "their own backend.",
     )
@@ -84,7 +84,7 @@ class TranslationSettings(BaseModel):
 class SearchSettings(BaseModel):
     """Knowledge bases: documents, chunking, retrieval."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
     chroma_url: str | None = Field(
         default=None,
         description="URL of a Chroma server (cluster mode). Unset: one deployment owns an embedded store "
@@ -124,7 +124,7 @@ class SearchSettings(BaseModel):
 class WhisperSettings(BaseModel):
     """Whisper speech models and decoding (read by the Transcription deployment and batch tasks)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
     model: str | None = Field(
         default=None,
         description="faster-whisper model (size name, HF id or CTranslate2 directory). Unset: Whisper base "
@@ -145,7 +145,7 @@ class WhisperSettings(BaseModel):
         description="Re-decode a 30 s window at higher temperatures when the first pass looks like a hallucination "
         "(Whisper's own default; sometimes better text on hard audio, slower). The fallback samples, so it is off "
         "by default: the same audio then always gives the same transcript. When on, sampling is seeded with "
-        "`whisper_seed` before every file.",
+        "`whisper.seed` before every file.",
     )
     seed: int = Field(
         default=1234, description="Random seed for Whisper's sampling fallback (only used when it is switched on)."
@@ -155,7 +155,7 @@ class WhisperSettings(BaseModel):
 class TranscriptionSettings(BaseModel):
     """Transcription routes: time limits, windows, diarisation."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
     window_seconds: float = Field(
         default=300.0,
         ge=30.0,
@@ -176,7 +176,7 @@ class TranscriptionSettings(BaseModel):
 class JobsSettings(BaseModel):
     """Asynchronous v1 transcription jobs."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
     concurrency: int = Field(default=1, description="Async transcription jobs processed at once.")
     lease_seconds: float = Field(
         default=60.0,
@@ -195,7 +195,7 @@ class JobsSettings(BaseModel):
 class WebhooksSettings(BaseModel):
     """Webhook delivery for async jobs."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
     retry_seconds: float = Field(default=600.0, description="How long webhook deliveries are retried.")
     allow_private: bool = Field(
         default=False, description="Allow webhook URLs on loopback/private addresses (tests, on-prem receivers)."
@@ -210,7 +210,7 @@ class WebhooksSettings(BaseModel):
 class S3Settings(BaseModel):
     """Object storage (S3 API): batch files."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
     endpoint_url: str | None = Field(
         default=None,
         description="S3-compatible endpoint. Unset: `khuluma serve` starts a local SeaweedFS on 127.0.0.1.",
@@ -222,14 +222,14 @@ class S3Settings(BaseModel):
     access_key: str = Field(default="khuluma", description="S3 access key.")
     secret_key: SecretStr = Field(default=SecretStr("khuluma-secret"), description="S3 secret key (a secret).")
     public_endpoint_url: str | None = Field(
-        default=None, description="Endpoint URL clients should upload to, if different from `s3_endpoint_url`."
+        default=None, description="Endpoint URL clients should upload to, if different from `s3.endpoint_url`."
     )
 
 
 class BatchSettings(BaseModel):
     """Batch transcription."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
     credential_seconds: int = Field(default=24 * 3600, description="Lifetime of a batch upload credential.")
     credential_sts: bool = Field(
         default=True,
@@ -238,7 +238,7 @@ class BatchSettings(BaseModel):
     )
     task_cpus: float = Field(
         default=0.05,
-        description="Ray CPUs reserved by each per-file batch task (scheduling only; `batch_max_parallel` bounds "
+        description="Ray CPUs reserved by each per-file batch task (scheduling only; `batch.max_parallel` bounds "
         "concurrency). Tiny by default so tasks fit next to the Serve replicas on a laptop; on a cluster set it "
         "to the CPUs one transcription really uses (e.g. 1-2) so Ray never oversubscribes a node.",
     )
@@ -379,6 +379,23 @@ def _deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]
         else:
             out[key] = value
     return out
+
+
+# KHULUMA_* variables that are not settings.
+_NOT_SETTINGS = {SECRETS_FILE_ENV, "KHULUMA_TOKEN", "KHULUMA_URL"}
+
+
+def unknown_variables(environ: dict[str, str] | os._Environ[str]) -> list[str]:
+    """``KHULUMA_*`` variables that no setting reads: typos, or names from before the settings were nested (for
+    example ``KHULUMA_NER_MODEL``, now ``KHULUMA_TEXT_NER_MODEL``). ``khuluma serve`` warns about them."""
+    known = set(_NOT_SETTINGS)
+    for name, info in Settings.model_fields.items():
+        section = info.annotation
+        if isinstance(section, type) and issubclass(section, BaseModel):
+            known.update(f"KHULUMA_{name}_{inner}".upper() for inner in section.model_fields)
+        else:
+            known.add(f"KHULUMA_{name}".upper())
+    return sorted(key for key in environ if key.upper().startswith("KHULUMA_") and key.upper() not in known)
 
 
 @lru_cache

@@ -24,7 +24,8 @@ class DeploymentSpec:
     target: str  # "module:Class"
     backend: str  # the ingress's typed-handle field (serve_app.context.Clients) it is reached by
     sections: tuple[str, ...]  # settings sections its replicas are bound with (never secrets)
-    needs: tuple[str, ...] = ()  # other deployments whose handles it is given
+    needs: tuple[str, ...] = ()  # deployments it cannot work without: always deployed with it
+    uses: tuple[str, ...] = ()  # deployments it uses when they are deployed (e.g. translation of transcripts)
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -41,7 +42,7 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "TextAnalysis",
         "deployments.text:TextAnalysis",
         "text",
-        ("text", "embeddings"),
+        ("text",),
         needs=("embeddings",),
         options={"ray_actor_options": {"num_cpus": 0.25}, "max_ongoing_requests": 64},
     ),
@@ -57,14 +58,14 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "deployments.transcription:Transcription",
         "transcription",
         ("whisper", "transcription"),
-        needs=("translation",),
+        uses=("translation",),
         options={"ray_actor_options": {"num_cpus": 0.5}, "max_ongoing_requests": 16},
     ),
     DeploymentSpec(
         "KnowledgeStore",
         "deployments.knowledge:KnowledgeStore",
         "knowledge",
-        ("search", "embeddings"),
+        ("search",),
         needs=("embeddings",),
         options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2}},
     ),
@@ -73,7 +74,7 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "deployments.jobs:Jobs",
         "jobs",
         ("jobs", "webhooks"),
-        needs=("transcription",),
+        uses=("transcription",),  # without it, jobs wait and are retried within their budget
         options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.1}},
     ),
     DeploymentSpec(
@@ -85,7 +86,7 @@ SPECS: tuple[DeploymentSpec, ...] = (
     ),
 )
 # The ingress validates requests, signs upload credentials and meters usage; it runs no model.
-INGRESS_SECTIONS = ("text", "translation", "search", "transcription", "jobs", "webhooks", "s3", "batch")
+INGRESS_SECTIONS = ("text", "translation", "search", "transcription", "webhooks", "s3", "batch")
 INGRESS_OPTIONS: dict[str, Any] = {
     "num_replicas": 1,
     "ray_actor_options": {"num_cpus": 0.2},
@@ -124,14 +125,27 @@ _local_apps = itertools.count()
 
 def _bind(settings: Settings, options: dict[str, dict[str, Any]], wanted: set[str]) -> dict[str, Any]:
     """Bind every wanted deployment, with its own settings sections and the handles it needs."""
+    wanted = _with_needs(wanted)
     bound: dict[str, Any] = {}
-    for spec in SPECS:
+    for spec in SPECS:  # in dependency order: what a deployment needs comes before it
         if spec.backend not in wanted:
             continue
-        deps = {need: bound[need] for need in spec.needs if need in bound}
+        deps = {dep: bound[dep] for dep in (*spec.needs, *spec.uses) if dep in bound}
         deployment = serve.deployment(name=spec.name)(load_class(spec.target)).options(**options[spec.name])
         bound[spec.backend] = deployment.bind(settings.for_replica(spec.sections), **deps)
     return bound
+
+
+def _with_needs(wanted: set[str]) -> set[str]:
+    """``wanted`` plus, transitively, every deployment one of them cannot work without."""
+    by_backend = {spec.backend: spec for spec in SPECS}
+    out, todo = set(), list(wanted)
+    while todo:
+        backend = todo.pop()
+        if backend not in out:
+            out.add(backend)
+            todo.extend(by_backend[backend].needs)
+    return out
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -62,6 +62,9 @@ class _LocalBatcher(Generic[S, T, R]):
                     fut.set_exception(exc)
 
 
+_UNSET: Any = object()
+
+
 def batched(
     max_batch_size: int = 32, batch_wait_timeout_s: float = 0.005
 ) -> Callable[[BatchFn[S, T, R]], Callable[[S, T], Awaitable[R]]]:
@@ -76,12 +79,15 @@ def batched(
 
         @functools.wraps(fn)
         async def wrapper(self: S, item: T) -> R:
-            if _in_replica():
+            # decided once per instance: inside a replica Serve batches, elsewhere the local batcher does
+            batcher: _LocalBatcher[S, T, R] | None = self.__dict__.get(attr, _UNSET)
+            if batcher is _UNSET:
+                batcher = self.__dict__[attr] = (
+                    None if _in_replica() else _LocalBatcher(fn, max_batch_size, batch_wait_timeout_s)
+                )
+            if batcher is None:
                 result: R = await served(self, item)
                 return result
-            batcher: _LocalBatcher[S, T, R] | None = self.__dict__.get(attr)
-            if batcher is None:
-                batcher = self.__dict__[attr] = _LocalBatcher(fn, max_batch_size, batch_wait_timeout_s)
             return await batcher.submit(self, item)
 
         return wrapper

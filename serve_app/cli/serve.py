@@ -13,7 +13,7 @@ import typer
 import yaml
 from rich.console import Console
 
-from contracts.settings import Settings
+from contracts.settings import Settings, unknown_variables
 
 console = Console(stderr=True)
 DEFAULT_CONFIG = Path("configs/serve.yaml")
@@ -57,6 +57,9 @@ def serve(
         overrides["host"] = host
     if port:
         overrides["port"] = port
+    unknown = unknown_variables(os.environ)
+    if unknown:
+        console.print(f"[yellow]Ignored (no such setting; see contracts/settings.py):[/] {', '.join(unknown)}")
     settings = Settings(**overrides)
     http = cfg["http_options"]
     bind_host = host or (os.environ.get("KHULUMA_HOST") and settings.host) or http.get("host") or settings.host

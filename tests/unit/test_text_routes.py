@@ -133,4 +133,16 @@ def test_text_analysis_without_an_embeddings_handle_is_a_wiring_error(settings):
     from deployments.text import TextAnalysis
 
     with pytest.raises(ValueError, match="Embeddings"):
-        TextAnalysis(settings.for_replica(("text", "embeddings")))
+        TextAnalysis(settings.for_replica(("text",)))
+
+
+def test_the_app_builder_deploys_what_a_deployment_needs(settings):
+    """Asking for text alone also deploys Embeddings (TextAnalysis cannot work without it); optional partners
+    (Transcription's translation) are wired only when asked for."""
+    from deployments.app import _with_needs, build_local
+
+    assert _with_needs({"text"}) == {"text", "embeddings"}
+    assert _with_needs({"knowledge", "jobs"}) == {"knowledge", "embeddings", "jobs"}
+    assert _with_needs({"transcription"}) == {"transcription"}
+    handles = build_local(settings, ["text"])
+    assert set(handles) == {"text", "embeddings"}
