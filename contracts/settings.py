@@ -119,6 +119,37 @@ class SearchSettings(BaseModel):
         "more strongly; `strict_language` filters instead.",
     )
     bm25_cache_kbs: int = Field(default=16, ge=1, description="Knowledge bases whose BM25 index stays in memory (LRU).")
+    extract_max_expanded_mb: float = Field(
+        default=100.0,
+        gt=0,
+        description="Largest uncompressed size of a zip-based document (.docx), all members together, in MB. "
+        "Both the sizes the archive declares and the bytes actually decompressed are counted (a 63 KB .docx can "
+        "expand to 20 MB of XML, a 301 KB one to gigabytes); beyond it the upload is refused with 413.",
+    )
+    extract_max_pages: int = Field(
+        default=2000,
+        ge=1,
+        description="Most pages read from a PDF (declared in its page tree, or actually walked); a PDF with more "
+        "is refused with 413.",
+    )
+    extract_max_chars: int = Field(
+        default=5_000_000,
+        ge=1000,
+        description="Most characters of text extracted from one document (about 2,500 pages of prose); a document "
+        "that yields more is refused with 413.",
+    )
+    extract_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Wall time one document's text extraction may take. Extraction runs in a child process that "
+        "is killed past this time (413: too large or complex to read).",
+    )
+    extract_memory_mb: int = Field(
+        default=1024,
+        ge=256,
+        description="Address-space limit (RLIMIT_AS) of the child process that extracts a document's text, in MB; "
+        "a document that needs more to parse is refused with 413 and the memory is returned when the child exits.",
+    )
 
 
 class WhisperSettings(BaseModel):
@@ -170,6 +201,14 @@ class TranscriptionSettings(BaseModel):
         lt=2,
         description="Cosine distance between speaker clusters above which they are different speakers "
         "(lower finds more speakers).",
+    )
+    max_whole_audio_seconds: float = Field(
+        default=4 * 3600.0,
+        gt=0,
+        description="Longest audio (decoded, not as its header claims) that speaker diarisation and music "
+        "detection take: they hold the whole 16 kHz signal in memory (230 MB per hour, about twice that while "
+        "it is joined). Longer audio with diarise or detect_music is refused with 413 as soon as decoding passes "
+        "this length; plain transcription streams and has no such cap.",
     )
 
 

@@ -38,7 +38,7 @@ from deployments.common import load_settings
 from engines.chunk_language import detect_languages, detectable_languages, dominant_language
 from engines.chunk_store import ChunkStore, acquire_store_lock, connect_chroma, release_store_lock
 from engines.chunking import Chunk, chunk_text
-from engines.documents import extract_text
+from engines.documents import ExtractionLimits, extract_text_isolated
 from engines.fusion import FusionConfig, Hit, fuse, rank_by_similarity
 from engines.lexical import Bm25Cache
 
@@ -60,6 +60,7 @@ class KnowledgeStore:
         self.hybrid = s.hybrid
         self.candidates = s.candidates
         self.fusion = FusionConfig(rrf_k=s.rrf_k, language_boost=s.language_boost)
+        self.extraction = ExtractionLimits.from_settings(s)  # document bombs: bytes, pages, chars, time, memory
         self._lock_path: Path | None = None
         if s.chroma_url:
             self.mode, self.location = "server", s.chroma_url
@@ -157,9 +158,12 @@ class KnowledgeStore:
         """Read, chunk, detect languages, embed and store one document. All or nothing: on failure its vectors go.
 
         An unsupported or unreadable file is :class:`UnsupportedMedia`, one without text
-        :class:`contracts.search.EmptyDocument` (``engines.documents``)."""
+        :class:`contracts.search.EmptyDocument`, one past the ``search.extract_*`` limits :class:`TooLarge`
+        (``engines.documents``: extraction runs in a killable child process with a time and memory cap)."""
         file = request.file
-        extracted = await asyncio.to_thread(extract_text, Path(file.path), file.filename, file.content_type)
+        extracted = await asyncio.to_thread(
+            extract_text_isolated, Path(file.path), file.filename, file.content_type, self.extraction
+        )
         chunks = await asyncio.to_thread(chunk_text, extracted.text, self.chunk_chars, self.chunk_overlap)
         languages = await asyncio.to_thread(detect_languages, [c.text for c in chunks])
         try:

@@ -3,11 +3,15 @@
 - :func:`probe` reads the container header: format, original sample rate, channels, duration, MIME type, size.
 - :func:`iter_audio` decodes and resamples frame by frame and yields fixed-size blocks, so a long file never
   sits in memory in its original form (only the blocks the caller keeps).
-- :func:`load_audio` collects the whole 16 kHz signal into one preallocated array (4 bytes per sample:
-  230 MB per hour), for the steps that need it all (diarisation, music detection).
+- :func:`load_audio` collects the whole 16 kHz signal into one array (4 bytes per sample: 230 MB per hour), for
+  the steps that need it all (diarisation, music detection). It never sizes memory from the header: a header's
+  duration is a claim (a 8 KB WAV can say it lasts six days), so the array is built from the blocks actually
+  decoded, and ``max_seconds`` refuses audio that decodes to more than the cap (:class:`TooLarge`, 413) as soon
+  as the decoder passes it, without reading the rest.
 
 Errors are the service's: no audio stream, a file FFmpeg cannot parse, or a format outside the allow-list ->
-:class:`UnsupportedMedia` (415); an empty file or one with no samples -> :class:`InvalidInput` (400).
+:class:`UnsupportedMedia` (415); an empty file or one with no samples -> :class:`InvalidInput` (400); more
+decoded audio than ``load_audio``'s ``max_seconds`` -> :class:`TooLarge` (413).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-from contracts.errors import InvalidInput, UnsupportedMedia
+from contracts.errors import InvalidInput, TooLarge, UnsupportedMedia
 
 log = logging.getLogger("khuluma.audio")
 
@@ -51,7 +55,7 @@ class AudioInfo:
     mime_type: str
     sample_rate: int
     channels: int
-    duration: float  # seconds, from the header (0.0 when the header does not say)
+    duration: float  # seconds, as the header CLAIMS (0.0 when it does not say): never size memory from it
     size_bytes: int
     frame_rate: float  # sample frames per second (pydub's `frame_rate`), i.e. the original sample rate
     warnings: list[str] = field(default_factory=list)
@@ -188,20 +192,35 @@ def _frames(container: av.container.InputContainer, stream: av.audio.stream.Audi
         raise last_error
 
 
-def load_audio(path: Path, info: AudioInfo | None = None) -> np.ndarray:
-    """The whole file as one 16 kHz mono float32 array (preallocated from the header duration, grown if needed)."""
+def load_audio(path: Path, info: AudioInfo | None = None, *, max_seconds: float | None = None) -> np.ndarray:
+    """The whole file as one 16 kHz mono float32 array.
+
+    Memory follows the audio actually decoded, never the header's duration (see the module doc): blocks are
+    collected as they decode and joined once at the end (peak about twice the decoded signal). With
+    ``max_seconds``, decoding stops with :class:`TooLarge` as soon as the audio passes that length.
+    """
     info = info or probe(path)
-    capacity = max(SAMPLE_RATE, int((info.duration + 1.0) * SAMPLE_RATE))
-    audio = np.empty(capacity, dtype=np.float32)
+    limit = int(max_seconds * SAMPLE_RATE) if max_seconds is not None else None
+    blocks: list[np.ndarray] = []
     n = 0
     for chunk in iter_audio(path, 30.0, info):
-        if n + chunk.size > audio.size:
-            audio = np.resize(audio, max(audio.size * 2, n + chunk.size))
-        audio[n : n + chunk.size] = chunk
         n += chunk.size
+        if limit is not None and n > limit:
+            raise TooLarge(
+                f"The audio is longer than {_hours(max_seconds or 0.0)} once decoded, the most that speaker "
+                "diarisation and music detection take (they hold the whole signal in memory). Send it without "
+                "them, or in shorter parts."
+            )
+        blocks.append(chunk)
     if n == 0:
         raise InvalidInput("The audio file contains no samples (zero-length audio).")
-    return audio[:n] if n == audio.size else audio[:n].copy()
+    return blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+
+
+def _hours(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:g} h"
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
 
 
 def load_pcm16(data: bytes) -> np.ndarray:

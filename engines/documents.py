@@ -6,7 +6,22 @@ python-docx, html2text, charset-normalizer for text encodings; CSV and JSON use 
 
 Errors: a format we do not read, or a file the parser cannot read -> :class:`UnsupportedMedia`; a readable file
 without any text (e.g. a scanned PDF without a text layer) -> :class:`contracts.search.EmptyDocument`, an
-:class:`InvalidInput` whose message the service completes with the request field.
+:class:`InvalidInput` whose message the service completes with the request field; a document past one of the
+:class:`ExtractionLimits` -> :class:`TooLarge`.
+
+Hostile documents ("bombs"): a small upload can expand enormously: a 63 KB .docx holding 20 MB of XML, a 301 KB
+one that needs gigabytes, a 586 KB PDF whose page tree lists 100,000 pages. Extraction is bounded four ways
+(:class:`ExtractionLimits`, the ``search.extract_*`` settings):
+
+- uncompressed bytes: any zip-based file (.docx, or a zip sniffed from its first bytes) has the sizes its
+  central directory declares summed, and every member is then decompressed once, counting the bytes actually
+  produced, before any parser sees it;
+- pages: the PDF's declared ``/Count`` and the pages actually walked;
+- characters: the text extracted so far, checked while reading;
+- wall time and memory: :func:`extract_text_isolated` runs :func:`extract_text` in a child process (forkserver:
+  the parsers are imported once, each document gets a fresh, single-use child) with an ``RLIMIT_AS`` address-space
+  cap, and kills it past the time limit. A runaway parse therefore costs at most the time limit and the memory
+  cap, and is answered with :class:`TooLarge` (413) naming the limit, never a 500 or a stuck replica.
 """
 
 from __future__ import annotations
@@ -14,14 +29,25 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
+import multiprocessing
 import re
+import threading
+import time
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from contracts.errors import InvalidInput, UnsupportedMedia
+from contracts.errors import DomainError, InvalidInput, TooLarge, UnsupportedMedia
 from contracts.search import EmptyDocument
+from contracts.settings import SearchSettings
+
+log = logging.getLogger("khuluma.documents")
+MB = 1 << 20
+MAX_ZIP_MEMBERS = 10_000  # a real .docx has tens of parts
 
 SUPPORTED_EXTENSIONS: dict[str, str] = {
     ".txt": "text",
@@ -73,6 +99,50 @@ class ExtractedText:
     mime_type: str
 
 
+@dataclass(frozen=True)
+class ExtractionLimits:
+    """Bounds on one document's extraction (the ``search.extract_*`` settings; see the module doc)."""
+
+    max_expanded_bytes: int
+    max_pages: int
+    max_chars: int
+    timeout_seconds: float
+    memory_bytes: int
+
+    @classmethod
+    def from_settings(cls, search: SearchSettings) -> ExtractionLimits:
+        return cls(
+            max_expanded_bytes=int(search.extract_max_expanded_mb * MB),
+            max_pages=search.extract_max_pages,
+            max_chars=search.extract_max_chars,
+            timeout_seconds=search.extract_timeout_seconds,
+            memory_bytes=search.extract_memory_mb * MB,
+        )
+
+
+DEFAULT_LIMITS = ExtractionLimits.from_settings(SearchSettings())
+
+
+def _mb(size: float) -> str:
+    return f"{size / MB:.0f} MB" if size >= 10 * MB else f"{size / MB:.1f} MB"
+
+
+class _Budget:
+    """Characters extracted so far; :class:`TooLarge` past ``limit``."""
+
+    def __init__(self, limit: int, filename: str) -> None:
+        self.limit, self.used, self.filename = limit, 0, filename
+
+    def add(self, text: str) -> str:
+        self.used += len(text)
+        if self.used > self.limit:
+            raise TooLarge(
+                f"The document '{self.filename}' yields more than {self.limit:,} characters of text, the most "
+                "one document may hold. Split it into smaller documents."
+            )
+        return text
+
+
 def detect_kind(filename: str, content_type: str | None, head: bytes) -> str:
     """The document format, or 415 naming what is accepted."""
     suffix = Path(filename).suffix.lower()
@@ -94,25 +164,156 @@ def detect_kind(filename: str, content_type: str | None, head: bytes) -> str:
     raise UnsupportedMedia(f"Unsupported document type ({shown}). Supported: {SUPPORTED_LABEL}.")
 
 
-def extract_text(path: Path, filename: str, content_type: str | None = None) -> ExtractedText:
-    """Extract the text of a document saved at ``path`` (``filename`` is the name the client gave)."""
+def extract_text(
+    path: Path, filename: str, content_type: str | None = None, limits: ExtractionLimits | None = None
+) -> ExtractedText:
+    """Extract the text of a document saved at ``path`` (``filename`` is the name the client gave), in this
+    process, within ``limits`` except time and memory (:func:`extract_text_isolated` adds those)."""
+    limits = limits or DEFAULT_LIMITS
     with open(path, "rb") as fh:
         head = fh.read(4096)
     kind = detect_kind(filename, content_type, head)
     reader = _READERS[kind]
+    budget = _Budget(limits.max_chars, filename)
     try:
-        text = reader(path)
-    except (UnsupportedMedia, InvalidInput):
+        if head.startswith(b"PK\x03\x04") or kind == "docx":
+            _check_zip(path, filename, limits)
+        text = reader(path, limits, budget)
+    except (UnsupportedMedia, InvalidInput, TooLarge):
         raise
+    except MemoryError:
+        raise _out_of_memory(filename) from None
     except Exception as exc:  # noqa: BLE001 - any parser failure means "we cannot read this file"
         raise UnsupportedMedia(
             f"Could not read '{filename}' as {kind.upper()}: {type(exc).__name__}: {str(exc)[:200]}"
         ) from None
-    text = normalise_whitespace(text)
+    budget.used = 0
+    text = budget.add(normalise_whitespace(text))
     if not text.strip():
         hint = " (a scanned PDF without a text layer? OCR is not supported)" if kind == "pdf" else ""
         raise EmptyDocument(f"the document '{filename}' contains no text{hint}.")
     return ExtractedText(text=text, kind=kind, mime_type=MIME_TYPES[kind])
+
+
+def _out_of_memory(filename: str) -> TooLarge:
+    return TooLarge(f"The document '{filename}' needs too much memory to read: it is too large once expanded.")
+
+
+def _check_zip(path: Path, filename: str, limits: ExtractionLimits) -> None:
+    """Refuse a zip archive that expands past ``limits.max_expanded_bytes``: first by the sizes it declares, then
+    by the bytes its members actually decompress to (streamed, stopping at the limit; a member that decompresses
+    to more or less than it declares fails its CRC check -> 415)."""
+    if not zipfile.is_zipfile(path):
+        if Path(filename).suffix.lower() == ".docx":
+            raise UnsupportedMedia("Not a .docx file (not a zip archive; old binary .doc is not supported).")
+        return
+    cap = limits.max_expanded_bytes
+
+    def too_large(size: str) -> TooLarge:
+        return TooLarge(
+            f"The document '{filename}' expands to {size} once decompressed; the limit is {_mb(cap)} "
+            "(a compressed archive that expands this much is refused)."
+        )
+
+    with zipfile.ZipFile(path) as zf:
+        infos = zf.infolist()
+        if len(infos) > MAX_ZIP_MEMBERS:
+            raise UnsupportedMedia(f"The archive '{filename}' has {len(infos):,} members; a document has far fewer.")
+        declared = sum(info.file_size for info in infos)
+        if declared > cap:
+            raise too_large(_mb(declared))
+        actual = 0
+        for info in infos:
+            with zf.open(info) as member:
+                while chunk := member.read(MB):
+                    actual += len(chunk)
+                    if actual > cap:
+                        raise too_large(f"more than {_mb(cap)}")
+
+
+def extract_text_isolated(
+    path: Path, filename: str, content_type: str | None = None, limits: ExtractionLimits | None = None
+) -> ExtractedText:
+    """:func:`extract_text` in a single-use child process with an address-space cap (``limits.memory_bytes``),
+    killed after ``limits.timeout_seconds``: a runaway parse costs bounded time and memory and answers
+    :class:`TooLarge` (or the child's own domain error), never takes the caller down."""
+    limits = limits or DEFAULT_LIMITS
+    receive, send = multiprocessing.Pipe(duplex=False)
+    child = _context().Process(
+        target=_extract_in_child, args=(send, str(path), filename, content_type, limits), daemon=True
+    )
+    started = time.monotonic()
+    child.start()
+    send.close()  # the child holds the only writing end: EOF when it dies
+    try:
+        outcome: tuple[str, Any] | None = None
+        if receive.poll(limits.timeout_seconds):
+            try:
+                outcome = receive.recv()
+            except EOFError:  # the child died without an answer (killed by the memory cap, a crash)
+                outcome = None
+        else:
+            child.kill()
+            raise TooLarge(
+                f"Reading the document '{filename}' took longer than {limits.timeout_seconds:g} s, the limit for "
+                "one document: it is too large or too complex once expanded."
+            )
+    finally:
+        child.join(5)
+        if child.is_alive():
+            child.kill()
+            child.join()
+        receive.close()
+    log.debug("extracted %s in a child in %.3f s", filename, time.monotonic() - started)
+    if outcome is None:
+        raise TooLarge(
+            f"Reading the document '{filename}' stopped the reader (exit code {child.exitcode}): it needs more "
+            f"than the {_mb(limits.memory_bytes)} one document may use, or it is not a readable document."
+        )
+    status, value = outcome
+    if status == "ok":
+        return ExtractedText(*value)
+    raise value
+
+
+_context_lock = threading.Lock()
+_mp_context: Any = None
+
+
+def _context() -> Any:
+    """The forkserver context (a clean server process that imports the parsers once; never ``fork`` from a
+    threaded replica). Each document still gets its own child, forked from that server and used once."""
+    global _mp_context
+    with _context_lock:
+        if _mp_context is None:
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(["engines.documents", "pypdf", "docx", "html2text", "charset_normalizer"])
+            _mp_context = ctx
+        return _mp_context
+
+
+def _extract_in_child(
+    send: Connection, path: str, filename: str, content_type: str | None, limits: ExtractionLimits
+) -> None:
+    import resource
+
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        result = extract_text(Path(path), filename, content_type, limits)
+        send.send(("ok", (result.text, result.kind, result.mime_type)))
+    except DomainError as exc:
+        send.send(("error", exc))
+    except MemoryError:
+        send.send(
+            (
+                "error",
+                TooLarge(f"The document '{filename}' needs too much memory to read (it is too large once expanded)."),
+            )
+        )
+    except BaseException as exc:  # noqa: BLE001 - report, never hang the parent
+        send.send(("error", UnsupportedMedia(f"Could not read '{filename}': {type(exc).__name__}: {str(exc)[:200]}")))
+    finally:
+        send.close()
 
 
 # --- readers ------------------------------------------------------------------------------------------------
@@ -150,24 +351,70 @@ def decode_bytes(data: bytes) -> str:
     return str(best)
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: Path, limits: ExtractionLimits | None = None, budget: _Budget | None = None) -> str:
     data = path.read_bytes()
     if not _looks_like_text(data[:8192]):
         raise UnsupportedMedia("The file is binary, not text.")
     return decode_bytes(data)
 
 
-def _read_pdf(path: Path) -> str:
+def _read_pdf(path: Path, limits: ExtractionLimits, budget: _Budget) -> str:
     from pypdf import PdfReader
 
     reader = PdfReader(str(path))
     if reader.is_encrypted and not reader.decrypt(""):
         raise UnsupportedMedia("The PDF is password-protected.")
-    pages = [(page.extract_text() or "") for page in reader.pages]
-    return "\n\n".join(p.strip() for p in pages if p.strip())
+
+    def too_many(count: str) -> TooLarge:
+        return TooLarge(
+            f"The PDF '{budget.filename}' has {count} pages; the limit is {limits.max_pages:,} pages per document. "
+            "Split it into smaller documents."
+        )
+
+    root: Any = reader.trailer["/Root"].get_object()
+    declared = root["/Pages"].get_object().get("/Count", 0)
+    if isinstance(declared, int) and declared > limits.max_pages:
+        raise too_many(f"{declared:,}")
+    pages: list[str] = []
+    for number, page in enumerate(_walk_pages(reader, root.raw_get("/Pages")), 1):
+        if number > limits.max_pages:
+            raise too_many(f"more than {limits.max_pages:,}")
+        pages.append(budget.add((page.extract_text() or "").strip()))
+    return "\n\n".join(p for p in pages if p)
 
 
-def _read_docx(path: Path) -> str:
+_INHERITED = ("/Resources", "/MediaBox", "/CropBox", "/Rotate")
+
+
+def _walk_pages(reader: Any, root: Any) -> Iterator[Any]:
+    """The leaf pages of a page tree, depth first and lazily, with the attributes they inherit (pypdf's
+    ``reader.pages`` flattens the whole tree first, however many pages it lists); a node seen twice is skipped."""
+    from pypdf import PageObject
+
+    seen: set[int] = set()
+    stack: list[tuple[Any, dict[str, Any]]] = [(root, {})]
+    while stack:
+        ref, inherited = stack.pop()
+        key = getattr(ref, "idnum", None)
+        if key is not None:
+            if key in seen:
+                continue
+            seen.add(key)
+        node = ref.get_object()
+        if "/Kids" in node:
+            passed = dict(inherited)
+            passed.update({name: node[name] for name in _INHERITED if name in node})
+            stack.extend((kid, passed) for kid in reversed(list(node["/Kids"])))
+            continue
+        page = PageObject(reader, ref if key is not None else None)
+        page.update(node)
+        for name, value in inherited.items():
+            if name not in page:
+                page[name] = value
+        yield page
+
+
+def _read_docx(path: Path, limits: ExtractionLimits, budget: _Budget) -> str:
     if not zipfile.is_zipfile(path):
         raise UnsupportedMedia("Not a .docx file (not a zip archive; old binary .doc is not supported).")
     with zipfile.ZipFile(path) as zf:
@@ -176,7 +423,7 @@ def _read_docx(path: Path) -> str:
     import docx
 
     document = docx.Document(str(path))
-    blocks: list[str] = [p.text for p in document.paragraphs]
+    blocks: list[str] = [budget.add(p.text) for p in document.paragraphs]
     for table in document.tables:
         for row in table.rows:
             cells: list[str] = []
@@ -184,11 +431,11 @@ def _read_docx(path: Path) -> str:
                 value = cell.text.strip()
                 if value and (not cells or cells[-1] != value):  # merged cells repeat their text
                     cells.append(value)
-            blocks.append(" | ".join(cells))
+            blocks.append(budget.add(" | ".join(cells)))
     return "\n\n".join(b.strip() for b in blocks if b.strip())
 
 
-def _read_html(path: Path) -> str:
+def _read_html(path: Path, limits: ExtractionLimits, budget: _Budget) -> str:
     import html2text
 
     converter = html2text.HTML2Text()
@@ -196,17 +443,17 @@ def _read_html(path: Path) -> str:
     converter.ignore_images = True
     converter.ignore_emphasis = True
     converter.body_width = 0  # no hard wrapping: keep sentences on one line
-    text = converter.handle(_read_text(path))
+    text = converter.handle(_read_text(path, limits, budget))
     return re.sub(r"^\s{0,3}#{1,6}\s+", "", text, flags=re.MULTILINE)  # headings as plain lines
 
 
-def _read_markdown(path: Path) -> str:
-    return _read_text(path)
+def _read_markdown(path: Path, limits: ExtractionLimits, budget: _Budget) -> str:
+    return _read_text(path, limits, budget)
 
 
-def _read_csv(path: Path) -> str:
+def _read_csv(path: Path, limits: ExtractionLimits, budget: _Budget) -> str:
     """One paragraph per row, ``header: value`` pairs, so a row is searchable by its field names."""
-    raw = _read_text(path)
+    raw = _read_text(path, limits, budget)
     sample = raw[:16384]
     try:
         dialect: Any = csv.Sniffer().sniff(sample, delimiters=",;\t|")
@@ -250,17 +497,17 @@ def json_text_fields(value: Any, key: str = "") -> list[str]:
     return out
 
 
-def _read_json(path: Path) -> str:
+def _read_json(path: Path, limits: ExtractionLimits, budget: _Budget) -> str:
     try:
-        value = json.loads(_read_text(path))
+        value = json.loads(_read_text(path, limits, budget))
     except json.JSONDecodeError as exc:
         raise UnsupportedMedia(f"The file is not valid JSON: {exc}") from None
     return _join_json_fields(value)
 
 
-def _read_jsonl(path: Path) -> str:
+def _read_jsonl(path: Path, limits: ExtractionLimits, budget: _Budget) -> str:
     values = []
-    for number, line in enumerate(_read_text(path).splitlines(), 1):
+    for number, line in enumerate(_read_text(path, limits, budget).splitlines(), 1):
         if line.strip():
             try:
                 values.append(json.loads(line))
@@ -276,7 +523,7 @@ def _join_json_fields(value: Any) -> str:
     return "\n".join(json_text_fields(value))
 
 
-_READERS = {
+_READERS: dict[str, Any] = {
     "text": _read_text,
     "markdown": _read_markdown,
     "pdf": _read_pdf,

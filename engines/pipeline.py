@@ -12,7 +12,9 @@ Steps of :meth:`~TranscriptionPipeline.transcribe`:
    without a model), then the file header (not audio / corrupt, empty).
 2. Audio is decoded to 16 kHz mono. Without diarisation and music detection it is *streamed*: decoded in 30 s
    blocks and transcribed in windows (``engines.windows``) cut in silence, so memory stays flat for any length.
-   Diarisation and music detection need the whole signal (4 bytes per sample, 230 MB per hour).
+   Diarisation and music detection need the whole signal (4 bytes per sample, 230 MB per hour): it is built
+   from what actually decodes (never from the header's claimed duration) and capped at
+   ``transcription.max_whole_audio_seconds`` (:class:`TooLarge` beyond it).
 3. Music detection (``engines.music``, optional): music spans are silenced before the VAD, so they are never
    decoded as words; they appear in the timeline (``type: music``) and in ``warnings``.
 4. Silero VAD finds speech; only speech is decoded by Whisper, with word timestamps.
@@ -114,6 +116,7 @@ class TranscriptionPipeline:
         self.data_dir = Path(data_dir)  # where the default Whisper weights are unpacked
         self.window_seconds = transcription.window_seconds
         self.diarisation_threshold = transcription.diarisation_threshold
+        self.max_whole_audio_seconds = transcription.max_whole_audio_seconds
         self._recognizer = recognizer
         self._lock = threading.Lock()
 
@@ -185,7 +188,8 @@ class TranscriptionPipeline:
 
         Raises domain errors: :class:`UnsupportedLanguage` / :class:`InvalidInput` (bad language, empty audio),
         :class:`UnsupportedMedia` (not audio), :class:`Unavailable` (a model cannot load), :class:`TimedOut`
-        (past ``timeout_s``).
+        (past ``timeout_s``), :class:`TooLarge` (diarisation or music detection on audio that decodes to more than
+        ``max_whole_audio_seconds``).
         """
         started = time.time()
         deadline = started + timeout_s if timeout_s else None
@@ -196,7 +200,7 @@ class TranscriptionPipeline:
         music: list[tuple[float, float]] = []
         audio: np.ndarray | None = None
         if diarise or detect_music:
-            audio = load_audio(path, info)
+            audio = load_audio(path, info, max_seconds=self.max_whole_audio_seconds)
             if detect_music:
                 music = self._detect_music(audio, warnings)
                 for start, end in music:  # silence music so neither VAD nor Whisper sees it
@@ -416,7 +420,7 @@ def build_recognizer(whisper: WhisperSettings, data_dir: Path) -> SpeechRecogniz
     )
 
 
-_pipelines: dict[tuple[str, str, float, float], TranscriptionPipeline] = {}
+_pipelines: dict[tuple[str, str, float, float, float], TranscriptionPipeline] = {}
 _pipelines_lock = threading.Lock()
 
 
@@ -425,7 +429,13 @@ def get_pipeline(
 ) -> TranscriptionPipeline:
     """One pipeline per process and model configuration (what Ray tasks and deployments use). Only what the
     pipeline reads is part of the key: a change of time limits reuses the loaded models."""
-    key = (str(data_dir), whisper.model_dump_json(), transcription.window_seconds, transcription.diarisation_threshold)
+    key = (
+        str(data_dir),
+        whisper.model_dump_json(),
+        transcription.window_seconds,
+        transcription.diarisation_threshold,
+        transcription.max_whole_audio_seconds,
+    )
     with _pipelines_lock:
         pipeline = _pipelines.get(key)
         if pipeline is None:
