@@ -31,6 +31,29 @@ class TextSettings(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     max_tokens: int = Field(default=2000, description="Token limit for NER and sentiment requests.")
+    max_chars: int = Field(
+        default=100_000,
+        ge=1,
+        description="Character (code point) limit of one text of NER, sentiment and language ID, of a "
+        "knowledge-base query, and of all `examples` and of all `inputs` of one classify request. The token limit "
+        "counts whitespace-separated tokens only; this counts what the engines work through (50 characters per "
+        "token at the token limit, so every real 2,000-token text fits). Over it: 400 naming the field, checked "
+        "before any model runs.",
+    )
+    max_bytes: int = Field(
+        default=256 * 1024,
+        ge=1,
+        description="UTF-8 byte limit of the same texts as `max_chars` and of a translation's `input_text` (256 KiB; "
+        "2,000 tokens of any script stay far below). Over it: 400 naming the field.",
+    )
+    max_word_chars: int = Field(
+        default=2_000,
+        ge=1,
+        description="Longest run of characters without whitespace in any of those texts (and a translation's "
+        "`input_text`). Language identification works super-linearly through one long run (100,000 characters "
+        "without a space took 2 s, 1.2 MB minutes); real words, URLs and e-mail addresses are far shorter. Over "
+        "it: 400 naming the field.",
+    )
     classify_enabled: bool = Field(
         default=True,
         description="Serve /api/v1/classify. False answers 503 'under maintenance', as the hosted service does.",
@@ -79,6 +102,13 @@ class TranslationSettings(BaseModel):
     beam_size: int = Field(default=2, description="Beam size for translation decoding.")
     max_length: int = Field(default=256, description="Maximum generated tokens per sentence.")
     max_words: int = Field(default=256, description="Word limit of a translation request.")
+    max_chars: int = Field(
+        default=20_000,
+        ge=1,
+        description="Character (code point) limit of a translation's `input_text` (about 80 per word at the word "
+        "limit); the word limit alone lets a text without spaces through. Over it: 400 naming the field. The "
+        "`text.max_bytes` and `text.max_word_chars` limits apply too.",
+    )
 
 
 class SearchSettings(BaseModel):

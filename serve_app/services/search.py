@@ -52,6 +52,7 @@ from serve_app.schemas.search import (
     KnowledgeBaseInfo,
     QueryResult,
 )
+from serve_app.services.text_limits import TextLimits, check_size
 from serve_app.services.usage import count_tokens, record_usage
 from serve_app.tokens import Principal
 from serve_app.uploads import receive_file
@@ -334,6 +335,7 @@ async def query(
     kb_id = _parse_id(kb_id, "knowledgebase_id")
     if not text or not text.strip():
         raise InvalidInput("Invalid request: field 'query' must not be empty.")
+    check_size(text, "query", TextLimits.of(ctx.settings))
     code = query_language(language)
 
     def hidden_documents(session: Session) -> set[str]:

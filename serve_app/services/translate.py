@@ -1,4 +1,5 @@
-"""Translation service: checks the request once (codes from the language registry, the word limit), meters it."""
+"""Translation service: checks the request once (codes from the language registry, the size limits, the word
+limit) before the first hop, meters it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from contracts.errors import InvalidInput
 from contracts.languages import check_translation_code
 from contracts.translation import TranslatedText, TranslationRequest, TranslationResult
 from serve_app.context import AppContext, required
+from serve_app.services.text_limits import TextLimits, check_size
 from serve_app.services.usage import count_tokens, record_usage
 from serve_app.tokens import Principal
 
@@ -17,6 +19,7 @@ async def translate(ctx: AppContext, caller: Principal, text: str, source: str, 
     check_translation_code(target, "target_lang")
     if not text.strip():
         raise InvalidInput("Invalid request: field 'input_text' must not be empty.")
+    check_size(text, "input_text", TextLimits.of(ctx.settings, ctx.settings.translation.max_chars))
     words = count_tokens(text)
     limit = ctx.settings.translation.max_words
     if words > limit:
