@@ -11,6 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from contracts.handles import DeploymentClient, call
+from contracts.unicode import UnicodeText
 
 # --- requests ---------------------------------------------------------------------------------------------------
 
@@ -18,7 +19,7 @@ from contracts.handles import DeploymentClient, call
 class TextRequest(BaseModel):
     """Body of the entity-recognition and sentiment routes (wire only: the deployment is sent a :class:`TextInput`)."""
 
-    encoded_text: str = Field(description="Text to analyse; any language.")
+    encoded_text: UnicodeText = Field(description="Text to analyse; any language.")
 
 
 class TextInput(BaseModel):
@@ -28,21 +29,21 @@ class TextInput(BaseModel):
 
 
 class IntentExample(BaseModel):
-    intent: str
-    example: str
+    intent: UnicodeText
+    example: UnicodeText
 
 
 class ClassifyRequest(BaseModel):
     """Body of ``/api/v1/classify`` and the deployment's input (the service checks it first)."""
 
     examples: list[IntentExample] = Field(description="At least two examples per intent.")
-    inputs: list[str]
+    inputs: list[UnicodeText]
 
 
 class LanguageDetectRequest(BaseModel):
     """Body of ``/api/v1/language/detect`` and the deployment's input (the service checks the text first)."""
 
-    text: str
+    text: UnicodeText
     spans: bool = Field(default=False, description="Also detect per-span languages (code-switched text).")
 
 

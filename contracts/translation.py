@@ -6,14 +6,15 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from contracts.handles import DeploymentClient, call
+from contracts.unicode import UnicodeText
 
 
 class TranslateRequest(BaseModel):
     """The route's body (wire names)."""
 
-    input_text: str
-    source_lang: str
-    target_lang: str
+    input_text: UnicodeText
+    source_lang: UnicodeText
+    target_lang: UnicodeText
 
 
 class TranslatedText(BaseModel):

@@ -3,6 +3,11 @@
 Under Serve's local testing mode (the fast tests, the plain-uvicorn benchmarks: ``deployments.app.build_local``)
 ``@serve.batch`` raises in Ray 2.60 (it calls ``serve.get_replica_context()``), and a bare instance of a deployment
 class has no replica either; there an equivalent asyncio batcher groups concurrent calls.
+
+One item never fails the others. Inputs are validated before they are batched (the edge refuses invalid Unicode,
+the services check sizes), but if the batch function still raises, each item of that batch is run again alone and
+every caller gets its own result or its own exception (:func:`_isolating`, under both batchers). Only a batch that
+fails pays for the retries.
 """
 
 from __future__ import annotations
@@ -65,30 +70,72 @@ class _LocalBatcher(Generic[S, T, R]):
 _UNSET: Any = object()
 
 
+class _Failed:
+    """One item's exception, carried in the batch's result list (``serve.batch`` hands results out one per caller)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _isolating(fn: BatchFn[S, T, R]) -> Callable[[S, list[T]], Awaitable[list[R | _Failed]]]:
+    """``fn`` over the batch; if it raises (or answers the wrong number of results), ``fn`` over each item alone,
+    so one bad item fails only its own caller."""
+
+    async def run(owner: S, items: list[T]) -> list[R | _Failed]:
+        try:
+            results = await fn(owner, items)
+            if len(results) != len(items):
+                raise RuntimeError(f"{fn.__name__} answered {len(results)} results for {len(items)} items")
+            return list(results)
+        except Exception as exc:  # noqa: BLE001 - isolated below, per item
+            if len(items) == 1:
+                return [_Failed(exc)]
+        out: list[R | _Failed] = []
+        for item in items:
+            try:
+                single = await fn(owner, [item])
+                out.append(single[0] if len(single) == 1 else _Failed(RuntimeError(f"{fn.__name__} failed")))
+            except Exception as exc:  # noqa: BLE001 - this caller's own error
+                out.append(_Failed(exc))
+        return out
+
+    run.__name__ = run.__qualname__ = fn.__name__
+    return run
+
+
+def _unwrap(result: R | _Failed) -> R:
+    if isinstance(result, _Failed):
+        raise result.error
+    return result
+
+
 def batched(
     max_batch_size: int = 32, batch_wait_timeout_s: float = 0.005
 ) -> Callable[[BatchFn[S, T, R]], Callable[[S, T], Awaitable[R]]]:
     """Decorate ``async def f(self, items: list[T]) -> list[R]``; callers call ``await self.f(item)`` and get
-    their own item's result (or the batch's exception)."""
+    their own item's result (or their own item's exception: one item never fails the others)."""
 
     def deco(fn: BatchFn[S, T, R]) -> Callable[[S, T], Awaitable[R]]:
+        isolated = _isolating(fn)
         # serve.batch's annotations describe plain functions only; on a method it works the same at run time
         serve_batch: Any = serve.batch(max_batch_size=max_batch_size, batch_wait_timeout_s=batch_wait_timeout_s)
-        served = serve_batch(fn)
+        served = serve_batch(isolated)
         attr = f"_local_batcher_{fn.__name__}"
 
         @functools.wraps(fn)
         async def wrapper(self: S, item: T) -> R:
             # decided once per instance: inside a replica Serve batches, elsewhere the local batcher does
-            batcher: _LocalBatcher[S, T, R] | None = self.__dict__.get(attr, _UNSET)
+            batcher: _LocalBatcher[S, T, R | _Failed] | None = self.__dict__.get(attr, _UNSET)
             if batcher is _UNSET:
                 batcher = self.__dict__[attr] = (
-                    None if _in_replica() else _LocalBatcher(fn, max_batch_size, batch_wait_timeout_s)
+                    None if _in_replica() else _LocalBatcher(isolated, max_batch_size, batch_wait_timeout_s)
                 )
             if batcher is None:
-                result: R = await served(self, item)
-                return result
-            return await batcher.submit(self, item)
+                result: R | _Failed = await served(self, item)
+                return _unwrap(result)
+            return _unwrap(await batcher.submit(self, item))
 
         return wrapper
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from contracts.search import SearchResultItem
+from contracts.unicode import UnicodeText
 
 
 class CreateKnowledgeBase(BaseModel):
-    knowledgebase_name: str = Field(min_length=1, max_length=500)
+    knowledgebase_name: UnicodeText = Field(min_length=1, max_length=500)
 
 
 class KnowledgeBaseCreated(BaseModel):
@@ -37,8 +38,8 @@ class KnowledgeBaseInfo(BaseModel):
 
 
 class QueryRequest(BaseModel):
-    query: str
-    language: str | None = Field(
+    query: UnicodeText
+    language: UnicodeText | None = Field(
         default=None,
         description="Language of the wanted passages; boosts results in it (see `strict_language`). Accepted: "
         "afr, eng, zul, xho, sot, nso, tsn, ssw, tso, ven, nbl, swh, sna, fra as ISO 639-3 (zul), ISO 639-1 "

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from contracts.speech import Word
+from contracts.unicode import UnicodeText
 
 
 class FastTranscription(BaseModel):
@@ -23,8 +24,8 @@ class FastTranscription(BaseModel):
 
 
 class V1SyncRequest(BaseModel):
-    file_name: str
-    audio_blob: str = Field(description="base64-encoded audio bytes")
+    file_name: UnicodeText
+    audio_blob: UnicodeText = Field(description="base64-encoded audio bytes")
     file_size: int = Field(description="Ignored, but must be present.")
 
 
@@ -41,8 +42,8 @@ class UploadResult(BaseModel):
 
 
 class ProcessRequest(BaseModel):
-    webhook: str | None = None
-    language_code: str | None = None
+    webhook: UnicodeText | None = None
+    language_code: UnicodeText | None = None
 
 
 class MessageResult(BaseModel):
