@@ -26,7 +26,8 @@ from serve_app.tokens import Principal
 INTERVALS = ("minute", "hour", "day", "week", "month")
 MAX_BUCKETS = 10_000
 _FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+# ASCII digits only: ``\d`` and strptime also take Arabic-Indic or full-width digits
+_PATTERN = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$")
 _STEP = {
     "minute": timedelta(minutes=1),
     "hour": timedelta(hours=1),
@@ -112,6 +113,14 @@ def validate(start_date_time: str, end_date_time: str, interval: str) -> tuple[d
         raise InvalidInput(
             f"Invalid request: start_date_time ({start_date_time}) is after end_date_time ({end_date_time})."
         )
+    try:  # the bucket after the last one and the second after the end must exist (datetime stops at year 9999)
+        next_bucket(bucket_start(end, unit), unit)
+        end + timedelta(seconds=1)
+    except (OverflowError, ValueError):
+        raise InvalidInput(
+            f"Invalid request: field 'end_date_time': '{end_date_time}' is out of range: its {unit} bucket would "
+            "end after the year 9999, the last one supported. Use an earlier end_date_time."
+        ) from None
     buckets = count_buckets(start, end, unit)
     if buckets > MAX_BUCKETS:
         raise InvalidInput(
