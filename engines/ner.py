@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
 from contracts.languages import TEXT_CODES
-from engines.text_utils import trim_span, word_spans
+from engines.text_utils import MARKS, nfc_with_offsets, original_span, trim_span, word_spans
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,26 @@ def entity_at(text: str, label: str, start: int, end: int) -> Entity | None:
     return Entity(map_label(label), text[start:end], start, end) if end > start else None
 
 
+def on_composed(texts: list[str], recognise: Callable[[list[str]], list[list[Entity]]]) -> list[list[Entity]]:
+    """``recognise`` run on the texts with each letter composed with its combining marks (NFC), its entities
+    mapped back to the texts as sent: decomposed (NFD) input such as "Ma\\u0300ndela" is recognised as its
+    composed form is, a word keeps its marks, and ``text[start:end] == word`` still holds."""
+    prepared = [nfc_with_offsets(text) for text in texts]
+    found = recognise([composed for composed, _ in prepared])
+    out: list[list[Entity]] = []
+    for text, (composed, offsets), entities in zip(texts, prepared, found):
+        if composed is text:
+            out.append(entities)
+            continue
+        mapped = []
+        for e in entities:
+            start, end = trim_span(text, *original_span(offsets, e.start, e.end))
+            if end > start:
+                mapped.append(Entity(e.entity, text[start:end], start, end))
+        out.append(mapped)
+    return out
+
+
 # --- spaCy (English) ---------------------------------------------------------------------------------------
 
 
@@ -86,6 +107,9 @@ class SpacyNER:
         self._lock = threading.Lock()
 
     def recognise(self, texts: list[str]) -> list[list[Entity]]:
+        return on_composed(texts, self._recognise_composed)
+
+    def _recognise_composed(self, texts: list[str]) -> list[list[Entity]]:
         with self._lock:
             docs = list(self._nlp.pipe(texts, batch_size=32))
         places = cldr_gazetteers()[0]
@@ -447,7 +471,7 @@ def cldr_gazetteers() -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(places), frozenset(dates)
 
 
-_PREFIXED = re.compile(r"^(?P<prefix>[A-Za-z]?[a-z]{0,6})-?(?P<stem>[A-Z][\w'’-]*)$")
+_PREFIXED = re.compile(rf"^(?P<prefix>[A-Za-z]?[a-z]{{0,6}})-?(?P<stem>[A-Z][\w{MARKS}'’-]*)$")
 _ACRONYM = re.compile(r"^[A-Z]{2,}[0-9]*$")
 _SENTENCE_MARK = re.compile(r"[.!?:;\n]")
 _NUMBER = re.compile(r"^\d{1,4}$")
@@ -476,7 +500,7 @@ class HeuristicNER:
         self._place_first = {p.split()[0].lower() for p in self.places}
 
     def recognise(self, texts: list[str]) -> list[list[Entity]]:
-        return [self._recognise_one(t) for t in texts]
+        return on_composed(texts, lambda composed: [self._recognise_one(t) for t in composed])
 
     def _recognise_one(self, text: str) -> list[Entity]:
         words = word_spans(text)

@@ -7,11 +7,31 @@ All offsets are Python ``str`` indices (Unicode code points) into the text as gi
 from __future__ import annotations
 
 import re
+import sys
+import unicodedata
 from dataclasses import dataclass
 
+
+def _mark_class() -> str:
+    """A regex character class body of every combining mark (Unicode categories Mn, Mc, Me). ``\\w`` leaves them
+    out, so a word in decomposed (NFD) text such as "Ma\\u0300ndela" would end at its first accent."""
+    ranges: list[str] = []
+    start: int | None = None
+    for code in range(sys.maxunicode + 2):
+        is_mark = code <= sys.maxunicode and unicodedata.category(chr(code))[0] == "M"
+        if is_mark and start is None:
+            start = code
+        elif not is_mark and start is not None:
+            ranges.append(re.escape(chr(start)) + ("-" + re.escape(chr(code - 1)) if code - 1 > start else ""))
+            start = None
+    return "".join(ranges)
+
+
+MARKS = _mark_class()
 # A sentence ends at '.' or '!' (the provider's rule), except a '.' inside a number such as 3.5 or 1.000.
 _SENTENCE_END = re.compile(r"!|(?<!\d)\.|\.(?!\d)")
-_WORD = re.compile(r"\w+(?:[-'’]\w+)*", re.UNICODE)
+# letters/digits and the combining marks on them, with inner hyphens and apostrophes
+_WORD = re.compile(rf"\w[\w{MARKS}]*(?:[-'’]\w[\w{MARKS}]*)*", re.UNICODE)
 
 
 @dataclass(frozen=True)
@@ -47,6 +67,37 @@ def _add_piece(spans: list[Span], text: str, start: int, end: int) -> None:
 def word_spans(text: str) -> list[Span]:
     """Words (letters/digits, with inner hyphens and apostrophes) with their character offsets."""
     return [Span(m.start(), m.end(), m.group()) for m in _WORD.finditer(text)]
+
+
+def nfc_with_offsets(text: str) -> tuple[str, list[int]]:
+    """``text`` with each base character composed with its combining marks (NFC, per character cluster), and the
+    offset map back: ``offsets[i]`` is where the cluster holding composed character ``i`` starts in ``text``
+    (``offsets[len(composed)] == len(text)``). Models trained on composed text (spaCy) cut NFD words at their
+    accents; run them on the composed text and map their spans back with :func:`original_span`."""
+    if text.isascii() or unicodedata.is_normalized("NFC", text):
+        return text, list(range(len(text) + 1))
+    pieces: list[str] = []
+    offsets: list[int] = []
+    start = 0
+    for i in range(1, len(text) + 1):
+        if i < len(text) and (unicodedata.combining(text[i]) or unicodedata.category(text[i])[0] == "M"):
+            continue  # a mark stays in its base character's cluster
+        cluster = unicodedata.normalize("NFC", text[start:i])
+        pieces.append(cluster)
+        offsets.extend([start] * len(cluster))
+        start = i
+    offsets.append(len(text))
+    return "".join(pieces), offsets
+
+
+def original_span(offsets: list[int], start: int, end: int) -> tuple[int, int]:
+    """A ``[start, end)`` span of :func:`nfc_with_offsets`' composed text, as offsets into the original text (whole
+    clusters: a base character is never separated from its marks)."""
+    if end <= start:
+        return offsets[start], offsets[start]
+    last = offsets[end - 1]
+    stop = next((o for o in offsets[end:] if o > last), offsets[-1])
+    return offsets[start], stop
 
 
 def trim_span(text: str, start: int, end: int) -> tuple[int, int]:
