@@ -43,9 +43,14 @@ async def models(ctx: Ctx) -> ModelsListing:
     return await meta.models(ctx)
 
 
-@router.get("/ws/stream-transcribe")
+@router.get(
+    "/ws/stream-transcribe",
+    response_class=Response,
+    responses={200: {"description": "The token is accepted: an empty body."}},
+)
 async def stream_auth(caller: Caller) -> Response:
-    """Checks the token before a streaming connection is opened; success with no data."""
+    """Checks the token before a streaming connection is opened; success with no data (an empty 200, as the spec
+    and the SDK flows expect; the WebSocket itself is the same path)."""
     return Response(status_code=200)
 
 
