@@ -137,6 +137,8 @@ def batched(
                 return _unwrap(result)
             return _unwrap(await batcher.submit(self, item))
 
+        # serve.batch finds ``self`` by checking that the instance's attribute wraps the function it batches
+        wrapper.__wrapped__ = isolated  # type: ignore[assignment]
         return wrapper
 
     return deco
