@@ -13,7 +13,7 @@ from pathlib import Path
 from contracts.errors import TooLarge, UnsupportedMedia
 from contracts.settings import SearchSettings
 from engines.documents import DEFAULT_LIMITS, ExtractionLimits, extract_text, extract_text_isolated
-from tests.unit.test_documents import make_pdf
+from tests.unit.test_documents import make_pdf, write_pdf
 
 MB = 1 << 20
 W = b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
@@ -63,17 +63,7 @@ def page_tree_bomb(path: Path, kids: int, count: int) -> Path:
         b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
-    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    path.write_bytes(bytes(out))
-    return path
+    return write_pdf(path, objects)
 
 
 def timed(work):  # type: ignore[no-untyped-def]

@@ -28,6 +28,11 @@ def make_pdf(path: Path, lines: list[str]) -> Path:
         b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
     ]
+    return write_pdf(path, objects)
+
+
+def write_pdf(path: Path, objects: list[bytes]) -> Path:
+    """A PDF file of these numbered objects (object 1 the catalog), with its cross-reference table."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, 1):
