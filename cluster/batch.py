@@ -258,6 +258,7 @@ class BatchCoordinator:
     def _submit(self, item_id: str) -> Any:
         return transcribe_batch_file.options(
             num_cpus=self.settings.batch.task_cpus,
+            resources=dict(self.settings.batch.task_resources),
             scheduling_strategy="SPREAD",
             max_retries=self.settings.batch.task_retries,
             retry_exceptions=[StorageError],

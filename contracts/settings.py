@@ -318,6 +318,12 @@ class BatchSettings(BaseModel):
     task_retries: int = Field(
         default=3, description="Times a file's task is retried after its worker dies or storage fails."
     )
+    task_resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="Custom Ray resources each per-file batch task requires, e.g. {\"speech\": 1} to run batch "
+        "files only on the nodes started with `ray start --resources '{\"speech\": N}'` (the speech/GPU nodes). "
+        "Empty: any node.",
+    )
 
 
 class Settings(BaseSettings):

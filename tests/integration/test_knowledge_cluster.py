@@ -4,64 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import io
-import os
-import shutil
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from contracts.search import AddDocument, DocumentFile, SearchQuery
 from contracts.settings import Settings
 from deployments.app import build_local
 from engines.chunk_store import collection_name, connect_chroma
-from tests.conftest import client_for, free_port
+from tests.conftest import client_for
+from tests.services import ChromaServer
 
 KB = "/api/v1/search/knowledgebase"
-CHROMA = Path(sys.executable).with_name("chroma")
-
-
-class ChromaServer:
-    def __init__(self, path: Path) -> None:
-        self.path, self.port = path, free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
-        self.proc = subprocess.Popen(
-            [str(CHROMA), "run", "--path", str(self.path), "--host", "127.0.0.1", "--port", str(self.port)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                if httpx.get(f"{self.url}/api/v2/heartbeat", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.3)
-        raise RuntimeError("chroma server did not start")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
-            self.proc = None
 
 
 @pytest.fixture()
 def chroma_server(tmp_path: Path) -> Iterator[ChromaServer]:
-    if not CHROMA.exists() and shutil.which("chroma") is None:
+    if not ChromaServer.available():
         pytest.fail("the chroma CLI (chromadb package) is not installed")
-    server = ChromaServer(tmp_path / "chroma-server")
-    server.start()
+    server = ChromaServer(tmp_path / "chroma-server").start()
     yield server
     server.stop()
 

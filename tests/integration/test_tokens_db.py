@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -15,6 +11,7 @@ from sqlalchemy import inspect, select
 from persistence.models import ApiToken
 from persistence.session import Database
 from serve_app.tokens import TokenVerifier, create_token, hash_token, list_tokens, revoke_token
+from tests.services import Postgres
 
 TABLES = {
     "customers",
@@ -92,59 +89,14 @@ def test_transaction_rolls_back_on_error(tmp_path: Path):
         assert s.scalar(select(Customer).where(Customer.name == "half-written")) is None
 
 
-def _pg_bin() -> Path | None:
-    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
-        if (candidate / "initdb").exists():
-            return candidate
-    found = shutil.which("initdb")
-    return Path(found).parent if found else None
-
-
 @pytest.fixture(scope="module")
 def postgres_url():
-    bindir = _pg_bin()
-    if bindir is None:
-        pytest.fail("PostgreSQL server binaries not found (scripts/setup.sh --test installs them)")
-    base = Path(tempfile.mkdtemp(prefix="khuluma-pg-"))  # not under pytest's root-only tmp dirs
-    data, sock = base / "data", base / "sock"
-    sock.mkdir()
-    run_as: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses to run as root: use the 'nobody' account for the throwaway cluster
-        shutil.chown(base, "nobody")
-        shutil.chown(sock, "nobody")
-        run_as = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-    from tests.conftest import free_port
-
-    port = free_port()
-    subprocess.run(
-        [*run_as, str(bindir / "initdb"), "-D", str(data), "-U", "khuluma", "--auth=trust", "-E", "UTF8"],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        [
-            *run_as,
-            str(bindir / "pg_ctl"),
-            "-D",
-            str(data),
-            "-l",
-            str(base / "log"),
-            "-w",
-            "-o",
-            f"-p {port} -k {sock} -c listen_addresses=127.0.0.1",
-            "start",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        [*run_as, str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "khuluma", "khuluma"],
-        check=True,
-        capture_output=True,
-    )
-    yield f"postgresql+psycopg://khuluma@127.0.0.1:{port}/khuluma"
-    subprocess.run([*run_as, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
-    shutil.rmtree(base, ignore_errors=True)
+    try:
+        server = Postgres().start()
+    except FileNotFoundError as exc:
+        pytest.fail(str(exc))
+    yield server.url
+    server.stop()
 
 
 @pytest.mark.postgres

@@ -1,0 +1,335 @@
+"""Two Ray nodes, no shared disk: the cluster profile deployed with the ``serve`` CLI, driven end to end.
+
+- A head node (the ingress, the text and search deployments, the jobs and batch coordinators) and a worker node
+  started with the custom resource ``speech``. Transcription, the per-file batch tasks and one of the two
+  KnowledgeStore replicas (``max_replicas_per_node: 1``) run on the worker, so audio, documents and batch files
+  really cross nodes.
+- As root the worker runs inside ``unshare --mount`` with private tmpfs mounts over ``/tmp`` and the data directory:
+  a file one node writes there does not exist for the other. Without root that part is skipped with its reason
+  (the nodes then share a disk, and the test proves less).
+- Backing services are real and throwaway: PostgreSQL for metadata, ``chroma run`` for vectors, SeaweedFS for
+  objects. ``serve deploy`` talks to the head's dashboard, as an operator would.
+- Flows: text, knowledge-base upload and query, sync transcription, an async job with a signed webhook, a batch.
+  Then the worker node is killed in the middle of a batch and started again: the batch completes with every file
+  transcribed exactly once.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from sqlalchemy import func, select
+
+from cluster.credentials import decode_token
+from cluster.local_ray import LocalCluster, RayNode, free_port, private_disk_available, wait_for
+from cluster.seaweedfs import LocalSeaweedFS
+from contracts.settings import Settings
+from persistence.models import BatchItem, UsageRecord
+from persistence.session import Database, migrate
+from serve_app.cli.batch import upload_directory
+from serve_app.tokens import create_token
+from tests.services import ChromaServer, Postgres
+from tests.speechdata import CALL_PHRASES, espeak, have_espeak
+from tests.unit.test_jobs import SPOKEN, Receiver
+
+pytestmark = [pytest.mark.integration, pytest.mark.twonode]
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVE = Path(sys.executable).with_name("serve")
+KB = "/api/v1/search/knowledgebase"
+BATCH = "/api/v2alpha/transcribe/batch"
+SPEECH_RESOURCE = "speech"
+
+
+@dataclass
+class TwoNodes:
+    url: str
+    cluster: LocalCluster
+    worker: RayNode
+    db: Database
+    token: str
+    data_dir: Path
+    private_disk: bool
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"X-CLIENT-TOKEN": self.token}
+
+
+def cluster_config(port: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """configs/serve.yaml with the cluster profile's placement: speech work on the `speech` node."""
+    config = yaml.safe_load((ROOT / "configs" / "serve.yaml").read_text())
+    config["http_options"]["port"] = port
+    app = config["applications"][0]
+    app["args"] = {"settings": settings}
+    by_name = {d["name"]: d for d in app["deployments"]}
+    transcription = by_name["Transcription"]
+    transcription.pop("autoscaling_config", None)
+    transcription["num_replicas"] = 1
+    transcription["ray_actor_options"] = {"num_cpus": 0.5, "resources": {SPEECH_RESOURCE: 1}}
+    store = by_name["KnowledgeStore"]
+    store.update({"num_replicas": 2, "max_replicas_per_node": 1})  # one replica per node: both nodes serve queries
+    for name in ("Embeddings", "TextAnalysis", "Translation"):  # one replica each: 2 cores in all
+        by_name[name].pop("autoscaling_config", None)
+        by_name[name]["num_replicas"] = 1
+    return config
+
+
+def replicas_by_deployment(dashboard: str) -> dict[str, list[dict[str, Any]]]:
+    apps = httpx.get(f"{dashboard}/api/serve/applications/", timeout=10).json()["applications"]
+    deployments = apps["khuluma"]["deployments"]
+    return {name: d["replicas"] for name, d in deployments.items()}
+
+
+def alive_nodes(dashboard: str) -> list[dict[str, Any]]:
+    nodes = httpx.get(f"{dashboard}/api/v0/nodes", params={"limit": 100}, timeout=10).json()["data"]["result"]["result"]
+    return [n for n in nodes if n["state"] == "ALIVE"]
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
+    if not have_espeak():
+        pytest.skip("espeak-ng is not installed (scripts/setup.sh --test installs it)")
+    if not ChromaServer.available():
+        pytest.fail("the chroma CLI (chromadb package) is not installed")
+    work = Path(tempfile.mkdtemp(prefix="khuluma-2n-"))  # outside pytest's tree: the worker's /tmp is private
+    defaults = Settings(_env_file=None)
+    seaweed = LocalSeaweedFS(work / "seaweedfs", defaults.s3.access_key, defaults.s3.secret_key.get_secret_value())
+    s3_url = seaweed.start()
+    postgres = Postgres().start()
+    chroma = ChromaServer(work / "chroma").start()
+    data_dir = work / "data"
+    data_dir.mkdir()
+    migrate(postgres.url)
+    db = Database(postgres.url)
+    from serve_app.cli.serve import ray_env
+
+    env = {
+        **os.environ,
+        **ray_env(),
+        "KHULUMA_DATABASE_URL": postgres.url,  # secrets reach the replicas through each node's environment only
+        "KHULUMA_S3_SECRET_KEY": defaults.s3.secret_key.get_secret_value(),
+    }
+    logs = tmp_path_factory.mktemp("two-nodes-logs")  # kept by pytest for a failed run
+    cluster = LocalCluster(temp_dir=work / "ray", env=env, head_cpus=2, log_dir=logs)
+    private = private_disk_available()
+    try:
+        cluster.start_head()
+        worker = cluster.start_worker(
+            num_cpus=1, resources={SPEECH_RESOURCE: 100}, private_dirs=[data_dir] if private else []
+        )
+        wait_for(lambda: len(alive_nodes(cluster.dashboard_url)) == 2, 120, "two alive Ray nodes")
+        port = free_port()
+        settings = {
+            "data_dir": str(data_dir),
+            "s3": {"endpoint_url": s3_url},
+            "search": {"chroma_url": chroma.url},
+            "webhooks": {"allow_private": True},
+            "batch": {"task_resources": {SPEECH_RESOURCE: 1}, "task_cpus": 0.25},
+        }
+        config_path = work / "serve.cluster.yaml"
+        config_path.write_text(yaml.safe_dump(cluster_config(port, settings), sort_keys=False))
+        deployed = subprocess.run(
+            [str(SERVE), "deploy", str(config_path), "--address", cluster.dashboard_url],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert deployed.returncode == 0, deployed.stderr
+        url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: httpx.get(f"{url}/api/v1/health", timeout=5).status_code == 200, 900, "a healthy service")
+        token = create_token(db, "two-nodes", "default")[0]
+        yield TwoNodes(url, cluster, worker, db, token, data_dir, private)
+    finally:
+        cluster.stop()
+        chroma.stop()
+        postgres.stop()
+        seaweed.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def worker_node_id(cluster: LocalCluster) -> str:
+    head = {n["node_id"] for n in alive_nodes(cluster.dashboard_url) if n["is_head_node"]}
+    others = [n["node_id"] for n in alive_nodes(cluster.dashboard_url) if n["node_id"] not in head]
+    assert len(others) == 1, others
+    return others[0]
+
+
+def test_work_is_placed_on_both_nodes(two_nodes: TwoNodes) -> None:
+    worker = worker_node_id(two_nodes.cluster)
+    replicas = replicas_by_deployment(two_nodes.cluster.dashboard_url)
+    assert {r["node_id"] for r in replicas["Transcription"]} == {worker}
+    store_nodes = [r["node_id"] for r in replicas["KnowledgeStore"]]
+    assert len(store_nodes) == 2 and len(set(store_nodes)) == 2  # one replica on each node
+    assert {r["node_id"] for r in replicas["Ingress"]} != {worker}
+
+
+def test_the_worker_disk_is_private(two_nodes: TwoNodes) -> None:
+    if not two_nodes.private_disk:
+        pytest.skip("not root or no unshare: the worker shares this disk, so no-shared-disk is not proven here")
+    marker = two_nodes.data_dir / f"head-only-{time.time_ns()}"
+    marker.write_text("written by the head's filesystem view")
+    listing = subprocess.run(
+        ["nsenter", f"--target={two_nodes.worker.proc.pid}", "--mount", "ls", str(two_nodes.data_dir)],  # type: ignore[union-attr]
+        capture_output=True,
+        text=True,
+    )
+    assert listing.returncode == 0, listing.stderr
+    assert marker.name not in listing.stdout
+
+
+def test_text_and_knowledge_base_across_nodes(two_nodes: TwoNodes) -> None:
+    url, h = two_nodes.url, two_nodes.headers
+    r = httpx.post(f"{url}/api/v1/language/detect", headers=h, json={"text": "Sawubona, unjani namuhla?"}, timeout=60)
+    assert r.status_code == 200, r.text
+    r = httpx.post(
+        f"{url}/api/v1/sentiment_analysis/process", headers=h, json={"encoded_text": "I love this"}, timeout=60
+    )
+    assert r.status_code == 200, r.text
+
+    kb = httpx.post(f"{url}{KB}", headers=h, json={"knowledgebase_name": "two-nodes"}, timeout=60)
+    assert kb.status_code == 200, kb.text
+    kb_id = kb.json()["id"]
+    facts = {
+        "rain.txt": "The Drakensberg mountains receive heavy summer rain and snow in winter.",
+        "taxi.txt": "Minibus taxis carry most commuters in Johannesburg every morning.",
+    }
+    for name, text in facts.items():
+        up = httpx.post(
+            f"{url}{KB}/{kb_id}/document", headers=h, files={"file": (name, text.encode(), "text/plain")}, timeout=120
+        )
+        assert up.status_code == 200, up.text
+    # Both KnowledgeStore replicas (one per node) must see what either wrote: ask more times than there are replicas.
+    for _ in range(6):
+        q = httpx.post(f"{url}{KB}/{kb_id}/query", headers=h, json={"query": "Which mountains get snow?"}, timeout=60)
+        assert q.status_code == 200, q.text
+        top = q.json()["search_result"][0]
+        assert "Drakensberg" in json.dumps(top), q.json()
+
+
+def test_sync_and_async_transcription_cross_nodes(two_nodes: TwoNodes, tmp_path: Path) -> None:
+    url, h = two_nodes.url, two_nodes.headers
+    wav = espeak(SPOKEN, tmp_path / "weather.wav")
+    speech = wav.read_bytes()
+    words = {"weather", "today", "sunny", "light", "breeze", "north"}
+
+    r = httpx.post(
+        f"{url}/v1/transcribe/sync", headers=h, files={"file": ("weather.wav", speech, "audio/wav")}, timeout=300
+    )
+    assert r.status_code == 200, r.text
+    heard = {w.strip(".,").lower() for w in r.json()["transcription_text"].split()}
+    assert len(heard & words) >= 3, r.json()
+
+    up = httpx.post(
+        f"{url}/api/v1/transport/file-upload",
+        headers=h,
+        timeout=60,
+        json={"file_name": "weather.wav", "audio_blob": base64.b64encode(speech).decode(), "file_size": len(speech)},
+    )
+    assert up.status_code == 200, up.text
+    upload_id = up.json()["upload_id"]
+    receiver = Receiver().start()
+    try:
+        r = httpx.post(
+            f"{url}/api/v1/transcribe/process/{upload_id}", headers=h, json={"webhook": receiver.url}, timeout=60
+        )
+        assert r.status_code == 200, r.text
+        done = wait_for(
+            lambda: (
+                got
+                if (got := httpx.post(f"{url}/api/v1/transcribe/{upload_id}/get", headers=h, timeout=30).json()).get(
+                    "status"
+                )
+                in ("completed", "failed")
+                else None
+            ),
+            300,
+            "the async job",
+        )
+        assert done["status"] == "completed", done
+        assert len({w.strip(".,").lower() for w in done["text"].split()} & words) >= 3, done
+        wait_for(lambda: receiver.received, 60, "the webhook")
+        assert json.loads(receiver.received[0][1])["upload_id"] == upload_id
+    finally:
+        receiver.stop()
+
+
+def _batch(two_nodes: TwoNodes, folder: Path) -> str:
+    url, h = two_nodes.url, two_nodes.headers
+    created = httpx.post(f"{url}{BATCH}", params={"lang_code": "eng"}, headers=h, timeout=60)
+    assert created.status_code == 201, created.text
+    results = upload_directory(decode_token(created.json()["sas_token"]), folder, parallel=3)
+    assert results and all(r.ok for r in results), [r.detail for r in results if not r.ok]
+    batch_id = created.json()["batch_id"]
+    r = httpx.post(f"{url}{BATCH}/{batch_id}/process", params={"diarise": 0}, headers=h, timeout=60)
+    assert r.status_code == 202, r.text
+    return str(batch_id)
+
+
+def _batch_status(two_nodes: TwoNodes, batch_id: str) -> str:
+    listed = httpx.get(f"{two_nodes.url}{BATCH}", headers=two_nodes.headers, timeout=30).json()
+    return str(next(b for b in listed if b["id"] == batch_id)["status"])
+
+
+def _records(two_nodes: TwoNodes, batch_id: str) -> dict[str, dict[str, Any]]:
+    r = httpx.get(f"{two_nodes.url}{BATCH}/{batch_id}/transcriptions", headers=two_nodes.headers, timeout=30)
+    assert r.status_code == 200, r.text
+    return {rec["blob_name"]: rec for rec in r.json()}
+
+
+def test_batch_survives_the_worker_node_dying(two_nodes: TwoNodes, tmp_path: Path) -> None:
+    folder = tmp_path / "calls"
+    folder.mkdir()
+    count = 6
+    for i in range(count):
+        espeak(f"{CALL_PHRASES[i % len(CALL_PHRASES)]}. this is call number {i}.", folder / f"call-{i}.wav")
+    batch_id = _batch(two_nodes, folder)
+
+    def some_done() -> bool:
+        with two_nodes.db.session() as s:
+            done = s.scalar(
+                select(func.count())
+                .select_from(BatchItem)
+                .where(BatchItem.batch_id == batch_id, BatchItem.status == "COMPLETED")
+            )
+        return bool(done) and int(done) < count
+
+    wait_for(some_done, 600, "the first batch file to finish on the worker node", every_s=0.2)
+    two_nodes.worker.kill()  # mid-batch: its files in flight die with it
+    wait_for(lambda: len(alive_nodes(two_nodes.cluster.dashboard_url)) == 1, 120, "Ray to see the worker gone")
+    assert _batch_status(two_nodes, batch_id) == "PROCESSING"
+    two_nodes.cluster.restart(two_nodes.worker)
+    wait_for(lambda: len(alive_nodes(two_nodes.cluster.dashboard_url)) == 2, 120, "the worker node back")
+
+    wait_for(lambda: _batch_status(two_nodes, batch_id) in ("COMPLETE", "PARTIAL", "FAILED"), 900, "the batch")
+    assert _batch_status(two_nodes, batch_id) == "COMPLETE"
+    records = _records(two_nodes, batch_id)
+    assert sorted(records) == sorted(f"batches/{batch_id}/call-{i}.wav" for i in range(count))
+    for i in range(count):
+        rec = records[f"batches/{batch_id}/call-{i}.wav"]
+        assert rec["transcription_status"] == "COMPLETED", rec
+        assert str(i) in rec["transcription_text"] or "number" in rec["transcription_text"].lower(), rec
+    with two_nodes.db.session() as s:  # exactly once: one item per file, one successful usage record per file
+        items = list(s.scalars(select(BatchItem).where(BatchItem.batch_id == batch_id)))
+        usage = s.execute(
+            select(UsageRecord.reference_id, UsageRecord.status, func.count())
+            .where(UsageRecord.reference_id.in_([i.id for i in items]))
+            .group_by(UsageRecord.reference_id, UsageRecord.status)
+        ).all()
+    assert len(items) == count and all(item.status == "COMPLETED" for item in items)
+    assert sorted((status, n) for _, status, n in usage) == [("successful", 1)] * count
