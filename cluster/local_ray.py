@@ -20,11 +20,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 RAY = Path(sys.executable).with_name("ray")
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -189,7 +191,7 @@ class LocalCluster:
             node.stop()
 
 
-def wait_for(condition, timeout_s: float, what: str, every_s: float = 0.5):  # type: ignore[no-untyped-def]
+def wait_for(condition: Callable[[], T | None], timeout_s: float, what: str, every_s: float = 0.5) -> T:
     """Poll ``condition`` until it returns something truthy; its value, or TimeoutError naming ``what``."""
     deadline = time.monotonic() + timeout_s
     last_error: Exception | None = None
