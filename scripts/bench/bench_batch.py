@@ -7,6 +7,12 @@ a SQLite database. The bare baseline loads the same Whisper base model (CTransla
 ``WhisperModel.transcribe`` on each local file (no storage, no database, no VAD/diarisation extras).
 
     .venv/bin/python scripts/bench/bench_batch.py [--files 12] [--workers 1 2 4]
+    .venv/bin/python scripts/bench/bench_batch.py --nodes [--files 12]
+
+``--nodes`` compares one Ray node with two (``cluster/local_ray.py``: real ``ray start`` nodes on this machine,
+each with a 1-CPU quota, the per-file tasks asking for 1 CPU each): the same files, the same coordinator, and the
+ratio of the two. On a 2-core machine the second node can at best double the work done at once, and it shares
+the memory bus and the cores with everything else running; on real machines each node brings its own.
 
 Model loading is excluded on both sides: a warm-up batch runs first (as many files as the largest worker count)
 so every Ray worker holds its pipeline, and the bare model transcribes one file before timing.
@@ -101,10 +107,33 @@ def run_batch(settings, db, folder: Path, workers: int, label: str) -> tuple[flo
     return elapsed, status or "?", len(results)
 
 
+def run_on_nodes(settings, db, folder: Path, warm: Path, nodes: int) -> tuple[float, str, int]:
+    """The batch on a fresh local Ray cluster of ``nodes`` nodes with one CPU each; tasks take 1 CPU."""
+    import ray
+
+    from cluster.local_ray import LocalCluster, wait_for
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cluster = LocalCluster(temp_dir=Path(tempfile.mkdtemp(prefix="khuluma-bench-ray-")), env=env, dashboard=False)
+    try:
+        cluster.start_head()
+        for _ in range(nodes - 1):
+            cluster.start_worker(num_cpus=1)
+        ray.init(address=cluster.address, logging_level="WARNING")
+        wait_for(lambda: len([n for n in ray.nodes() if n["Alive"]]) == nodes, 120, f"{nodes} Ray nodes")
+        per_task = settings.updated({"batch": {"task_cpus": 1}, "whisper": {"cpu_threads": 1}})
+        run_batch(per_task, db, warm, nodes, f"warm-up, {nodes} node(s)")
+        return run_batch(per_task, db, folder, nodes, f"batch, {nodes} node(s)")
+    finally:
+        ray.shutdown()
+        cluster.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=12)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--nodes", action="store_true", help="compare one Ray node with two (1 CPU each)")
     args = parser.parse_args()
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -134,6 +163,15 @@ def main() -> None:
             f"{args.files} files, {total_audio:.1f} s of speech in total, {cores} CPU cores, load average "
             f"{os.getloadavg()[0]:.1f} at start"
         )
+
+        if args.nodes:
+            one = run_on_nodes(settings, db, work / "audio", warm, 1)
+            two = run_on_nodes(settings, db, work / "audio", warm, 2)
+            print(f"\n{'mode':<34}{'seconds':>9}{'files/min':>11}{'x realtime':>12}")
+            for label, (elapsed, status, n) in (("1 node, 1 CPU", one), ("2 nodes, 1 CPU each", two)):
+                print(f"{label:<34}{elapsed:>9.1f}{60 * n / elapsed:>11.1f}{total_audio / elapsed:>12.1f}   {status}")
+            print(f"two nodes / one node: {one[0] / two[0]:.2f}x files/min")
+            return
 
         print("bare faster-whisper, sequential ...", flush=True)
         bare = bare_faster_whisper(settings, files)
