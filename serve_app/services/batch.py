@@ -17,8 +17,7 @@ import anyio
 
 from cluster.credentials import encode_token, issue_upload_credential
 from cluster.s3 import batch_prefix, blob_endpoint, call_storage, for_bucket, list_objects, object_url
-from contracts import languages
-from contracts.errors import InvalidInput, NotFound
+from contracts.errors import InvalidInput, NotFound, UnsupportedLanguage
 from contracts.speech import TranscriptionRecord, build_record
 from persistence import batches
 from persistence.batches import BatchStatus, ItemStatus
@@ -29,7 +28,7 @@ from serve_app.tokens import Principal
 
 log = logging.getLogger(__name__)
 
-DESCRIBE_TIMEOUT = 10.0  # seconds the Transcription deployment has to list its configured languages
+LANGUAGE_FIELD = "lang_code"  # the query parameter that carries the batch's language
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -40,41 +39,19 @@ async def _storage(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     return await anyio.to_thread.run_sync(partial(call_storage, fn, *args, **kwargs))
 
 
-async def _configured_languages(ctx: AppContext) -> list[str]:
-    """Transcription codes configured beyond the spec's (``KHULUMA_WHISPER_LANGUAGE_MODELS``), as the
-    Transcription deployment reports them; none when it is not deployed or does not answer."""
-    client = ctx.clients.transcription
-    if client is None:
-        return []
-    try:
-        infos = await client.describe(DESCRIBE_TIMEOUT)
-    except Exception as exc:  # noqa: BLE001 - the spec's codes are still accepted without it
-        log.warning("batch: transcription languages unavailable (%s)", type(exc).__name__)
-        return []
-    return [
-        lang.code
-        for info in infos
-        if info.capability == "transcription"
-        for lang in info.languages
-        if lang.supported and lang.code not in languages.TRANSCRIPTION_CODES
-    ]
-
-
 async def _check_language(ctx: AppContext, lang_code: str | None) -> str | None:
-    """The batch's language exactly as sent (None: detect per file). The spec's transcription codes, or a code
-    with a model configured on this server; files in a language without a model fail alone, with the reason."""
+    """The batch's language, normalised exactly as sync transcription normalises it (None: detect per file).
+
+    One rule for every route: the Transcription deployment's ``check_language`` accepts a code when the language
+    registry knows it AND a speech model for it is installed, and refuses it otherwise with the same error sync
+    transcription gives, naming the field."""
     if lang_code is None or not lang_code.strip():
         return None
     code = lang_code.strip()
-    if code in languages.TRANSCRIPTION_CODES:
-        return code
-    accepted = [*languages.TRANSCRIPTION_CODES, *await _configured_languages(ctx)]
-    if code not in accepted:
-        raise InvalidInput(
-            f"Invalid request: field 'lang_code': '{code}' is not supported; use one of "
-            f"{', '.join(accepted)}, or leave it out to detect the language of each file."
-        )
-    return code
+    try:
+        return await required(ctx.clients.transcription, "transcription").check_language(code)
+    except UnsupportedLanguage as exc:
+        raise exc.for_field(LANGUAGE_FIELD) from None
 
 
 async def create(ctx: AppContext, caller: Principal, lang_code: str | None) -> BatchCreated:

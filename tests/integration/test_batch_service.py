@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sqlalchemy import select
 
@@ -17,6 +18,7 @@ from deployments.app import build_local
 from persistence.models import BatchItem
 from serve_app.cli.batch import upload_directory
 from tests.conftest import client_for
+from tests.speechdata import write_audio
 
 API = "/api/v2alpha/transcribe/batch"
 
@@ -51,7 +53,7 @@ def app_for(batch_db, seaweedfs: str):
 
     def make(bucket: str = "khuluma-test-batch"):
         settings = batch_db[0].updated({"s3": {"endpoint_url": seaweedfs, "bucket": bucket}})
-        handles = build_local(settings, ["batch"])
+        handles = build_local(settings, ["batch", "transcription"])
         runners.append(handles["batch"])
         return client_for(settings, handles)
 
@@ -172,41 +174,50 @@ def test_a_batch_keeps_reading_the_bucket_it_was_created_with(app_for, make_toke
     assert "hello" in record["transcription_text"].lower()
 
 
-class _TranscriptionWithXhosa:
-    """A stand-in Transcription handle whose ``describe`` reports a model configured for isiXhosa."""
-
-    class _Describe:
-        def remote(self):
-            from contracts.capabilities import CapabilityInfo, LanguageSupport
-
-            async def answer():
-                return [
-                    CapabilityInfo(
-                        capability="transcription",
-                        installed=True,
-                        languages=[
-                            LanguageSupport.of("eng", True, "whisper-base"),
-                            LanguageSupport(code="xho", name="xho", supported=True, model="/models/xho"),
-                        ],
-                    )
-                ]
-
-            return answer()
-
-    describe = _Describe()
+# Spellings a client may send, known and unknown, with and without a speech model on this server.
+LANGUAGE_SPELLINGS = [
+    "eng",
+    "ENG",
+    "en",
+    "English",
+    "afr",
+    "af_ZA",
+    "fra",
+    "zul",
+    "ZU",
+    "cs-zul",
+    "sot",
+    "xho",
+    "xx",
+    "e",
+]
 
 
-def test_languages_configured_on_the_transcription_deployment_are_accepted(batch_db, seaweedfs: str, make_token):
+def test_batch_and_sync_accept_and_refuse_the_same_languages(batch_db, seaweedfs: str, make_token, tmp_path: Path):
+    """One registry and one model check for every route: whatever sync transcription accepts, batch create
+    accepts (stored normalised), and whatever sync refuses, batch refuses with the same message, naming the field."""
     settings = batch_db[0].updated({"s3": {"endpoint_url": seaweedfs, "bucket": "khuluma-test-batch"}})
-    client = client_for(settings, {"transcription": _TranscriptionWithXhosa()})
+    client = client_for(settings, build_local(settings, ["transcription"]))
     token = make_token("batch-unit-languages")
-    created = client.post(API, params={"lang_code": "xho"}, headers=_h(token))
-    assert created.status_code == 201, created.text
-    listed = {b["id"]: b for b in client.get(API, headers=_h(token)).json()}
-    assert listed[created.json()["batch_id"]]["language_code"] == "xho"
-    bad = client.post(API, params={"lang_code": "zu"}, headers=_h(token))  # codes are taken as sent
-    assert bad.status_code == 400
-    assert bad.json()["detail"] == (
-        "Invalid request: field 'lang_code': 'zu' is not supported; use one of afr, zul, sot, eng, fra, cs-zul, "
-        "xho, or leave it out to detect the language of each file."
-    )
+    silence = tmp_path / "quiet.wav"
+    write_audio(np.zeros(8000, dtype=np.float32), 16000, silence)
+    outcomes = {}
+    for spelling in LANGUAGE_SPELLINGS:
+        with silence.open("rb") as f:
+            sync = client.post(
+                "/api/v2alpha/transcribe/sync/file",
+                params={"lang_code": spelling},
+                files={"file": ("quiet.wav", f)},
+                headers=_h(token),
+            )
+        batch = client.post(API, params={"lang_code": spelling}, headers=_h(token))
+        assert (sync.status_code, batch.status_code) in ((200, 201), (400, 400)), (spelling, sync.text, batch.text)
+        if sync.status_code == 400:
+            assert batch.json()["detail"] == sync.json()["detail"] and "lang_code" in batch.json()["detail"]
+        else:
+            listed = {b["id"]: b for b in client.get(API, headers=_h(token)).json()}
+            assert listed[batch.json()["batch_id"]]["language_code"] == sync.json()["language_code"], spelling
+        outcomes[spelling] = sync.status_code
+    # the table covers both outcomes, and spellings of one language agree
+    assert outcomes["eng"] == outcomes["ENG"] == outcomes["en"] == 200
+    assert outcomes["zul"] == outcomes["cs-zul"] == outcomes["xx"] == 400
