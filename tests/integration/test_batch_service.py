@@ -221,3 +221,21 @@ def test_batch_and_sync_accept_and_refuse_the_same_languages(batch_db, seaweedfs
     # the table covers both outcomes, and spellings of one language agree
     assert outcomes["eng"] == outcomes["ENG"] == outcomes["en"] == 200
     assert outcomes["zul"] == outcomes["cs-zul"] == outcomes["xx"] == 400
+
+
+def test_batch_listing_matches_its_openapi_schema(client, make_token):
+    """What the routes send validates against the app's own OpenAPI (the timestamps carry no zone, and the schema
+    says so instead of claiming RFC 3339 `format: date-time`)."""
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    token = make_token("batch-unit-schema")
+    assert client.post(API, params={"lang_code": "eng"}, headers=_h(token)).status_code == 201
+    listed = client.get(API, headers=_h(token)).json()
+    openapi = client.get("/openapi.json").json()
+    schema = {"$ref": "#/components/schemas/BatchInfo", "components": openapi["components"]}
+    validator = Draft202012Validator(schema, format_checker=FormatChecker())
+    assert listed and all(not list(validator.iter_errors(item)) for item in listed), [
+        e.message for item in listed for e in validator.iter_errors(item)
+    ]
+    stamp = openapi["components"]["schemas"]["BatchInfo"]["properties"]["created_at"]
+    assert "format" not in stamp and "+" not in listed[0]["created_at"] and not listed[0]["created_at"].endswith("Z")
