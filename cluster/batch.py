@@ -32,6 +32,7 @@ import ray
 
 from cluster.s3 import download_object, for_bucket, is_missing, object_url
 from contracts.errors import DomainError, UnsupportedLanguage
+from contracts.logs import configure_logging
 from contracts.settings import Settings
 from contracts.speech import TranscriptionResult, build_record
 from persistence import batches
@@ -54,6 +55,7 @@ class StorageError(RuntimeError):
 # --------------------------------------------------------------------------------------------------------------
 
 _cache_lock = threading.Lock()
+_task_logging = False
 _databases: dict[str, Database] = {}
 
 
@@ -144,6 +146,10 @@ def _failed(db: Database, item_id: str, reason: str) -> str:
 @ray.remote  # resources and retries: BatchCoordinator._submit
 def transcribe_batch_file(bound: dict[str, Any], item_id: str) -> str:
     """Ray task: one batch file (see :func:`process_item`)."""
+    global _task_logging
+    if not _task_logging:  # once per worker process: JSON lines in Ray's worker logs, like the replicas'
+        configure_logging("batch-task", None, str(bound.get("log_level") or "INFO"))
+        _task_logging = True
     return process_item(bound, item_id)
 
 

@@ -320,7 +320,7 @@ class BatchSettings(BaseModel):
     )
     task_resources: dict[str, float] = Field(
         default_factory=dict,
-        description="Custom Ray resources each per-file batch task requires, e.g. {\"speech\": 1} to run batch "
+        description='Custom Ray resources each per-file batch task requires, e.g. {"speech": 1} to run batch '
         "files only on the nodes started with `ray start --resources '{\"speech\": N}'` (the speech/GPU nodes). "
         "Empty: any node.",
     )
@@ -354,6 +354,13 @@ class Settings(BaseSettings):
     )
     max_request_mb: float = Field(default=1024.0, description="Largest upload accepted, in MB (spec: 1 GB).")
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS (none by default).")
+    log_level: str = Field(
+        default="INFO",
+        description="Level of the service's own log lines (DEBUG, INFO, WARNING, ERROR): JSON lines with the request "
+        "id on each process's standard error, which Ray keeps in `<ray session>/logs/worker-*.err` and `khuluma "
+        "serve` prints. Ray Serve's own logs follow the Serve config's `logging_config`.",
+        pattern=r"^(?i:debug|info|warning|error|critical)$",
+    )
 
     # --- per capability ------------------------------------------------------------------
     text: TextSettings = Field(default_factory=TextSettings, description="Text analysis (KHULUMA_TEXT_*).")

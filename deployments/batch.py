@@ -13,7 +13,7 @@ from typing import Any
 
 from cluster.batch import BatchCoordinator, sweep_forever
 from contracts.capabilities import CapabilityInfo
-from deployments.common import configure_logging, load_settings
+from deployments.common import configure_replica_logging, load_settings
 from persistence.session import Database
 
 SWEEP_SECONDS = 30.0
@@ -21,8 +21,8 @@ SWEEP_SECONDS = 30.0
 
 class BatchRunner:
     def __init__(self, settings: dict[str, Any] | None = None) -> None:
-        configure_logging()
         self.settings = load_settings(settings)
+        configure_replica_logging("BatchRunner", self.settings)
         self.db = Database(self.settings.db_url)
         self.db.require_current_schema()  # migrations run once before the app starts, never in a replica
         self.coordinator = BatchCoordinator(self.settings, self.db)

@@ -16,7 +16,7 @@ import numpy as np
 from contracts.capabilities import CapabilityInfo
 from contracts.embeddings import EmbeddingKind, Vectors
 from deployments.batching import batched
-from deployments.common import load_settings
+from deployments.common import configure_replica_logging, load_settings
 from engines.embeddings import load_embedder
 
 # Lists longer than this skip the micro-batcher: they fill a model call on their own.
@@ -27,6 +27,7 @@ KINDS: tuple[EmbeddingKind, ...] = ("query", "passage")
 class Embeddings:
     def __init__(self, settings: dict[str, Any] | None = None) -> None:
         self.settings = load_settings(settings)
+        configure_replica_logging("Embeddings", self.settings)
         self.model_name = self.settings.embeddings.model
         self.engine = load_embedder(self.model_name)
 

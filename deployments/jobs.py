@@ -39,7 +39,7 @@ from contracts.capabilities import CapabilityInfo
 from contracts.errors import DomainError, TimedOut, Unavailable, UnsupportedLanguage, http_status
 from contracts.jobs import JobResult, JobsStatus
 from contracts.speech import TranscribeRequest, TranscriptionClient
-from deployments.common import configure_logging, load_settings
+from deployments.common import configure_replica_logging, load_settings
 from persistence import jobs as job_queue
 from persistence.jobs import ClaimedJob, DueWebhook
 from persistence.models import utcnow
@@ -107,8 +107,8 @@ class Jobs:
                 "The Jobs deployment runs in a Serve replica (or under Serve's local testing mode: "
                 "deployments.app.build_local); its worker loop needs the replica's event loop."
             ) from None
-        configure_logging()
         self.settings = load_settings(settings)
+        configure_replica_logging("Jobs", self.settings)
         self.settings.ensure_dirs()
         self.db = Database(self.settings.db_url)
         self.db.require_current_schema()

@@ -34,7 +34,7 @@ from contracts.embeddings import EmbeddingsClient
 from contracts.errors import NotFound, Unavailable
 from contracts.languages import LANGUAGES
 from contracts.search import AddDocument, IndexedDocument, SearchQuery, SearchResultItem
-from deployments.common import load_settings
+from deployments.common import configure_replica_logging, load_settings
 from engines.chunk_language import detect_languages, detectable_languages, dominant_language
 from engines.chunk_store import ChunkStore, acquire_store_lock, connect_chroma, release_store_lock
 from engines.chunking import Chunk, chunk_text
@@ -53,6 +53,7 @@ class KnowledgeStore:
     def __init__(self, settings: dict[str, Any] | None = None, embeddings: Any = None) -> None:
         self._closed = False
         self.settings = load_settings(settings)
+        configure_replica_logging("KnowledgeStore", self.settings)
         s = self.settings.search
         self._embeddings = EmbeddingsClient(embeddings) if embeddings is not None else None
         self.chunk_chars = s.chunk_chars

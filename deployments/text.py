@@ -34,7 +34,7 @@ from contracts.text import (
     TextInput,
 )
 from deployments.batching import batched
-from deployments.common import load_settings
+from deployments.common import configure_replica_logging, load_settings
 from engines.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, EmbeddingCache, intent_probabilities
 from engines.langid import LanguageGuess, LanguageIdentifier
 from engines.ner import HEURISTIC_LANGUAGES, EntityRecogniser, TransformersNER
@@ -53,6 +53,7 @@ MIN_CANDIDATE_SCORE = 0.001  # candidates below this are noise, left out of the 
 class TextAnalysis:
     def __init__(self, settings: dict[str, Any] | None = None, embeddings: Any = None) -> None:
         self.settings = load_settings(settings)
+        configure_replica_logging("TextAnalysis", self.settings)
         if embeddings is None:  # the builder always binds one (also under local testing mode)
             raise ValueError("TextAnalysis needs the Embeddings deployment's handle (deployments/app.py wires it).")
         self.embeddings = EmbeddingsClient(embeddings)

@@ -27,7 +27,7 @@ from contracts.languages import nllb_code
 from contracts.settings import WhisperSettings
 from contracts.speech import StreamRequest, StreamStep, TranscribeRequest, TranscriptionResult
 from contracts.translation import TranslationClient, TranslationRequest
-from deployments.common import load_settings
+from deployments.common import configure_replica_logging, load_settings
 from engines.asr import SETTING
 from engines.audio import load_pcm16
 from engines.pipeline import TranscriptionPipeline, get_pipeline
@@ -45,6 +45,7 @@ _NOTE = (
 class Transcription:
     def __init__(self, settings: dict[str, Any] | None = None, translation: Any = None) -> None:
         self.settings = load_settings(settings)
+        configure_replica_logging("Transcription", self.settings)
         self.translation = TranslationClient(translation) if translation is not None else None
         self.pipeline: TranscriptionPipeline = self._pipeline(self.settings.whisper)
         self.pipeline.warm_up()

@@ -20,7 +20,7 @@ from contracts.capabilities import CapabilityInfo, LanguageSupport
 from contracts.errors import ModelMissing, Unavailable
 from contracts.translation import DecodedSegment, DetailedTranslation, TranslationRequest
 from deployments.batching import batched
-from deployments.common import load_settings
+from deployments.common import configure_replica_logging, load_settings
 from engines.model_registry import Backend, ModelEntry, ModelError, ModelRegistry, install_hint, resolve
 from engines.translation import DecodeOptions, TranslationOutput, Translator, load_translator
 
@@ -32,6 +32,7 @@ NOT_INSTALLED = "No translation model is installed. Install one: " + install_hin
 class Translation:
     def __init__(self, settings: dict[str, Any] | None = None) -> None:
         self.settings = load_settings(settings)
+        configure_replica_logging("Translation", self.settings)
         self.registry = ModelRegistry(self.settings.data_dir)
         self.engine: Translator | None = None
         self.entry: ModelEntry | None = None

@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from cluster.request_context import serve_request_id
 from contracts.errors import DomainError, find_domain_error, http_status
 
 log = logging.getLogger("khuluma")
@@ -64,8 +65,9 @@ def install_error_handlers(app: FastAPI) -> None:
         log.error(
             "unhandled error in %s %s [request_id=%s]", request.method, request.url.path, request_id, exc_info=exc
         )
+        # Serve adds the X-Request-ID header itself (same id); without Serve this 500 bypasses the middleware.
         return JSONResponse(
             {"detail": f"Internal server error (request id {request_id})."},
             status_code=500,
-            headers={"X-Request-ID": request_id},
+            headers=None if serve_request_id() else {"X-Request-ID": request_id},
         )

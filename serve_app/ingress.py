@@ -11,13 +11,14 @@ from contracts.logs import configure_logging
 from contracts.settings import Settings
 from serve_app.app import create_app
 from serve_app.context import Clients, build_context
+from serve_app.middleware import current_request_id
 
 
 @serve.ingress()
 class Ingress:
     def __init__(self, settings: dict[str, Any], **handles: Any) -> None:
-        configure_logging()
         self.settings = Settings.from_bound(settings)
+        configure_logging("Ingress", current_request_id, self.settings.log_level)
         self.context = build_context(self.settings, Clients.from_handles(**handles))
         self.context.db.require_current_schema()  # migrations run once before the app starts, never here
 
