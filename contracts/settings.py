@@ -259,6 +259,17 @@ class JobsSettings(BaseModel):
         description="Times a job is started (worker crashes, transcription unavailable) before it is marked failed.",
     )
     poll_seconds: float = Field(default=2.0, gt=0, description="How often the job worker looks for due work.")
+    retention_days: float = Field(
+        default=30.0,
+        ge=0,
+        description="How long a v1 upload (its audio and, once its job finished, its transcript) is kept. Older "
+        "ones are deleted by the jobs worker's sweep and by `khuluma db prune`: their audio, their row (its id then "
+        "answers 404) and stray upload files of crashed requests. Queued or running jobs and undelivered webhooks "
+        "are never deleted. Usage records are kept. 0: keep everything forever.",
+    )
+    sweep_interval_seconds: float = Field(
+        default=3600.0, gt=0, description="How often the jobs worker runs the retention sweep."
+    )
 
 
 class WebhooksSettings(BaseModel):

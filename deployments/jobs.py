@@ -3,6 +3,8 @@
 A background asyncio task on the replica's event loop (the same in a Serve replica and under Serve's local testing
 mode, which runs the constructor on the replica's user-code loop too) repeatedly:
 
+0. every ``jobs.sweep_interval_seconds``, removes v1 uploads older than ``jobs.retention_days``
+   (``cluster/retention.py``);
 1. fails jobs that were started ``jobs.max_attempts`` times without finishing (poison jobs);
 2. claims pending jobs, and jobs whose lease expired (their worker died), up to ``jobs.concurrency`` at once;
 3. transcribes each with the Transcription deployment, renewing its lease meanwhile, then stores the result or
@@ -19,6 +21,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +37,7 @@ from ray.exceptions import (
 )
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError
 
+from cluster import retention
 from cluster.webhooks import deliver, retry_delay
 from contracts.capabilities import CapabilityInfo
 from contracts.errors import DomainError, TimedOut, Unavailable, UnsupportedLanguage, http_status
@@ -119,6 +123,7 @@ class Jobs:
         self._jobs: set[asyncio.Task[None]] = set()
         self._hooks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
+        self._last_sweep = -float("inf")  # the first tick sweeps: uploads that expired while the service was down
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(self.settings.webhooks.timeout_seconds), follow_redirects=False, trust_env=False
         )
@@ -195,6 +200,9 @@ class Jobs:
 
     async def _tick(self) -> None:
         jobs, webhooks = self.settings.jobs, self.settings.webhooks
+        if time.monotonic() - self._last_sweep >= jobs.sweep_interval_seconds:
+            self._last_sweep = time.monotonic()
+            await asyncio.to_thread(retention.sweep, self.settings, self.db)
         for upload_id in await asyncio.to_thread(job_queue.fail_exhausted, self.db, jobs.max_attempts):
             log.warning("job %s failed: too many attempts", upload_id)
         free = max(0, jobs.concurrency - len(self._jobs))

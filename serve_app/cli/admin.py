@@ -89,3 +89,23 @@ def db_migrate() -> None:
     settings.ensure_dirs()
     migrate(settings.db_url)
     console.print(f"Database at {_location(settings.db_url)} is up to date.")
+
+
+@db_app.command("prune")
+def db_prune(
+    older_than: float = typer.Option(
+        None, "--older-than", min=0, help="Age in days (default: KHULUMA_JOBS_RETENTION_DAYS, 30)."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only list what would be removed."),
+) -> None:
+    """Remove v1 uploads (audio and row) older than the retention period, and stray upload files. Jobs still
+    queued or running and webhooks still being delivered are kept. The jobs worker does the same every hour."""
+    from cluster.retention import sweep
+
+    settings = get_settings()
+    report = sweep(settings, _db(), older_than_days=older_than, dry_run=dry_run)
+    for upload_id in report.uploads:
+        console.print(f"{'would remove' if dry_run else 'removed'} upload {upload_id}")
+    for orphan in report.orphans:
+        console.print(f"{'would remove' if dry_run else 'removed'} stray {orphan}")
+    console.print(("Would remove " if dry_run else "Removed ") + report.summary() + ".")
