@@ -363,7 +363,19 @@ class Settings(BaseSettings):
         description="How long a verified token is trusted without asking the database again "
         "(a revoked token stops working at most this long after revocation).",
     )
-    max_request_mb: float = Field(default=1024.0, description="Largest upload accepted, in MB (spec: 1 GB).")
+    max_request_mb: float = Field(
+        default=1024.0,
+        gt=0,
+        description="Largest upload accepted, in MB (spec: 1 GB). A multipart body over it (by its Content-Length, "
+        "or counted as it streams in when chunked) is refused with 413 before the rest is read.",
+    )
+    max_json_mb: float = Field(
+        default=100.0,
+        gt=0,
+        description="Largest body of any other request (JSON: text routes, the v1 base64 audio routes), in MB. "
+        "Checked before parsing (Content-Length, or counted while a chunked body streams in): 413. Parsing a JSON "
+        "body costs a few times its size in memory, so this bounds that too; v1 base64 audio is 4/3 of the file.",
+    )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS (none by default).")
     log_level: str = Field(
         default="INFO",

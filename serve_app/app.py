@@ -9,9 +9,10 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
+from contracts.settings import Settings
 from serve_app import __version__
 from serve_app.errors import install_error_handlers
-from serve_app.middleware import WireCompatMiddleware
+from serve_app.middleware import BodyLimitMiddleware, WireCompatMiddleware
 from serve_app.routers import batch, search, text, transcribe_v1, transcribe_v2, translate, usage, utility
 
 DESCRIPTION = """Khuluma: a self-hostable, Vulavula-compatible language, search and speech API.
@@ -20,12 +21,21 @@ Authenticate with the `X-CLIENT-TOKEN` header (`khuluma token create`). Errors a
 `GET /api/v1/models` tells which models and languages this deployment really serves."""
 
 
-def create_app(cors_origins: list[str] | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The ingress's FastAPI app; ``settings`` give the CORS origins and the body limits (default: defaults)."""
+    settings = settings or Settings(_env_file=None)
     app = FastAPI(title="Khuluma", version=__version__, description=DESCRIPTION)
     for module in (text, translate, search, transcribe_v1, transcribe_v2, batch, usage, utility):
         app.include_router(module.router)
     install_error_handlers(app)
-    if cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=cors_origins, allow_methods=["*"], allow_headers=["*"])
-    app.add_middleware(WireCompatMiddleware)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
+        )
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_json_bytes=int(settings.max_json_mb * 1024 * 1024),
+        max_upload_bytes=int(settings.max_request_mb * 1024 * 1024),
+    )
+    app.add_middleware(WireCompatMiddleware)  # outermost: every answer, a 413 included, carries the request id
     return app

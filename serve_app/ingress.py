@@ -23,6 +23,6 @@ class Ingress:
         self.context.db.require_current_schema()  # migrations run once before the app starts, never here
 
     def __serve_build_asgi_app__(self) -> FastAPI:  # called by Serve after __init__
-        app = create_app(self.settings.cors_origins)
+        app = create_app(self.settings)
         app.state.context = self.context
         return app

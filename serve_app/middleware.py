@@ -1,10 +1,15 @@
-"""Pure-ASGI middleware (cheaper than BaseHTTPMiddleware): slash collapsing and request ids."""
+"""Pure-ASGI middleware (cheaper than BaseHTTPMiddleware): slash collapsing, request ids, body size limits."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
+import json
 import re
 import uuid
 from contextvars import ContextVar
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -66,3 +71,91 @@ class WireCompatMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_id)
+
+
+MULTIPART_OVERHEAD = 64 * 1024  # part headers and boundaries around the largest accepted file
+
+
+class BodyLimitMiddleware:
+    """Refuse a request body over its limit before the app parses it: by Content-Length at once (413, nothing
+    read), and for a chunked body by counting as it streams in: at the first byte over, this middleware answers
+    413 itself and tells the app the client left (what the app does next is not sent). Multipart uploads get
+    ``max_upload_bytes``; every other body (JSON) ``max_json_bytes``. Memory stays bounded whatever a client
+    claims or sends."""
+
+    def __init__(self, app: ASGIApp, max_json_bytes: int, max_upload_bytes: int) -> None:
+        self.app = app
+        self.max_json_bytes = max_json_bytes
+        self.max_upload_bytes = max_upload_bytes + MULTIPART_OVERHEAD
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers", ()))
+        if headers.get(b"content-type", b"").lower().startswith(b"multipart/"):
+            limit, setting = self.max_upload_bytes, "KHULUMA_MAX_REQUEST_MB"
+        else:
+            limit, setting = self.max_json_bytes, "KHULUMA_MAX_JSON_MB"
+        message = f"Request body exceeds the limit of {limit / (1024 * 1024):.0f} MB ({setting})."
+        length = headers.get(b"content-length", b"")
+        if length.isdigit() and int(length) > limit:
+            await _refuse(send, message)
+            return
+        received, refused = 0, False
+
+        async def counted() -> Message:
+            nonlocal received, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            event = await receive()
+            if event["type"] == "http.request":
+                received += len(event.get("body", b""))
+                if received > limit:
+                    refused = True
+                    await _refuse(send, message)
+                    return {"type": "http.disconnect"}
+            return event
+
+        async def guarded(event: Message) -> None:
+            if not refused:  # once refused, the answer was sent: the app's own reply to "disconnect" is dropped
+                await send(event)
+
+        try:
+            await self.app(scope, counted, guarded)
+        except Exception:
+            if not refused:
+                raise  # a real failure; after a refusal it is only the app noticing the "disconnect"
+        finally:
+            if refused:
+                release_freed_memory()  # what the app buffered up to the limit goes back to the OS, not the heap
+
+
+def release_freed_memory() -> None:
+    """Hand freed heap memory back to the OS (glibc ``malloc_trim``): a body buffered in small chunks and then
+    dropped would otherwise stay in the process's heap. A no-op where glibc is not there."""
+    global _libc
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _libc = False
+    if _libc:
+        gc.collect()
+        _libc.malloc_trim(0)
+
+
+_libc: Any = None
+
+
+async def _refuse(send: Send, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -77,7 +77,7 @@ def serve(settings_json: str, capabilities: str, port: int) -> None:
     settings = Settings.from_bound(json.loads(settings_json))
     wanted = [c for c in capabilities.split(",") if c]
     handles = build_local(settings, wanted) if wanted else {}
-    app = create_app(settings.cors_origins)
+    app = create_app(settings)
     app.state.context = build_context(settings, Clients.from_handles(**handles))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 

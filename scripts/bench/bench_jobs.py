@@ -97,7 +97,7 @@ def main() -> None:
     hook = f"http://127.0.0.1:{server.server_port}/hook"
 
     context = build_context(settings, Clients.from_handles(**handles))
-    app = create_app()
+    app = create_app(settings)
     app.dependency_overrides[get_context] = lambda: context
     client = TestClient(app)
     token = create_token(db, "bench")[0]

@@ -250,7 +250,7 @@ def serve(config_path: str) -> None:
         seconds = time.perf_counter() - t0
         stats.update(ingest_seconds=seconds, chunks=len(texts), count=store.count.remote(kb_id).result())
     Path(cfg["stats"]).write_text(json.dumps(stats))
-    app = create_app(settings.cors_origins)
+    app = create_app(settings)
     app.state.context = ctx  # what the Serve ingress does (serve_app/ingress.py)
     uvicorn.run(app, host="127.0.0.1", port=cfg["port"], log_level="warning", access_log=False)
 
