@@ -1,4 +1,5 @@
-"""The retention sweep of v1 uploads: expired uploads lose their row, then their audio; stray upload files of
+"""The retention sweep of v1 uploads: expired uploads lose their row, then their audio (in object storage, or
+in ``<data_dir>/uploads`` without it: ``cluster/transfer.py``); stray upload files of
 crashed requests (no row, older than the cutoff) are removed too. Run by the Jobs deployment every
 ``jobs.sweep_interval_seconds`` and by ``khuluma db prune``. Idempotent, and safe with several sweepers at once:
 each row is deleted by a conditional DELETE (``persistence/retention.py``) and file removal tolerates a file that
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+from cluster.transfer import delete_upload
 from contracts.settings import Settings
 from persistence import retention
 from persistence.models import utcnow
@@ -38,20 +40,6 @@ def uploads_root(settings: Settings) -> Path:
     return settings.data_dir / "uploads"
 
 
-def delete_stored_audio(settings: Settings, upload_id: str, path: str) -> int:
-    """Remove an upload's stored audio (its folder under ``<data_dir>/uploads``); the bytes freed."""
-    folder = uploads_root(settings) / upload_id
-    target = folder if folder.is_dir() else Path(path)
-    if not target.exists() or uploads_root(settings).resolve() not in target.resolve().parents:
-        return 0  # already gone, or not ours to delete
-    size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file()) if target.is_dir() else target.stat().st_size
-    if target.is_dir():
-        shutil.rmtree(target, ignore_errors=True)
-    else:
-        target.unlink(missing_ok=True)
-    return size
-
-
 def sweep(settings: Settings, db: Database, older_than_days: float | None = None, dry_run: bool = False) -> SweepReport:
     """Remove what is older than ``older_than_days`` (default ``jobs.retention_days``; 0 there: nothing)."""
     days = settings.jobs.retention_days if older_than_days is None else older_than_days
@@ -68,7 +56,7 @@ def sweep(settings: Settings, db: Database, older_than_days: float | None = None
                 continue
             if retention.delete_expired(db, upload.id, cutoff):  # the row first: never a row without its audio
                 report.uploads.append(upload.id)
-                report.bytes_freed += delete_stored_audio(settings, upload.id, upload.path)
+                report.bytes_freed += delete_upload(settings, upload.id, upload.path)
         if dry_run or len(batch) < 1000:
             break
     _sweep_orphans(settings, db, cutoff.timestamp(), dry_run, report)

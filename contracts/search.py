@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from contracts.errors import InvalidInput
 from contracts.handles import DeploymentClient, call
+from contracts.payloads import Blob
 
 SearchMode = Literal["hybrid", "vector", "lexical"]
 
@@ -25,12 +26,10 @@ class EmptyDocument(InvalidInput):
 
 
 class DocumentFile(BaseModel):
-    """Where the KnowledgeStore reads an uploaded document from.
+    """An uploaded document as the KnowledgeStore receives it: its bytes (inline or in object storage;
+    ``contracts/payloads.py``), never a path, so the store may run on any node."""
 
-    Today a path on a disk the ingress and the KnowledgeStore share (one node). Object storage keys will replace the
-    path; this model is the only thing that changes then."""
-
-    path: str
+    content: Blob
     filename: str = Field(
         description="The client's (sanitised) file name: the format's first hint, and what results show."
     )

@@ -288,7 +288,7 @@ class WebhooksSettings(BaseModel):
 
 
 class S3Settings(BaseModel):
-    """Object storage (S3 API): batch files."""
+    """Object storage (S3 API): batch files, v1 uploads and job audio, large payloads between nodes."""
 
     model_config = ConfigDict(extra="ignore")
     endpoint_url: str | None = Field(
@@ -377,6 +377,14 @@ class Settings(BaseSettings):
         "body costs a few times its size in memory, so this bounds that too; v1 base64 audio is 4/3 of the file.",
     )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS (none by default).")
+    inline_payload_mb: float = Field(
+        default=8.0,
+        gt=0,
+        le=48,
+        description="Audio and documents up to this size (MB) travel to the model replicas inside the call; larger "
+        "ones go through object storage (KHULUMA_S3_*), so any replica on any node can read them and no call comes "
+        "near Serve's gRPC message limit (raised to 64 MiB by the service's Ray environment).",
+    )
     log_level: str = Field(
         default="INFO",
         description="Level of the service's own log lines (DEBUG, INFO, WARNING, ERROR): JSON lines with the request "

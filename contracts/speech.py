@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from contracts.handles import DeploymentClient, call
+from contracts.payloads import Blob
 
 COMPLETED = "COMPLETED"  # transcription_status of a record built from a result
 
@@ -64,10 +65,10 @@ class Segment(BaseModel):
 
 
 class TranscribeRequest(BaseModel):
-    """One file to transcribe. ``path`` is a file on the disk the ingress and the replicas share
-    (``<data_dir>/uploads``): audio never travels through Ray."""
+    """One file to transcribe: its bytes (inline or in object storage; ``contracts/payloads.py``), never a path."""
 
-    path: str
+    audio: Blob
+    file_name: str = Field(default="audio", description="The client's file name: the decoder's format hint.")
     language: str | None = Field(
         default=None, description="Requested language code (any accepted spelling); None: detect it."
     )

@@ -38,6 +38,7 @@ from ray.exceptions import (
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError
 
 from cluster import retention
+from cluster.transfer import upload_blob
 from cluster.webhooks import deliver, retry_delay
 from contracts.capabilities import CapabilityInfo
 from contracts.errors import DomainError, TimedOut, Unavailable, UnsupportedLanguage, http_status
@@ -254,7 +255,8 @@ class Jobs:
         try:
             if self.transcription is None:
                 raise Unavailable("The transcription capability is not deployed.")
-            request = TranscribeRequest(path=job.path, language=job.language_code)
+            audio = await asyncio.to_thread(upload_blob, self.settings, job.path, job.size_bytes)
+            request = TranscribeRequest(audio=audio, file_name=job.file_name, language=job.language_code)
             return Outcome(result=JobResult.of(await self.transcription.transcribe(request)))
         except Exception as exc:
             if isinstance(exc, INFRASTRUCTURE_ERRORS):

@@ -29,16 +29,17 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from cluster.transfer import materialise
 from contracts.capabilities import CapabilityInfo, LanguageSupport
 from contracts.embeddings import EmbeddingsClient
 from contracts.errors import NotFound, Unavailable
 from contracts.languages import LANGUAGES
-from contracts.search import AddDocument, IndexedDocument, SearchQuery, SearchResultItem
+from contracts.search import AddDocument, DocumentFile, IndexedDocument, SearchQuery, SearchResultItem
 from deployments.common import configure_replica_logging, load_settings
 from engines.chunk_language import detect_languages, detectable_languages, dominant_language
 from engines.chunk_store import ChunkStore, acquire_store_lock, connect_chroma, release_store_lock
 from engines.chunking import Chunk, chunk_text
-from engines.documents import ExtractionLimits, extract_text_isolated
+from engines.documents import ExtractedText, ExtractionLimits, extract_text_isolated
 from engines.fusion import FusionConfig, Hit, fuse, rank_by_similarity
 from engines.lexical import Bm25Cache
 
@@ -154,6 +155,11 @@ class KnowledgeStore:
             return None
         return next((e.model for e in entries if e.capability == "embeddings"), None)
 
+    def _extract(self, file: DocumentFile) -> ExtractedText:
+        # the bytes become a file private to this replica for the extractor, and go when it is done
+        with materialise(self.settings.s3, file.content, file.filename) as path:
+            return extract_text_isolated(path, file.filename, file.content_type, self.extraction)
+
     # --- writes -----------------------------------------------------------------------------------------------
     async def add_document(self, request: AddDocument) -> IndexedDocument:
         """Read, chunk, detect languages, embed and store one document. All or nothing: on failure its vectors go.
@@ -162,9 +168,7 @@ class KnowledgeStore:
         :class:`contracts.search.EmptyDocument`, one past the ``search.extract_*`` limits :class:`TooLarge`
         (``engines.documents``: extraction runs in a killable child process with a time and memory cap)."""
         file = request.file
-        extracted = await asyncio.to_thread(
-            extract_text_isolated, Path(file.path), file.filename, file.content_type, self.extraction
-        )
+        extracted = await asyncio.to_thread(self._extract, file)
         chunks = await asyncio.to_thread(chunk_text, extracted.text, self.chunk_chars, self.chunk_overlap)
         languages = await asyncio.to_thread(detect_languages, [c.text for c in chunks])
         try:

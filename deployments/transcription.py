@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from cluster.transfer import materialise
 from contracts.capabilities import CapabilityInfo
 from contracts.errors import DomainError
 from contracts.languages import nllb_code
@@ -101,19 +101,19 @@ class Transcription:
     # ------------------------------------------------------------------ requests
 
     async def transcribe(self, request: TranscribeRequest) -> TranscriptionResult:
-        """What transcribing the file at ``request.path`` produced; ``translate`` adds an English ``translation``
+        """What transcribing the request's audio produced; ``translate`` adds an English ``translation``
         (or a warning when no translation model is installed)."""
-        result = await asyncio.to_thread(
-            self.pipeline.transcribe,
-            Path(request.path),
-            request.language,
-            request.diarise,
-            request.detect_music,
-            timeout_s=request.timeout_s,
-        )
+        result = await asyncio.to_thread(self._transcribe_file, request)
         if request.translate:
             await self._translate(result)
         return result
+
+    def _transcribe_file(self, request: TranscribeRequest) -> TranscriptionResult:
+        # the bytes become a file private to this replica for the decoder, and go when it is done
+        with materialise(self.settings.s3, request.audio, request.file_name) as path:
+            return self.pipeline.transcribe(
+                path, request.language, request.diarise, request.detect_music, timeout_s=request.timeout_s
+            )
 
     def check_language(self, code: str) -> str:
         """The normalised code, or UnsupportedLanguage when it is unknown or has no model (no audio needed)."""

@@ -19,6 +19,7 @@ lease has expired, so jobs survive crashes and restarts. The same compare-and-se
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -77,10 +78,12 @@ UNFINISHED = frozenset({JobStatus.PENDING, JobStatus.PROCESSING})
 @dataclass(frozen=True)
 class ClaimedJob:
     upload_id: str
-    path: str
+    path: str  # where the audio is kept: ``s3://bucket/key`` (cluster/transfer.py), or a path without storage
     language_code: str | None
     attempts: int
     lease: datetime  # fencing token: the lease_until this worker wrote
+    file_name: str = "audio"
+    size_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -203,7 +206,9 @@ def claim_jobs(db: Database, limit: int, lease_seconds: float, max_attempts: int
                 continue  # another worker got it first
             row = s.get(Upload, upload_id)
             assert row is not None
-            claimed.append(ClaimedJob(row.id, row.path, row.language_code, row.attempts, lease))
+            claimed.append(
+                ClaimedJob(row.id, row.path, row.language_code, row.attempts, lease, row.file_name, row.size_bytes)
+            )
     return claimed
 
 
@@ -219,7 +224,7 @@ def renew_lease(db: Database, job: ClaimedJob, lease_seconds: float) -> ClaimedJ
             )
             .values(lease_until=lease),
         )
-    return ClaimedJob(job.upload_id, job.path, job.language_code, job.attempts, lease) if done == 1 else None
+    return dataclasses.replace(job, lease=lease) if done == 1 else None
 
 
 def requeue(db: Database, job: ClaimedJob, delay_seconds: float) -> bool:

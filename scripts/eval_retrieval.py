@@ -77,6 +77,7 @@ def build(work_dir: Path, passages: list[dict[str, Any]]) -> Built:
 
 
 async def _ingest(built: Built, folder: Path, passages: list[dict[str, Any]]) -> None:
+    from contracts.payloads import Blob
     from contracts.search import AddDocument, DocumentFile
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -88,7 +89,11 @@ async def _ingest(built: Built, folder: Path, passages: list[dict[str, Any]]) ->
                 kb_id=built.kb_id,
                 document_id=p["id"],
                 customer_id=1,
-                file=DocumentFile(path=str(path), filename=path.name, content_type="text/plain"),
+                file=DocumentFile(
+                    content=Blob(data=path.read_bytes(), size=path.stat().st_size),
+                    filename=path.name,
+                    content_type="text/plain",
+                ),
             )
         )
 

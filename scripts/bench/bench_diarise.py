@@ -101,6 +101,7 @@ def main() -> None:
         print(f"{name:<28}{t:>10.2f}{t / seconds:>10.3f}")
     print(f"found {len(speakers)} speakers in {len(turns)} turns, music spans {music}")
 
+    from contracts.payloads import Blob
     from contracts.settings import Settings
     from contracts.speech import TranscribeRequest, TranscriptionResult
     from deployments.transcription import Transcription
@@ -111,7 +112,13 @@ def main() -> None:
         sf.write(path, audio, SR)
 
         def run(diarise_on: bool) -> TranscriptionResult:
-            request = TranscribeRequest(path=str(path), language="eng", diarise=diarise_on, detect_music=diarise_on)
+            request = TranscribeRequest(
+                audio=Blob(data=path.read_bytes(), size=path.stat().st_size),
+                file_name=path.name,
+                language="eng",
+                diarise=diarise_on,
+                detect_music=diarise_on,
+            )
             return asyncio.run(service.transcribe(request))
 
         run(False)

@@ -40,6 +40,7 @@ def main() -> None:
 
     from fastapi.testclient import TestClient
 
+    from contracts.payloads import Blob
     from contracts.settings import Settings
     from contracts.speech import TranscribeRequest, TranscriptionClient
     from deployments.app import build_local
@@ -68,7 +69,13 @@ def main() -> None:
     transcription = TranscriptionClient(handles["transcription"])
 
     def transcribe(path: Path) -> None:
-        asyncio.run(transcription.transcribe(TranscribeRequest(path=str(path), language="eng")))
+        asyncio.run(
+            transcription.transcribe(
+                TranscribeRequest(
+                    audio=Blob(data=path.read_bytes(), size=path.stat().st_size), file_name=path.name, language="eng"
+                )
+            )
+        )
 
     transcribe(files[0])  # warm
 

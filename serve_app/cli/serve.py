@@ -138,6 +138,9 @@ def ray_env() -> dict[str, str]:
         # scripts/bench/bench_serve_overhead.py: ~7x the requests/s of the default Serve set-up on 2 cores.
         "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
         "RAY_SERVE_ENABLE_HA_PROXY": "1",
+        # gRPC between handles caps a message at 4 MiB by default; audio and documents up to
+        # KHULUMA_INLINE_PAYLOAD_MB travel inside calls (larger ones through object storage: cluster/transfer.py)
+        "RAY_SERVE_REPLICA_GRPC_MAX_MESSAGE_LENGTH": str(64 * 1024 * 1024),
     }
     # HAProxy's metrics/stats listeners default to fixed ports (9101, 8404): take free ones so two services
     # (or a service and the tests) can run on one machine.

@@ -11,10 +11,10 @@ import base64
 import binascii
 import logging
 import re
-import shutil
 
 import anyio
 
+from cluster.transfer import delete_upload, store_upload
 from cluster.webhooks import check_webhook_url_async
 from contracts.errors import InvalidInput, NotFound, TooLarge, UnsupportedLanguage
 from contracts.jobs import JobResult, JobsClient
@@ -65,6 +65,7 @@ def _limit_bytes(ctx: AppContext) -> int:
 
 
 def _store(ctx: AppContext, caller: Principal, file_name: str, data: bytes) -> Upload:
+    """Keep the audio (object storage: any node's Jobs replica can read it), then the row that points to it."""
     row = Upload(
         customer_id=caller.customer_id,
         project_id=caller.project_id,
@@ -74,16 +75,12 @@ def _store(ctx: AppContext, caller: Principal, file_name: str, data: bytes) -> U
         size_bytes=len(data),
     )
     row.id = new_uuid()
-    folder = ctx.settings.data_dir / "uploads" / row.id
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / sanitize_filename(file_name, default="audio")
+    row.path = store_upload(ctx.settings, row.id, sanitize_filename(file_name, default="audio"), data)
     try:
-        path.write_bytes(data)
-        row.path = str(path)
         with ctx.db.session() as s:
             s.add(row)
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        delete_upload(ctx.settings, row.id, row.path)  # no audio without its row
         raise
     return row
 

@@ -32,6 +32,7 @@ from fastapi import Request
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from cluster.transfer import blob_from_file, discard
 from contracts import languages
 from contracts.errors import InvalidInput, NotFound, UnsupportedLanguage
 from contracts.search import (
@@ -204,8 +205,9 @@ async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: 
             return doc.id
 
         doc_id = await _db(ctx, insert)
-        # the KnowledgeStore reads the saved file: the upload stays on disk until it has answered
-        file = DocumentFile(path=str(upload.path), filename=upload.filename, content_type=upload.content_type)
+        # the KnowledgeStore (any node) receives the bytes: inline when small, else through object storage
+        content = await anyio.to_thread.run_sync(blob_from_file, ctx.settings, upload.path, upload.filename)
+        file = DocumentFile(content=content, filename=upload.filename, content_type=upload.content_type)
         try:
             indexed = await knowledge.add_document(
                 AddDocument(kb_id=kb_id, document_id=doc_id, customer_id=caller.customer_id, file=file)
@@ -215,6 +217,8 @@ async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: 
             if isinstance(exc, EmptyDocument):
                 raise exc.for_field("file") from None
             raise
+        finally:
+            await anyio.to_thread.run_sync(discard, ctx.settings, content)
     finally:
         upload.delete()
     return await _finish_document(ctx, caller, kb_id, doc_id, digest, indexed)

@@ -9,8 +9,9 @@
   language_id}``; base64 that does not decode -> 400.
 - :func:`stream`: the ``/ws/stream-transcribe`` WebSocket (protocol in :data:`STREAM_PROTOCOL`).
 
-Uploads stream to ``<data_dir>/uploads`` (413 beyond ``max_request_mb`` without reading the rest) and are deleted
-after the answer; the Transcription deployment is handed the file's path (a disk every replica shares). Every
+Uploads stream to a spool file in ``<data_dir>/uploads`` on the ingress's own node (413 beyond ``max_request_mb``
+without reading the rest) and are deleted after the answer; the Transcription replica (on any node) receives the
+bytes as a ``Blob``: inline when small, else through object storage (``cluster/transfer.py``). Every
 transcription records one usage row (seconds of audio, successful or failed). Language errors come from the
 deployment without a field name; this module names the request field (``lang_code``).
 """
@@ -28,7 +29,9 @@ from typing import Any, TypeVar
 import anyio
 from fastapi import Request, WebSocket, WebSocketDisconnect
 
+from cluster.transfer import blob_from_bytes, blob_from_file, discard
 from contracts.errors import DomainError, InvalidInput, TimedOut, TooLarge, Unavailable, UnsupportedLanguage
+from contracts.payloads import Blob
 from contracts.speech import (
     Segment,
     StreamRequest,
@@ -43,7 +46,7 @@ from serve_app.schemas.transcribe import FastTranscription, V1SyncResult
 from serve_app.services.jobs import decode_audio_blob  # the v1 base64 body, shared with the v1 upload route
 from serve_app.services.usage import record_usage
 from serve_app.tokens import Principal
-from serve_app.uploads import receive_file, sanitize_filename
+from serve_app.uploads import SavedUpload, receive_file, sanitize_filename
 
 ROUTE_SYNC = "transcribe_sync"
 ROUTE_API_SYNC = "transcribe_api_sync"
@@ -127,13 +130,16 @@ async def sync_file(
     started = time.monotonic()
     route = ROUTE_API_SYNC if translate else ROUTE_SYNC
     upload = await _metered(ctx, caller, route, receive_file(request, "file", _limit_bytes(ctx), _uploads(ctx)))
+    audio = None
     try:
+        audio = await _metered(ctx, caller, route, _blob(ctx, upload))
         result = await _transcribe(
             ctx,
             caller,
             route,
             TranscribeRequest(
-                path=str(upload.path),
+                audio=audio,
+                file_name=upload.filename,
                 language=lang_code or None,
                 diarise=diarise,
                 detect_music=detect_music,
@@ -144,7 +150,7 @@ async def sync_file(
             started=started,
         )
     finally:
-        await anyio.to_thread.run_sync(upload.delete)
+        await _release(ctx, upload, audio)
     return build_record(
         result,
         id=str(uuid.uuid4()),
@@ -159,18 +165,20 @@ async def sync_file(
 async def fast(ctx: AppContext, caller: Principal, request: Request, lang_code: str | None) -> FastTranscription:
     started = time.monotonic()
     upload = await _metered(ctx, caller, ROUTE_FAST, receive_file(request, "upload", _limit_bytes(ctx), _uploads(ctx)))
+    audio = None
     try:
+        audio = await _metered(ctx, caller, ROUTE_FAST, _blob(ctx, upload))
         result = await _transcribe(
             ctx,
             caller,
             ROUTE_FAST,
-            TranscribeRequest(path=str(upload.path), language=lang_code or None),
+            TranscribeRequest(audio=audio, file_name=upload.filename, language=lang_code or None),
             timeout=ctx.settings.transcription.fast_timeout_seconds,
             on_timeout=Unavailable,
             started=started,
         )
     finally:
-        await anyio.to_thread.run_sync(upload.delete)
+        await _release(ctx, upload, audio)
     return FastTranscription(
         text=result.text,
         lang_code=result.language_code,
@@ -181,30 +189,40 @@ async def fast(ctx: AppContext, caller: Principal, request: Request, lang_code: 
     )
 
 
-def _write_blob(ctx: AppContext, file_name: str, audio_blob: str) -> Path:
+async def _blob(ctx: AppContext, upload: SavedUpload) -> Blob:
+    """The spooled upload as the Transcription replica will receive it (inline, or via object storage)."""
+    return await anyio.to_thread.run_sync(blob_from_file, ctx.settings, upload.path, upload.filename)
+
+
+async def _release(ctx: AppContext, upload: SavedUpload, audio: Blob | None) -> None:
+    """After the answer: the spooled upload and any object the audio travelled through go."""
+    await anyio.to_thread.run_sync(upload.delete)
+    if audio is not None:
+        await anyio.to_thread.run_sync(discard, ctx.settings, audio)
+
+
+def _decoded_blob(ctx: AppContext, file_name: str, audio_blob: str) -> Blob:
     data = decode_audio_blob(audio_blob, _limit_bytes(ctx))
-    folder = _uploads(ctx)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"v1-{uuid.uuid4().hex}-{sanitize_filename(file_name, default='audio')}"
-    path.write_bytes(data)
-    return path
+    return blob_from_bytes(ctx.settings, data, sanitize_filename(file_name, default="audio"))
 
 
 async def v1_sync(ctx: AppContext, caller: Principal, file_name: str, audio_blob: str) -> V1SyncResult:
     started = time.monotonic()
-    path = await _metered(ctx, caller, ROUTE_V1_SYNC, anyio.to_thread.run_sync(_write_blob, ctx, file_name, audio_blob))
+    audio = await _metered(
+        ctx, caller, ROUTE_V1_SYNC, anyio.to_thread.run_sync(_decoded_blob, ctx, file_name, audio_blob)
+    )
     try:
         result = await _transcribe(
             ctx,
             caller,
             ROUTE_V1_SYNC,
-            TranscribeRequest(path=str(path)),
+            TranscribeRequest(audio=audio, file_name=sanitize_filename(file_name, default="audio")),
             timeout=ctx.settings.transcription.sync_timeout_seconds,
             on_timeout=TimedOut,
             started=started,
         )
     finally:
-        await anyio.to_thread.run_sync(lambda: path.unlink(missing_ok=True))
+        await anyio.to_thread.run_sync(discard, ctx.settings, audio)
     return V1SyncResult(message="Transcription successful.", text=result.text, language_id=result.language_code)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from contracts.payloads import Blob
 from contracts.search import AddDocument, DocumentFile, SearchQuery
 from contracts.settings import Settings
 from deployments.app import build_local
@@ -92,7 +93,10 @@ def test_two_replicas_share_the_server_without_stale_bm25(tmp_path: Path, chroma
         path = tmp_path / f"{doc_id}.txt"
         path.write_text(text, encoding="utf-8")
         return AddDocument(
-            kb_id=kb, document_id=doc_id, customer_id=3, file=DocumentFile(path=str(path), filename=path.name)
+            kb_id=kb,
+            document_id=doc_id,
+            customer_id=3,
+            file=DocumentFile(content=Blob(data=path.read_bytes(), size=path.stat().st_size), filename=path.name),
         )
 
     def lexical(text: str) -> SearchQuery:

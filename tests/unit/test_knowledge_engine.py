@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from contracts.errors import InvalidInput, NotFound
+from contracts.payloads import Blob
 from contracts.search import AddDocument, DocumentFile, SearchQuery
 from contracts.settings import Settings
 from engines.chunk_language import detect_languages
@@ -216,7 +217,10 @@ def _document(folder: Path, kb: str, doc_id: str, filename: str, text: str, cust
     path = folder / f"{doc_id}-{filename}"
     path.write_text(text, encoding="utf-8")
     return AddDocument(
-        kb_id=kb, document_id=doc_id, customer_id=customer_id, file=DocumentFile(path=str(path), filename=filename)
+        kb_id=kb,
+        document_id=doc_id,
+        customer_id=customer_id,
+        file=DocumentFile(content=Blob(data=path.read_bytes(), size=path.stat().st_size), filename=filename),
     )
 
 

@@ -1,0 +1,147 @@
+"""The largest request each route accepts goes through the real Serve application (throughput-optimised gRPC
+handles, as in production): nothing fails at Serve's 4 MiB gRPC default between deployments. Audio and documents
+over ``inline_payload_mb`` travel through object storage (the session's SeaweedFS); smaller ones inside the call.
+Over the route's own limit, the answer is 413."""
+
+from __future__ import annotations
+
+import base64
+import time
+import wave
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.speechdata import espeak, have_espeak, read_pcm
+
+pytestmark = pytest.mark.integration
+
+MB = 1024 * 1024
+SPOKEN = "good morning, the weather today is sunny and warm"
+WORDS = {"morning", "weather", "today", "sunny", "warm"}
+
+
+def _big_wav(tmp_path: Path, name: str, size_bytes: int) -> Path:
+    """Speech, then silence, as 44.1 kHz stereo 16-bit WAV of about ``size_bytes`` (a real, valid file)."""
+    speech, rate = read_pcm(espeak(SPOKEN, tmp_path / f"{name}-speech.wav"))
+    up = np.repeat(speech, 2) if rate == 22050 else speech
+    frames = size_bytes // 4
+    pcm = np.zeros(frames, dtype=np.float32)
+    pcm[: len(up)] = up[:frames]
+    stereo = np.repeat((np.clip(pcm, -1, 1) * 32767).astype("<i2")[:, None], 2, axis=1)
+    path = tmp_path / f"{name}.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(2)
+        w.setsampwidth(2)
+        w.setframerate(44100)
+        w.writeframes(stereo.tobytes())
+    return path
+
+
+def _heard(text: str) -> set[str]:
+    return {w.strip(".,!?").lower() for w in text.split()}
+
+
+@pytest.fixture(scope="module")
+def headers(make_token) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return {"X-CLIENT-TOKEN": make_token("largest-requests")}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _speech() -> None:
+    if not have_espeak():
+        pytest.skip("espeak-ng is not installed (scripts/setup.sh installs it)")
+
+
+@pytest.mark.parametrize("size_mb", [6, 12])  # over the old 4 MiB cliff inline; over inline_payload_mb via storage
+def test_sync_transcription_of_large_audio(serve_url: str, headers, tmp_path: Path, size_mb: int) -> None:
+    wav = _big_wav(tmp_path, f"big{size_mb}", size_mb * MB)
+    with wav.open("rb") as f:
+        r = httpx.post(
+            f"{serve_url}/api/v2alpha/transcribe/sync/file?lang_code=eng",
+            headers=headers,
+            files={"file": ("big.wav", f, "audio/wav")},
+            timeout=600,
+        )
+    assert r.status_code == 200, r.text
+    assert len(_heard(r.json()["transcription_text"]) & WORDS) >= 3, r.json()["transcription_text"]
+
+
+def test_v1_sync_and_a_job_on_large_audio(serve_url: str, headers, tmp_path: Path) -> None:
+    data = _big_wav(tmp_path, "v1", 10 * MB).read_bytes()
+    blob = base64.b64encode(data).decode()
+    r = httpx.post(
+        f"{serve_url}/api/v1/transcribe/sync",
+        headers=headers,
+        json={"file_name": "v1.wav", "audio_blob": blob},
+        timeout=600,
+    )
+    assert r.status_code == 200, r.text
+    assert len(_heard(r.json()["text"]) & WORDS) >= 3, r.json()
+
+    up = httpx.post(
+        f"{serve_url}/api/v1/transport/file-upload",
+        headers=headers,
+        json={"file_name": "v1.wav", "audio_blob": blob, "file_size": len(data)},
+        timeout=120,
+    )
+    assert up.status_code == 200, up.text
+    upload_id = up.json()["upload_id"]
+    assert httpx.post(f"{serve_url}/api/v1/transcribe/process/{upload_id}", headers=headers, json={}).status_code == 200
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        got = httpx.post(f"{serve_url}/api/v1/transcribe/{upload_id}/get", headers=headers, timeout=30).json()
+        if got.get("status") in ("completed", "failed"):
+            break
+        time.sleep(1)
+    assert got.get("status") == "completed", got
+    assert len(_heard(got["text"]) & WORDS) >= 3, got
+
+
+@pytest.mark.parametrize("size_mb", [5, 20])
+def test_large_knowledge_base_documents(serve_url: str, headers, size_mb: int) -> None:
+    kb = httpx.post(f"{serve_url}/api/v1/search/knowledgebase", headers=headers, json={"knowledgebase_name": "big"})
+    assert kb.status_code == 200, kb.text
+    kb_id = kb.json()["id"]
+    fact = "The Drakensberg escarpment receives snow in winter and heavy thunderstorms in summer.\n"
+    text = (fact + " " * (size_mb * MB - len(fact) - 10) + "\nEnd.\n").encode()
+    r = httpx.post(
+        f"{serve_url}/api/v1/search/knowledgebase/{kb_id}/document",
+        headers=headers,
+        files={"file": ("big.txt", text, "text/plain")},
+        timeout=600,
+    )
+    assert r.status_code == 200, r.text
+    q = httpx.post(
+        f"{serve_url}/api/v1/search/knowledgebase/{kb_id}/query", headers=headers, json={"query": "snow in winter"}
+    )
+    assert q.status_code == 200 and "Drakensberg" in q.json()["search_result"][0]["text"], q.text
+
+
+def test_text_routes_at_their_limits(serve_url: str, headers) -> None:
+    longest = ("Sawubona Thabo, unjani namuhla ekuseni " * 3000)[:100_000]  # text.max_chars
+    for route, body in [
+        ("/api/v1/entity_recognition/process", {"encoded_text": longest}),
+        ("/api/v1/sentiment_analysis/process", {"encoded_text": longest}),
+        ("/api/v1/language/detect", {"text": longest}),
+    ]:
+        r = httpx.post(f"{serve_url}{route}", headers=headers, json=body, timeout=300)
+        assert r.status_code == 200, (route, r.text[:300])
+        over = httpx.post(
+            f"{serve_url}{route}", headers=headers, json={**body, **{k: v + "x" for k, v in body.items()}}
+        )
+        assert over.status_code == 400, (route, over.text[:300])
+
+
+def test_over_the_document_limit_is_413(serve_url: str, headers) -> None:
+    kb = httpx.post(f"{serve_url}/api/v1/search/knowledgebase", headers=headers, json={"knowledgebase_name": "over"})
+    kb_id = kb.json()["id"]
+    r = httpx.post(
+        f"{serve_url}/api/v1/search/knowledgebase/{kb_id}/document",
+        headers=headers,
+        files={"file": ("big.txt", b" " * (51 * MB), "text/plain")},
+        timeout=120,
+    )
+    assert r.status_code == 413, r.text
