@@ -75,7 +75,7 @@ def test_v1_sync_and_a_job_on_large_audio(serve_url: str, headers, tmp_path: Pat
     r = httpx.post(
         f"{serve_url}/api/v1/transcribe/sync",
         headers=headers,
-        json={"file_name": "v1.wav", "audio_blob": blob},
+        json={"file_name": "v1.wav", "audio_blob": blob, "file_size": len(data)},
         timeout=600,
     )
     assert r.status_code == 200, r.text
@@ -122,15 +122,16 @@ def test_large_knowledge_base_documents(serve_url: str, headers, size_mb: int) -
 
 def test_text_routes_at_their_limits(serve_url: str, headers) -> None:
     longest = ("Sawubona Thabo, unjani namuhla ekuseni " * 3000)[:100_000]  # text.max_chars
+    most_tokens = " ".join(["Sawubona"] * 2000)  # text.max_tokens (NER and sentiment)
     for route, body in [
-        ("/api/v1/entity_recognition/process", {"encoded_text": longest}),
-        ("/api/v1/sentiment_analysis/process", {"encoded_text": longest}),
+        ("/api/v1/entity_recognition/process", {"encoded_text": most_tokens}),
+        ("/api/v1/sentiment_analysis/process", {"encoded_text": most_tokens}),
         ("/api/v1/language/detect", {"text": longest}),
     ]:
         r = httpx.post(f"{serve_url}{route}", headers=headers, json=body, timeout=300)
         assert r.status_code == 200, (route, r.text[:300])
         over = httpx.post(
-            f"{serve_url}{route}", headers=headers, json={**body, **{k: v + "x" for k, v in body.items()}}
+            f"{serve_url}{route}", headers=headers, json={**body, **{k: v + " x" for k, v in body.items()}}
         )
         assert over.status_code == 400, (route, over.text[:300])
 
