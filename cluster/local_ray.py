@@ -48,6 +48,7 @@ class RayNode:
     env: dict[str, str]
     log_path: Path
     private_dirs: Sequence[Path] = ()
+    metrics_port: int | None = None  # where this node's Ray metrics agent serves Prometheus text
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     def start(self) -> RayNode:
@@ -161,16 +162,17 @@ class LocalCluster:
             args.append("--include-dashboard=false")
         if resources:
             args.append(f"--resources={json.dumps(dict(resources))}")
-        self.head = RayNode(args, dict(self.env), self._logs() / "head.log").start()
+        self.head = RayNode(args, dict(self.env), self._logs() / "head.log", (), self.metrics_port).start()
         return self.head
 
     def start_worker(
         self, num_cpus: int, resources: Mapping[str, float] | None = None, private_dirs: Sequence[Path] = ()
     ) -> RayNode:
+        metrics_port = free_port()
         args = [
             f"--address={self.address}",
             f"--num-cpus={num_cpus}",
-            f"--metrics-export-port={free_port()}",
+            f"--metrics-export-port={metrics_port}",
             f"--dashboard-agent-listen-port={free_port()}",
             f"--dashboard-agent-grpc-port={free_port()}",
             *self._ports(),
@@ -178,7 +180,7 @@ class LocalCluster:
         if resources:
             args.append(f"--resources={json.dumps(dict(resources))}")
         log = self._logs() / f"worker-{len(self.workers)}.log"
-        node = RayNode(args, dict(self.env), log, private_dirs).start()
+        node = RayNode(args, dict(self.env), log, private_dirs, metrics_port).start()
         self.workers.append(node)
         return node
 

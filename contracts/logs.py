@@ -22,7 +22,18 @@ from datetime import UTC, datetime
 
 LEVEL_VARIABLE = "KHULUMA_LOG_LEVEL"  # documented with the settings (Settings.log_level)
 # Libraries that log every HTTP call or model step at INFO: only their warnings are worth a line.
-QUIET_LOGGERS = ("httpx", "httpcore", "urllib3", "botocore", "boto3", "s3transfer", "faster_whisper", "chromadb")
+QUIET_LOGGERS = (
+    "httpx",
+    "httpcore",
+    "urllib3",
+    "botocore",
+    "boto3",
+    "s3transfer",
+    "faster_whisper",
+    "chromadb",
+    "bm25s",
+    "alembic",
+)
 
 RequestIdGetter = Callable[[], str | None]
 

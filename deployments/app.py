@@ -16,6 +16,7 @@ from ray import serve
 from ray.serve import Application
 
 from contracts.settings import Settings
+from deployments.checks import run_startup_checks
 
 
 @dataclass(frozen=True)
@@ -203,12 +204,15 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
                     KHULUMA_SECRETS_FILE: the replicas read them there, so they never pass through Ray)
       deployments:  per-deployment option overrides, keyed by deployment name
       capabilities: backends to deploy (default: all)
+      checks:       run the start-up checks (default: true; deployments/checks.py)
     """
     args = dict(args or {})
     settings = Settings(**(args.get("settings") or {}))
     options = deployment_options(args.get("deployments"))
     wanted = set(args.get("capabilities") or [s.backend for s in SPECS])
     _check_cluster_gpus(options)
+    if args.get("checks", True):
+        run_startup_checks(settings, _with_needs(wanted), options)
     bound = _bind(settings, options, wanted)
 
     from serve_app.ingress import Ingress  # the composition root binds the ingress (import-linter allows this one)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from cluster.metrics import model_timer
 from contracts.capabilities import CapabilityInfo
 from contracts.embeddings import EmbeddingKind, Vectors
 from deployments.batching import batched
@@ -54,6 +55,10 @@ class Embeddings:
         return await asyncio.to_thread(self._embed_items, items)
 
     def _embed_items(self, items: list[tuple[EmbeddingKind, str]]) -> list[Vectors]:
+        with model_timer("Embeddings.embed"):
+            return self._embed_kinds(items)
+
+    def _embed_kinds(self, items: list[tuple[EmbeddingKind, str]]) -> list[Vectors]:
         out: dict[int, Vectors] = {}
         for kind in KINDS:
             idx = [i for i, (k, _) in enumerate(items) if k == kind]

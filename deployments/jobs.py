@@ -38,6 +38,7 @@ from ray.exceptions import (
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError
 
 from cluster import retention
+from cluster.metrics import record_audio, record_webhook, set_queue_depth
 from cluster.transfer import upload_blob
 from cluster.webhooks import deliver, retry_delay
 from contracts.capabilities import CapabilityInfo
@@ -204,6 +205,8 @@ class Jobs:
         if time.monotonic() - self._last_sweep >= jobs.sweep_interval_seconds:
             self._last_sweep = time.monotonic()
             await asyncio.to_thread(retention.sweep, self.settings, self.db)
+        for queue, depth in (await asyncio.to_thread(job_queue.queue_depths, self.db)).items():
+            set_queue_depth(queue, depth)
         for upload_id in await asyncio.to_thread(job_queue.fail_exhausted, self.db, jobs.max_attempts):
             log.warning("job %s failed: too many attempts", upload_id)
         free = max(0, jobs.concurrency - len(self._jobs))
@@ -290,6 +293,8 @@ class Jobs:
         )
         if stored:
             self.processed += 1
+            if outcome.result is not None:
+                record_audio("job", outcome.result.audio_length_seconds)
             log.info("job %s %s", job.upload_id, "completed" if outcome.error is None else f"failed: {outcome.error}")
 
     # ------------------------------------------------------------------ one webhook delivery
@@ -306,6 +311,7 @@ class Jobs:
         await asyncio.to_thread(
             job_queue.webhook_outcome, self.db, hook, delivered=outcome.delivered, retry_in=retry_in
         )
+        record_webhook("delivered" if outcome.delivered else "abandoned" if retry_in is None else "retry")
         if outcome.delivered:
             log.info("webhook for %s delivered (attempt %d)", hook.upload_id, attempt)
         elif retry_in is None:

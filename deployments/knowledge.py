@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from cluster.metrics import model_timer
 from cluster.transfer import materialise
 from contracts.capabilities import CapabilityInfo, LanguageSupport
 from contracts.embeddings import EmbeddingsClient
@@ -157,7 +158,7 @@ class KnowledgeStore:
 
     def _extract(self, file: DocumentFile) -> ExtractedText:
         # the bytes become a file private to this replica for the extractor, and go when it is done
-        with materialise(self.settings.s3, file.content, file.filename) as path:
+        with model_timer("KnowledgeStore.extract"), materialise(self.settings.s3, file.content, file.filename) as path:
             return extract_text_isolated(path, file.filename, file.content_type, self.extraction)
 
     # --- writes -----------------------------------------------------------------------------------------------

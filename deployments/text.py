@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from cluster.metrics import model_timer
 from contracts import languages
 from contracts.capabilities import CapabilityInfo, LanguageSupport
 from contracts.embeddings import EmbeddingsClient, Vectors
@@ -92,11 +93,12 @@ class TextAnalysis:
         return await asyncio.to_thread(self._entities_sync, texts)
 
     def _entities_sync(self, texts: list[str]) -> list[list[Entity]]:
-        langs = [g.language for g in self.langid.detect_many(texts)]
-        return [
-            [Entity(entity=e.entity, word=e.word, start=e.start, end=e.end) for e in found]
-            for found in self.recogniser.recognise(texts, langs)
-        ]
+        with model_timer("TextAnalysis.entities"):
+            langs = [g.language for g in self.langid.detect_many(texts)]
+            return [
+                [Entity(entity=e.entity, word=e.word, start=e.start, end=e.end) for e in found]
+                for found in self.recogniser.recognise(texts, langs)
+            ]
 
     # --- sentiment -----------------------------------------------------------------------------------------
 
@@ -110,7 +112,8 @@ class TextAnalysis:
         sentences = [s for group in per_text for s in group]
         sentence_langs = [lang for group, lang in zip(per_text, text_langs) for _ in group]
         vectors = await self._embed(sentences)
-        scores = await asyncio.to_thread(self.sentiment_model.classify, sentences, vectors, sentence_langs)
+        with model_timer("TextAnalysis.sentiment"):
+            scores = await asyncio.to_thread(self.sentiment_model.classify, sentences, vectors, sentence_langs)
         out: list[list[SentenceSentiment]] = []
         pos = 0
         for group in per_text:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from cluster.metrics import model_timer
 from cluster.transfer import materialise
 from contracts.capabilities import CapabilityInfo
 from contracts.errors import DomainError
@@ -110,7 +111,10 @@ class Transcription:
 
     def _transcribe_file(self, request: TranscribeRequest) -> TranscriptionResult:
         # the bytes become a file private to this replica for the decoder, and go when it is done
-        with materialise(self.settings.s3, request.audio, request.file_name) as path:
+        with (
+            model_timer("Transcription.transcribe"),
+            materialise(self.settings.s3, request.audio, request.file_name) as path,
+        ):
             return self.pipeline.transcribe(
                 path, request.language, request.diarise, request.detect_music, timeout_s=request.timeout_s
             )

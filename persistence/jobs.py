@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import CursorResult, Update, or_, select, update
+from sqlalchemy import CursorResult, Update, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from contracts.jobs import JobResult
@@ -394,3 +394,15 @@ def next_due(db: Database) -> datetime | None:
         ]
     due = [t for t in times if t is not None]
     return min(due) if due else None
+
+
+def queue_depths(db: Database) -> dict[str, int]:
+    """Work not finished, for the queue-depth metric: async jobs queued or running, batch files pending."""
+    from persistence.models import BatchItem
+
+    with db.session() as s:
+        jobs = s.scalar(
+            select(func.count()).select_from(Upload).where(Upload.job_status.in_(("pending", "processing")))
+        )
+        files = s.scalar(select(func.count()).select_from(BatchItem).where(BatchItem.status == "PENDING"))
+    return {"jobs": int(jobs or 0), "batch_files": int(files or 0)}

@@ -12,7 +12,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from contracts.settings import Settings
 from serve_app import __version__
 from serve_app.errors import install_error_handlers
-from serve_app.middleware import BodyLimitMiddleware, WireCompatMiddleware
+from serve_app.middleware import BodyLimitMiddleware, MetricsMiddleware, WireCompatMiddleware
 from serve_app.routers import batch, search, text, transcribe_v1, transcribe_v2, translate, usage, utility
 
 DESCRIPTION = """Khuluma: a self-hostable, Vulavula-compatible language, search and speech API.
@@ -37,5 +37,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_json_bytes=int(settings.max_json_mb * 1024 * 1024),
         max_upload_bytes=int(settings.max_request_mb * 1024 * 1024),
     )
+    app.add_middleware(MetricsMiddleware)
     app.add_middleware(WireCompatMiddleware)  # outermost: every answer, a 413 included, carries the request id
     return app

@@ -7,12 +7,14 @@ import ctypes.util
 import gc
 import json
 import re
+import time
 import uuid
 from contextvars import ContextVar
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cluster.metrics import record_request
 from cluster.request_context import serve_request_id
 
 _SLASHES = re.compile(r"/{2,}")
@@ -159,3 +161,29 @@ async def _refuse(send: Send, detail: str) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+class MetricsMiddleware:
+    """Count and time every HTTP answer by route template (``/api/v1/search/knowledgebase/{knowledgebase_id}``,
+    never the raw path: bounded label values), method and status (``cluster/metrics.py``)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start, status = time.perf_counter(), 500
+
+        async def observed(event: Message) -> None:
+            nonlocal status
+            if event["type"] == "http.response.start":
+                status = int(event["status"])
+            await send(event)
+
+        try:
+            await self.app(scope, receive, observed)
+        finally:
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            record_request(route, scope.get("method", ""), status, time.perf_counter() - start)

@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,11 @@ def serve(
     port: int = typer.Option(None, help="Port (default: settings/config, 8000)."),
     num_cpus: int = typer.Option(None, help="CPUs for the local Ray cluster (default: all)."),
     storage: bool = typer.Option(True, help="Start a local SeaweedFS when no S3 endpoint is configured."),
+    dashboard: bool = typer.Option(True, help="Start the Ray dashboard (a local Ray only) and print its URL."),
+    dashboard_port: int = typer.Option(8265, help="Port of the Ray dashboard (127.0.0.1)."),
+    metrics_port: int = typer.Option(
+        8080, help="Port where Ray's metrics agent serves Prometheus text (/metrics), app metrics included."
+    ),
 ) -> None:
     """Run the service on the offline default models (or the configured ones)."""
     if config is None and DEFAULT_CONFIG.exists():
@@ -74,7 +80,7 @@ def serve(
     cleanups: list[Any] = []
     try:
         settings = _start_storage(settings, storage, cleanups)
-        _start_ray(settings, address, num_cpus, cfg, cleanups)
+        _start_ray(settings, address, num_cpus, cfg, cleanups, RayPorts(dashboard, dashboard_port, metrics_port))
         _deploy(settings, cfg)
         base = f"http://{settings.host}:{settings.port}"
         console.print(f"[bold green]Khuluma is serving at {base}[/]  (docs: {base}/docs)")
@@ -88,8 +94,9 @@ def serve(
             time.sleep(0.5)
     except Exception as exc:  # noqa: BLE001 - a start-up failure is told plainly, not as a trace
         from deployments.app import GPUUnavailableError
+        from deployments.checks import StartupCheckFailed
 
-        if isinstance(exc, GPUUnavailableError):
+        if isinstance(exc, GPUUnavailableError | StartupCheckFailed):
             console.print(f"[red]Refusing to start:[/] {exc}")
         else:
             console.print(f"[red]Start-up failed:[/] {type(exc).__name__}: {exc}")
@@ -159,8 +166,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class RayPorts:
+    dashboard: bool = True
+    dashboard_port: int = 8265
+    metrics_port: int = 8080
+
+
 def _start_ray(
-    settings: Settings, address: str | None, num_cpus: int | None, cfg: dict[str, Any], cleanups: list[Any]
+    settings: Settings,
+    address: str | None,
+    num_cpus: int | None,
+    cfg: dict[str, Any],
+    cleanups: list[Any],
+    ports: RayPorts = RayPorts(),
 ) -> None:
     env = ray_env()
     os.environ.update(env)
@@ -175,14 +194,21 @@ def _start_ray(
     init_kwargs: dict[str, Any] = {
         "address": address or "local",
         "runtime_env": {"env_vars": env},
-        "include_dashboard": False,
         "logging_level": "WARNING",
         "log_to_driver": True,
     }
-    if not address and num_cpus:
-        init_kwargs["num_cpus"] = num_cpus
-    ray.init(**init_kwargs)
+    if not address:  # a local Ray: this process decides its dashboard and metrics ports
+        init_kwargs.update(include_dashboard=ports.dashboard, _metrics_export_port=ports.metrics_port)
+        if ports.dashboard:
+            init_kwargs.update(dashboard_host="127.0.0.1", dashboard_port=ports.dashboard_port)
+        if num_cpus:
+            init_kwargs["num_cpus"] = num_cpus
+    context = ray.init(**init_kwargs)
     cleanups.append(ray.shutdown)
+    if getattr(context, "dashboard_url", None):
+        console.print(f"Ray dashboard:    http://{context.dashboard_url}  (Serve tab: the application and replicas)")
+    if not address:
+        console.print(f"Metrics:          http://127.0.0.1:{ports.metrics_port}/metrics  (Prometheus text)")
     # Fail fast: a replica asking for a GPU the cluster lacks would wait forever.
     from deployments.app import check_gpus, deployment_options
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import anyio
 
+from cluster.metrics import record_audio
 from persistence.models import UsageRecord
 from serve_app.context import AppContext
 from serve_app.tokens import Principal
@@ -34,6 +35,8 @@ async def record_usage(
         reference_id=reference_id,
     )
     await anyio.to_thread.run_sync(_insert, ctx, row)
+    if status == "successful":
+        record_audio(route, seconds)
 
 
 def count_tokens(text: str) -> int:

@@ -137,6 +137,9 @@ def test_khuluma_serve_refuses_a_gpu_config_before_deploying(tmp_path: Path):
     cfg = tmp_path / "gpu.yaml"
     cfg.write_text(yaml.safe_dump(raw))
     env = {"KHULUMA_DATA_DIR": str(tmp_path / "data"), "PATH": "/usr/bin:/bin", "RAY_AUTH_MODE": "disabled"}
+    from scripts.bench._plain import free_port
+
+    dashboard_port = free_port()
     proc = subprocess.run(
         [
             sys.executable,
@@ -150,6 +153,10 @@ def test_khuluma_serve_refuses_a_gpu_config_before_deploying(tmp_path: Path):
             "--num-cpus",
             "1",
             "--no-storage",
+            "--dashboard-port",
+            str(dashboard_port),
+            "--metrics-port",
+            str(free_port()),
         ],
         capture_output=True,
         text=True,
@@ -159,6 +166,8 @@ def test_khuluma_serve_refuses_a_gpu_config_before_deploying(tmp_path: Path):
     )
     assert proc.returncode == 1
     assert "Refusing to start" in proc.stderr and "GPU" in proc.stderr
+    # the dashboard is on by default, and its address is printed before anything else can fail
+    assert f"Ray dashboard:    http://127.0.0.1:{dashboard_port}" in proc.stdout, proc.stdout
 
 
 def test_unknown_and_renamed_variables_are_reported_not_fatal(monkeypatch, tmp_path: Path):

@@ -121,11 +121,11 @@ def test_large_knowledge_base_documents(serve_url: str, headers, size_mb: int) -
 
 
 def test_text_routes_at_their_limits(serve_url: str, headers) -> None:
-    longest = ("Sawubona Thabo, unjani namuhla ekuseni " * 3000)[:100_000]  # text.max_chars
-    most_tokens = " ".join(["Sawubona"] * 2000)  # text.max_tokens (NER and sentiment)
+    # at every limit at once: text.max_tokens (2,000 words), close to text.max_chars (100,000), long words
+    longest = " ".join(["Sawubona" * 6] * 2000)
     for route, body in [
-        ("/api/v1/entity_recognition/process", {"encoded_text": most_tokens}),
-        ("/api/v1/sentiment_analysis/process", {"encoded_text": most_tokens}),
+        ("/api/v1/entity_recognition/process", {"encoded_text": longest}),
+        ("/api/v1/sentiment_analysis/process", {"encoded_text": longest}),
         ("/api/v1/language/detect", {"text": longest}),
     ]:
         r = httpx.post(f"{serve_url}{route}", headers=headers, json=body, timeout=300)

@@ -70,22 +70,37 @@ class TwoNodes:
         return {"X-CLIENT-TOKEN": self.token}
 
 
+# The cluster profile's deployments, scaled down to this machine (2 logical Ray CPUs per node, 2 real cores).
+TEST_CPUS = {
+    "Ingress": 0.2,
+    "Embeddings": 0.25,
+    "TextAnalysis": 0.25,
+    "Translation": 0.25,
+    "Transcription": 0.5,
+    "KnowledgeStore": 0.2,
+    "Jobs": 0.1,
+    "BatchRunner": 0.05,
+}
+
+
 def cluster_config(port: int, settings: dict[str, Any]) -> dict[str, Any]:
-    """configs/serve.yaml with the cluster profile's placement: speech work on the `speech` node."""
-    config = yaml.safe_load((ROOT / "configs" / "serve.yaml").read_text())
-    config["http_options"]["port"] = port
+    """configs/serve.cluster.yaml as an operator would deploy it, with the speech work pinned to the `speech` node
+    and CPUs scaled to this machine. One HTTP entry, on the head: both nodes share this machine's ports."""
+    config = yaml.safe_load((ROOT / "configs" / "serve.cluster.yaml").read_text())
+    config["proxy_location"] = "HeadOnly"
+    config["http_options"].update(host="127.0.0.1", port=port)
     app = config["applications"][0]
     app["args"] = {"settings": settings}
+    for deployment in app["deployments"]:
+        name = deployment["name"]
+        deployment["ray_actor_options"]["num_cpus"] = TEST_CPUS[name]
+        deployment["ray_actor_options"].pop("num_gpus", None)
+        if "autoscaling_config" in deployment:  # one replica each: the cluster's autoscaling is not under test
+            deployment.pop("autoscaling_config")
+            deployment["num_replicas"] = 1
     by_name = {d["name"]: d for d in app["deployments"]}
-    transcription = by_name["Transcription"]
-    transcription.pop("autoscaling_config", None)
-    transcription["num_replicas"] = 1
-    transcription["ray_actor_options"] = {"num_cpus": 0.5, "resources": {SPEECH_RESOURCE: 1}}
-    store = by_name["KnowledgeStore"]
-    store.update({"num_replicas": 2, "max_replicas_per_node": 1})  # one replica per node: both nodes serve queries
-    for name in ("Embeddings", "TextAnalysis", "Translation"):  # one replica each: 2 cores in all
-        by_name[name].pop("autoscaling_config", None)
-        by_name[name]["num_replicas"] = 1
+    by_name["Transcription"]["ray_actor_options"]["resources"] = {SPEECH_RESOURCE: 1}
+    assert by_name["KnowledgeStore"]["num_replicas"] == 2 and by_name["KnowledgeStore"]["max_replicas_per_node"] == 1
     return config
 
 
@@ -123,6 +138,9 @@ def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
         **ray_env(),
         "KHULUMA_DATABASE_URL": postgres.url,  # secrets reach the replicas through each node's environment only
         "KHULUMA_S3_SECRET_KEY": defaults.s3.secret_key.get_secret_value(),
+        # HAProxy's own listeners: ports of this cluster's, not the session app's (ray_env reuses the process's)
+        "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port()),
+        "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
     }
     logs = tmp_path_factory.mktemp("two-nodes-logs")  # kept by pytest for a failed run
     cluster = LocalCluster(temp_dir=work / "ray", env=env, head_cpus=2, log_dir=logs)
@@ -130,7 +148,7 @@ def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
     try:
         cluster.start_head()
         worker = cluster.start_worker(
-            num_cpus=1, resources={SPEECH_RESOURCE: 100}, private_dirs=[data_dir] if private else []
+            num_cpus=2, resources={SPEECH_RESOURCE: 100}, private_dirs=[data_dir] if private else []
         )
         wait_for(lambda: len(alive_nodes(cluster.dashboard_url)) == 2, 120, "two alive Ray nodes")
         port = free_port()
@@ -171,8 +189,11 @@ def worker_node_id(cluster: LocalCluster) -> str:
 
 
 def test_work_is_placed_on_both_nodes(two_nodes: TwoNodes) -> None:
+    """Read from the dashboard's Serve REST API, as an operator sees it: every deployment, replicas running."""
     worker = worker_node_id(two_nodes.cluster)
     replicas = replicas_by_deployment(two_nodes.cluster.dashboard_url)
+    assert set(replicas) == set(TEST_CPUS)
+    assert all(r["state"] == "RUNNING" for rs in replicas.values() for r in rs), replicas
     assert {r["node_id"] for r in replicas["Transcription"]} == {worker}
     store_nodes = [r["node_id"] for r in replicas["KnowledgeStore"]]
     assert len(store_nodes) == 2 and len(set(store_nodes)) == 2  # one replica on each node
@@ -267,6 +288,39 @@ def test_sync_and_async_transcription_cross_nodes(two_nodes: TwoNodes, tmp_path:
         assert json.loads(receiver.received[0][1])["upload_id"] == upload_id
     finally:
         receiver.stop()
+
+
+def _scrape(port: int | None) -> str:
+    assert port is not None
+    return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+
+
+def test_prometheus_metrics_of_every_node(two_nodes: TwoNodes) -> None:
+    """Ray's metrics agent on each node (its --metrics-export-port) serves the application's metrics."""
+    url, h = two_nodes.url, two_nodes.headers
+    httpx.post(f"{url}/api/v1/language/detect", headers=h, json={"text": "Sawubona"}, timeout=60)
+    head_port = two_nodes.cluster.head.metrics_port if two_nodes.cluster.head else None
+    wanted_on_head = [
+        "ray_khuluma_http_requests_total{",
+        'route="/api/v1/language/detect"',
+        "ray_khuluma_http_request_seconds_bucket{",
+        "ray_khuluma_model_seconds_bucket{",
+        'model_call="Embeddings.embed"',
+        "ray_khuluma_queue_depth{",
+        'queue="jobs"',
+        "ray_khuluma_audio_seconds_total{",
+        "ray_khuluma_webhook_deliveries_total{",
+    ]
+    text = wait_for(
+        lambda: t if all(w in (t := _scrape(head_port)) for w in wanted_on_head) else None, 120, "head metrics"
+    )
+    assert 'status="200"' in text
+    on_worker = wait_for(
+        lambda: t if 'model_call="Transcription.transcribe"' in (t := _scrape(two_nodes.worker.metrics_port)) else None,
+        120,
+        "the worker node's metrics",
+    )
+    assert "ray_khuluma_model_seconds_bucket{" in on_worker
 
 
 def _batch(two_nodes: TwoNodes, folder: Path) -> str:
