@@ -197,7 +197,6 @@ def test_work_is_placed_on_both_nodes(two_nodes: TwoNodes) -> None:
     assert {r["node_id"] for r in replicas["Transcription"]} == {worker}
     store_nodes = [r["node_id"] for r in replicas["KnowledgeStore"]]
     assert len(store_nodes) == 2 and len(set(store_nodes)) == 2  # one replica on each node
-    assert {r["node_id"] for r in replicas["Ingress"]} != {worker}
 
 
 def test_the_worker_disk_is_private(two_nodes: TwoNodes) -> None:
@@ -300,7 +299,7 @@ def test_prometheus_metrics_of_every_node(two_nodes: TwoNodes) -> None:
     url, h = two_nodes.url, two_nodes.headers
     httpx.post(f"{url}/api/v1/language/detect", headers=h, json={"text": "Sawubona"}, timeout=60)
     head_port = two_nodes.cluster.head.metrics_port if two_nodes.cluster.head else None
-    wanted_on_head = [
+    wanted = [
         "ray_khuluma_http_requests_total{",
         'route="/api/v1/language/detect"',
         "ray_khuluma_http_request_seconds_bucket{",
@@ -311,9 +310,16 @@ def test_prometheus_metrics_of_every_node(two_nodes: TwoNodes) -> None:
         "ray_khuluma_audio_seconds_total{",
         "ray_khuluma_webhook_deliveries_total{",
     ]
-    text = wait_for(
-        lambda: t if all(w in (t := _scrape(head_port)) for w in wanted_on_head) else None, 120, "head metrics"
-    )
+
+    # replicas without a pinned resource may run on either node: what the cluster exports is both agents' text
+    def exported() -> str:
+        return _scrape(head_port) + _scrape(two_nodes.worker.metrics_port)
+
+    try:
+        text = wait_for(lambda: t if all(w in (t := exported()) for w in wanted) else None, 120, "the metrics")
+    except TimeoutError:
+        text = exported()
+        pytest.fail(f"not exported after 120 s: {[w for w in wanted if w not in text]}")
     assert 'status="200"' in text
     on_worker = wait_for(
         lambda: t if 'model_call="Transcription.transcribe"' in (t := _scrape(two_nodes.worker.metrics_port)) else None,
@@ -321,6 +327,10 @@ def test_prometheus_metrics_of_every_node(two_nodes: TwoNodes) -> None:
         "the worker node's metrics",
     )
     assert "ray_khuluma_model_seconds_bucket{" in on_worker
+
+
+def _words(text: str) -> set[str]:
+    return {w.strip(".,?!'").lower() for w in text.split() if w.strip(".,?!'")}
 
 
 def _batch(two_nodes: TwoNodes, folder: Path) -> str:
@@ -377,7 +387,8 @@ def test_batch_survives_the_worker_node_dying(two_nodes: TwoNodes, tmp_path: Pat
     for i in range(count):
         rec = records[f"batches/{batch_id}/call-{i}.wav"]
         assert rec["transcription_status"] == "COMPLETED", rec
-        assert str(i) in rec["transcription_text"] or "number" in rec["transcription_text"].lower(), rec
+        spoken = _words(CALL_PHRASES[i % len(CALL_PHRASES)])
+        assert len(spoken & _words(rec["transcription_text"])) >= len(spoken) / 3, rec  # digits may come as words
     with two_nodes.db.session() as s:  # exactly once: one item per file, one successful usage record per file
         items = list(s.scalars(select(BatchItem).where(BatchItem.batch_id == batch_id)))
         usage = s.execute(
