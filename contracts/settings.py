@@ -370,11 +370,12 @@ class Settings(BaseSettings):
         "or counted as it streams in when chunked) is refused with 413 before the rest is read.",
     )
     max_json_mb: float = Field(
-        default=100.0,
+        default=16.0,
         gt=0,
-        description="Largest body of any other request (JSON: text routes, the v1 base64 audio routes), in MB. "
-        "Checked before parsing (Content-Length, or counted while a chunked body streams in): 413. Parsing a JSON "
-        "body costs a few times its size in memory, so this bounds that too; v1 base64 audio is 4/3 of the file.",
+        description="Largest JSON body of every route except the two v1 base64 audio routes, in MB (text fields have "
+        "their own, smaller limits). Checked before parsing (Content-Length, or counted while a chunked body streams "
+        "in): 413. The v1 audio routes (`/api/v1/transcribe/sync`, `/api/v1/transport/file-upload`) take the "
+        "base64 of a `max_request_mb` file (the spec's 1 GB), checked the same way.",
     )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS (none by default).")
     inline_payload_mb: float = Field(

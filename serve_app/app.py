@@ -21,6 +21,10 @@ Authenticate with the `X-CLIENT-TOKEN` header (`khuluma token create`). Errors a
 `GET /api/v1/models` tells which models and languages this deployment really serves."""
 
 
+# The v1 routes whose JSON carries a whole audio file as base64 (spec: files up to 1 GB).
+V1_BASE64_AUDIO_ROUTES = frozenset({"/api/v1/transcribe/sync", "/api/v1/transport/file-upload"})
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The ingress's FastAPI app; ``settings`` give the CORS origins and the body limits (default: defaults)."""
     settings = settings or Settings(_env_file=None)
@@ -36,6 +40,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         BodyLimitMiddleware,
         max_json_bytes=int(settings.max_json_mb * 1024 * 1024),
         max_upload_bytes=int(settings.max_request_mb * 1024 * 1024),
+        base64_paths=V1_BASE64_AUDIO_ROUTES,
     )
     app.add_middleware(MetricsMiddleware)
     app.add_middleware(WireCompatMiddleware)  # outermost: every answer, a 413 included, carries the request id

@@ -76,19 +76,25 @@ class WireCompatMiddleware:
 
 
 MULTIPART_OVERHEAD = 64 * 1024  # part headers and boundaries around the largest accepted file
+LARGE_BODY_BYTES = 8 * 1024 * 1024  # after a body this large is answered, freed heap memory is returned
 
 
 class BodyLimitMiddleware:
     """Refuse a request body over its limit before the app parses it: by Content-Length at once (413, nothing
     read), and for a chunked body by counting as it streams in: at the first byte over, this middleware answers
     413 itself and tells the app the client left (what the app does next is not sent). Multipart uploads get
-    ``max_upload_bytes``; every other body (JSON) ``max_json_bytes``. Memory stays bounded whatever a client
-    claims or sends."""
+    ``max_upload_bytes``; the v1 base64 audio routes (``base64_paths``) the base64 of that; every other body
+    ``max_json_bytes``. Memory stays bounded whatever a client claims or sends, and what a large body cost is
+    handed back to the OS once it is answered."""
 
-    def __init__(self, app: ASGIApp, max_json_bytes: int, max_upload_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_json_bytes: int, max_upload_bytes: int, base64_paths: frozenset[str] = frozenset()
+    ) -> None:
         self.app = app
         self.max_json_bytes = max_json_bytes
         self.max_upload_bytes = max_upload_bytes + MULTIPART_OVERHEAD
+        self.max_base64_bytes = max_upload_bytes * 4 // 3 + MULTIPART_OVERHEAD
+        self.base64_paths = base64_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -97,6 +103,8 @@ class BodyLimitMiddleware:
         headers = dict(scope.get("headers", ()))
         if headers.get(b"content-type", b"").lower().startswith(b"multipart/"):
             limit, setting = self.max_upload_bytes, "KHULUMA_MAX_REQUEST_MB"
+        elif scope.get("path", "").rstrip("/") in self.base64_paths:
+            limit, setting = self.max_base64_bytes, "KHULUMA_MAX_REQUEST_MB, as base64"
         else:
             limit, setting = self.max_json_bytes, "KHULUMA_MAX_JSON_MB"
         message = f"Request body exceeds the limit of {limit / (1024 * 1024):.0f} MB ({setting})."
@@ -129,8 +137,8 @@ class BodyLimitMiddleware:
             if not refused:
                 raise  # a real failure; after a refusal it is only the app noticing the "disconnect"
         finally:
-            if refused:
-                release_freed_memory()  # what the app buffered up to the limit goes back to the OS, not the heap
+            if refused or received > LARGE_BODY_BYTES:
+                release_freed_memory()  # what the app buffered goes back to the OS, not to the heap
 
 
 def release_freed_memory() -> None:

@@ -196,7 +196,7 @@ class Traffic:
                 1,
                 lambda c: (
                     c.post(
-                        f"{u}/api/v1/transport/file-upload",
+                        f"{u}/api/v1/language/detect",
                         headers={**h, "content-type": "application/json"},
                         content=_chunked(200 * MB),
                     ).status_code

@@ -28,17 +28,33 @@ def _chunks(total: int, prefix: bytes = b"", chunk: int = 64 * 1024) -> Iterator
 
 def test_a_json_body_over_the_limit_is_refused_before_parsing(small_limits) -> None:
     client, h = small_limits
-    blob = base64.b64encode(b"\0" * (MB)).decode()  # 1.33 MB of JSON: over 1 MB
-    r = client.post("/api/v1/transport/file-upload", headers=h, json={"file_name": "a.wav", "audio_blob": blob})
+    examples = [{"intent": "greet", "example": "hello " * 100}] * 3000  # ~1.8 MB of JSON: over 1 MB
+    r = client.post("/api/v1/classify", headers=h, json={"examples": examples, "inputs": ["hi"]})
     assert r.status_code == 413 and "KHULUMA_MAX_JSON_MB" in r.json()["detail"], r.text
     assert r.headers["x-request-id"]
 
 
+def test_the_v1_base64_routes_take_the_base64_of_a_whole_file(small_limits) -> None:
+    """Spec: v1 files up to max_request_mb (1 GB) arrive base64 in JSON: their limit is 4/3 of that, not the
+    small JSON one; over it, 413 naming the setting."""
+    client, h = small_limits
+    blob = base64.b64encode(b"\0" * (3 * MB // 2)).decode()  # 2 MB of base64 for a 1.5 MB file: under 2 MB x 4/3
+    r = client.post("/api/v1/transport/file-upload", headers=h, json={"file_name": "a.wav", "audio_blob": blob})
+    assert r.status_code != 413, r.text
+    blob = base64.b64encode(b"\0" * (3 * MB)).decode()  # a 3 MB file: over the 2 MB file limit
+    r = client.post("/api/v1/transport/file-upload", headers=h, json={"file_name": "a.wav", "audio_blob": blob})
+    assert r.status_code == 413 and "KHULUMA_MAX_REQUEST_MB, as base64" in r.json()["detail"], r.text
+
+
 def test_a_chunked_json_body_is_counted_as_it_streams(small_limits) -> None:
     client, h = small_limits
-    body = _chunks(50 * MB, prefix=b'{"file_name": "a.wav", "audio_blob": "')  # no Content-Length, never ends well
-    r = client.post("/api/v1/transport/file-upload", headers={**h, "content-type": "application/json"}, content=body)
-    assert r.status_code == 413 and "KHULUMA_MAX_JSON_MB" in r.json()["detail"], r.text
+    for route, setting in [
+        ("/api/v1/language/detect", "KHULUMA_MAX_JSON_MB"),
+        ("/api/v1/transport/file-upload", "KHULUMA_MAX_REQUEST_MB, as base64"),
+    ]:
+        body = _chunks(50 * MB, prefix=b'{"file_name": "a.wav", "audio_blob": "')  # no Content-Length
+        r = client.post(route, headers={**h, "content-type": "application/json"}, content=body)
+        assert r.status_code == 413 and setting in r.json()["detail"], (route, r.text)
 
 
 def test_a_chunked_multipart_upload_over_its_limit_is_refused(small_limits) -> None:
