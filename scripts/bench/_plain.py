@@ -7,7 +7,6 @@ way the Serve ingress and the tests' ``client_for`` do it: one ``AppContext`` on
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -18,13 +17,9 @@ from typing import Any
 
 import httpx
 
+from cluster.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_healthy(url: str, timeout: float = 300) -> None:

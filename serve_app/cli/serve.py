@@ -149,21 +149,27 @@ def ray_env() -> dict[str, str]:
         # KHULUMA_INLINE_PAYLOAD_MB travel inside calls (larger ones through object storage: cluster/transfer.py)
         "RAY_SERVE_REPLICA_GRPC_MAX_MESSAGE_LENGTH": str(64 * 1024 * 1024),
     }
-    # HAProxy's metrics/stats listeners default to fixed ports (9101, 8404): take free ones so two services
-    # (or a service and the tests) can run on one machine.
-    for name in ("RAY_SERVE_HAPROXY_METRICS_PORT", "RAY_SERVE_HAPROXY_STATS_PORT"):
-        env[name] = os.environ.get(name) or str(_free_port())
-        os.environ[name] = env[name]  # the same value for this process and its workers
+    ports = cluster_ports(fresh=False)
+    os.environ.update(ports)  # the same values for this process, its Ray workers and a second ray_env() call
+    env.update(ports)
     env.update({k: v for k, v in os.environ.items() if k.startswith("RAY_SERVE_")})
     return env
 
 
-def _free_port() -> int:
-    import socket
+def cluster_ports(*, fresh: bool = True) -> dict[str, str]:
+    """Ports that one Ray cluster on this machine must not share with another: HAProxy's metrics and stats
+    listeners (fixed 9101 and 8404 by default) and the direct-ingress replica ranges (see cluster/ports.py: two
+    clusters on Serve's default range would answer each other's requests). ``fresh=False`` keeps values already
+    in the process environment (the user's, or an earlier call's)."""
+    from cluster.ports import DIRECT_INGRESS_VARIABLES, direct_ingress_ports, free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    known = {} if fresh else os.environ
+    ports = {name: known.get(name) or str(free_port()) for name in HAPROXY_PORT_VARIABLES}
+    ports.update(direct_ingress_ports(environ={k: known[k] for k in DIRECT_INGRESS_VARIABLES if k in known}))
+    return ports
+
+
+HAPROXY_PORT_VARIABLES = ("RAY_SERVE_HAPROXY_METRICS_PORT", "RAY_SERVE_HAPROXY_STATS_PORT")
 
 
 @dataclass(frozen=True)

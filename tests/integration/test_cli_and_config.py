@@ -167,7 +167,7 @@ def test_khuluma_serve_refuses_a_gpu_config_before_deploying(tmp_path: Path):
     assert proc.returncode == 1
     assert "Refusing to start" in proc.stderr and "GPU" in proc.stderr
     # the dashboard is on by default, and its address is printed before anything else can fail
-    assert f"Ray dashboard:    http://127.0.0.1:{dashboard_port}" in proc.stdout, proc.stdout
+    assert f"Ray dashboard:    http://127.0.0.1:{dashboard_port}" in proc.stderr, proc.stderr
 
 
 def test_unknown_and_renamed_variables_are_reported_not_fatal(monkeypatch, tmp_path: Path):

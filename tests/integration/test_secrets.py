@@ -199,6 +199,7 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 def secret_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecretApp]:
     from persistence.session import Database
     from scripts.bench._plain import free_port
+    from serve_app.cli.serve import cluster_ports
     from serve_app.tokens import create_token
 
     tag = uuid.uuid4().hex
@@ -216,8 +217,9 @@ def secret_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecretApp]:
     assert len(secrets) == 2, "both secret settings must have a value for this test to mean anything"
 
     release = f"release-{tag}"
-    # Not the session cluster's HAProxy ports (ray_env() exported them to this process): the child picks its own.
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("RAY_SERVE_HAPROXY_")}
+    # Not the session cluster's HAProxy and direct-ingress ports (ray_env() exported them to this process): the
+    # child picks its own, or the two clusters would answer each other's requests.
+    inherited = {k: v for k, v in os.environ.items() if k not in cluster_ports()}
     env = {
         **inherited,
         **settings.secret_env(),

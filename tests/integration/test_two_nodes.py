@@ -110,6 +110,11 @@ def replicas_by_deployment(dashboard: str) -> dict[str, list[dict[str, Any]]]:
     return {name: d["replicas"] for name, d in deployments.items()}
 
 
+def app_status(dashboard: str) -> str:
+    apps = httpx.get(f"{dashboard}/api/serve/applications/", timeout=10).json()["applications"]
+    return str(apps["khuluma"]["status"]) if "khuluma" in apps else "NOT_DEPLOYED"
+
+
 def alive_nodes(dashboard: str) -> list[dict[str, Any]]:
     nodes = httpx.get(f"{dashboard}/api/v0/nodes", params={"limit": 100}, timeout=10).json()["data"]["result"]["result"]
     return [n for n in nodes if n["state"] == "ALIVE"]
@@ -131,16 +136,16 @@ def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
     data_dir.mkdir()
     migrate(postgres.url)
     db = Database(postgres.url)
-    from serve_app.cli.serve import ray_env
+    from serve_app.cli.serve import cluster_ports, ray_env
 
     env = {
         **os.environ,
         **ray_env(),
         "KHULUMA_DATABASE_URL": postgres.url,  # secrets reach the replicas through each node's environment only
         "KHULUMA_S3_SECRET_KEY": defaults.s3.secret_key.get_secret_value(),
-        # HAProxy's own listeners: ports of this cluster's, not the session app's (ray_env reuses the process's)
-        "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port()),
-        "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
+        # HAProxy's listeners and the direct-ingress replica ports of this cluster's own, not the session app's
+        # (ray_env reuses the process's): with the same ports, one cluster's HAProxy would reach the other's replicas
+        **cluster_ports(),
     }
     logs = tmp_path_factory.mktemp("two-nodes-logs")  # kept by pytest for a failed run
     cluster = LocalCluster(temp_dir=work / "ray", env=env, head_cpus=2, log_dir=logs)
@@ -170,7 +175,12 @@ def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
         )
         assert deployed.returncode == 0, deployed.stderr
         url = f"http://127.0.0.1:{port}"
-        wait_for(lambda: httpx.get(f"{url}/api/v1/health", timeout=5).status_code == 200, 900, "a healthy service")
+        # as an operator would (`serve status`): the application RUNNING, i.e. every replica up, not just the ingress
+        settled = wait_for(
+            lambda: (st := app_status(cluster.dashboard_url)) in ("RUNNING", "DEPLOY_FAILED") and st, 900, "the deploy"
+        )
+        assert settled == "RUNNING", httpx.get(f"{cluster.dashboard_url}/api/serve/applications/", timeout=10).text
+        wait_for(lambda: httpx.get(f"{url}/api/v1/health", timeout=5).status_code == 200, 60, "a healthy service")
         token = create_token(db, "two-nodes", "default")[0]
         yield TwoNodes(url, cluster, worker, db, token, data_dir, private)
     finally:

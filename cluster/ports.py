@@ -1,0 +1,69 @@
+"""Free ports on this machine: single ones, and whole blocks for Ray Serve's direct-ingress replicas.
+
+Why blocks: with ``RAY_SERVE_THROUGHPUT_OPTIMIZED`` each ingress replica serves HTTP itself on a port that its
+cluster's controller hands out from a fixed range (30000-31000 for HTTP, 40000-41000 for gRPC by default) and
+binds it with ``SO_REUSEPORT``. Two Ray clusters on one machine (two services, a service and a test run, the
+nodes of the two-node test) would then both bind port 30000, and the kernel would spread one cluster's
+connections over the other cluster's replicas: requests answered by the wrong service. Each cluster that this
+project starts therefore gets its own block, checked free with a plain bind (which an ``SO_REUSEPORT`` listener
+of another process makes fail).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+from collections.abc import Mapping
+
+# Where blocks are looked for: below the kernel's ephemeral range (32768+) so client sockets rarely sit there.
+_BLOCK_SEARCH = (20_000, 30_000)
+DIRECT_INGRESS_VARIABLES = (
+    "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT",
+    "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT",
+    "RAY_SERVE_DIRECT_INGRESS_MIN_GRPC_PORT",
+    "RAY_SERVE_DIRECT_INGRESS_MAX_GRPC_PORT",
+)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that nothing listens on now (the OS's choice)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _is_free(port: int) -> bool:
+    for host in ("0.0.0.0", "127.0.0.1"):
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                return False
+    return True
+
+
+def free_port_block(size: int, *, attempts: int = 200, rng: random.Random | None = None) -> int:
+    """The first port of ``size`` consecutive ports that are all free now."""
+    pick = rng or random.Random()
+    low, high = _BLOCK_SEARCH
+    for _ in range(attempts):
+        start = pick.randrange(low, high - size)
+        if all(_is_free(p) for p in range(start, start + size)):
+            return start
+    raise RuntimeError(f"no {size} consecutive free ports between {low} and {high}")
+
+
+def direct_ingress_ports(size: int = 32, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Ray Serve's direct-ingress port ranges for one new cluster: the caller's own if all four are set,
+    else two fresh free blocks of ``size`` ports (HTTP, gRPC)."""
+    env = os.environ if environ is None else environ
+    if all(env.get(name) for name in DIRECT_INGRESS_VARIABLES):
+        return {name: env[name] for name in DIRECT_INGRESS_VARIABLES}
+    http = free_port_block(size)
+    grpc = free_port_block(size)
+    while grpc < http + size and http < grpc + size:  # overlapping blocks
+        grpc = free_port_block(size)
+    return dict(
+        zip(DIRECT_INGRESS_VARIABLES, (str(http), str(http + size - 1), str(grpc), str(grpc + size - 1)), strict=True)
+    )
