@@ -35,6 +35,27 @@ def private_disk_available() -> bool:
     return os.geteuid() == 0 and shutil.which("unshare") is not None
 
 
+# The code and interpreter this node runs: they stay visible when they live under /tmp (a clone there).
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+STAGING = "/mnt"  # a private tmpfs is mounted here first, inside the node's own mount namespace only
+
+
+def _private_mounts(private_dirs: Sequence[Path]) -> list[str]:
+    """Shell steps, run inside ``unshare --mount``: fresh tmpfs over /tmp and ``private_dirs``, with the project
+    and the virtualenv bound back in when they live under /tmp (staged through a private tmpfs on /mnt)."""
+    q = shlex.quote
+    under_tmp = {p for p in (PROJECT_ROOT, Path(sys.prefix).resolve()) if Path("/tmp") in p.parents}
+    keep = sorted(str(p) for p in under_tmp if not any(other in p.parents for other in under_tmp))
+    steps: list[str] = []
+    if keep:
+        steps.append(f"mount -t tmpfs tmpfs {STAGING}")
+        steps += [f"mkdir -p {STAGING}/k{i} && mount --bind {q(d)} {STAGING}/k{i}" for i, d in enumerate(keep)]
+    steps.append("mount -t tmpfs tmpfs /tmp")
+    steps += [f"mkdir -p {q(d)} && mount --bind {STAGING}/k{i} {q(d)}" for i, d in enumerate(keep)]
+    steps += [f"mkdir -p {q(str(d))} && mount -t tmpfs tmpfs {q(str(d))}" for d in private_dirs]
+    return steps
+
+
 @dataclass
 class RayNode:
     """One ``ray start --block`` process group that this process owns."""
@@ -49,10 +70,7 @@ class RayNode:
     def start(self) -> RayNode:
         command = [str(RAY), "start", "--block", *self.args]
         if self.private_dirs:
-            mounts = " && ".join(
-                f"mkdir -p {shlex.quote(str(d))} && mount -t tmpfs tmpfs {shlex.quote(str(d))}"
-                for d in ("/tmp", *map(str, self.private_dirs))
-            )
+            mounts = " && ".join(_private_mounts(self.private_dirs))
             command = [
                 "unshare",
                 "--mount",
