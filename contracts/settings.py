@@ -134,6 +134,14 @@ class SearchSettings(BaseModel):
     chunk_overlap_chars: int = Field(
         default=150, ge=0, description="Characters (whole sentences) a chunk repeats from the previous one."
     )
+    max_document_chunks: int = Field(
+        default=1000,
+        ge=1,
+        description="Most chunks (passages) one document may be split into; more is refused with 413 before any "
+        "embedding. Each chunk costs an embedding: on one CPU thread about 3 to 10 chunks a second with the "
+        "offline e5, so 1,000 chunks (about 650 KB of prose) fits the 300 s request timeout. Raise it with a "
+        "faster embedder (a GPU) and the request timeout together.",
+    )
     hybrid: bool = Field(
         default=True, description="Fuse BM25 with vector search (reciprocal rank fusion). False: vector only."
     )

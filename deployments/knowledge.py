@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,6 +61,7 @@ class KnowledgeStore:
         self._embeddings = EmbeddingsClient(embeddings) if embeddings is not None else None
         self.chunk_chars = s.chunk_chars
         self.chunk_overlap = s.chunk_overlap_chars
+        self.max_chunks = s.max_document_chunks
         self.hybrid = s.hybrid
         self.candidates = s.candidates
         self.fusion = FusionConfig(rrf_k=s.rrf_k, language_boost=s.language_boost)
@@ -170,7 +172,16 @@ class KnowledgeStore:
         (``engines.documents``: extraction runs in a killable child process with a time and memory cap)."""
         file = request.file
         extracted = await asyncio.to_thread(self._extract, file)
-        chunks = await asyncio.to_thread(chunk_text, extracted.text, self.chunk_chars, self.chunk_overlap)
+        chunks = await asyncio.to_thread(
+            partial(
+                chunk_text,
+                extracted.text,
+                self.chunk_chars,
+                self.chunk_overlap,
+                max_chunks=self.max_chunks,
+                name=file.filename,
+            )
+        )
         languages = await asyncio.to_thread(detect_languages, [c.text for c in chunks])
         try:
             vectors = [

@@ -11,7 +11,10 @@ overlap by ``overlap_chars``.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
+
+from contracts.errors import TooLarge
 
 # A sentence ends at . ! ? or … (plus closing quotes/brackets) followed by whitespace; a paragraph at a blank
 # line. A single newline (CSV rows, list items, PDF lines) is a soft boundary handled like a sentence end.
@@ -39,7 +42,8 @@ class _Span:
 def sentence_spans(text: str) -> list[_Span]:
     """Sentence spans (start, end) with surrounding whitespace excluded."""
     spans: list[_Span] = []
-    paragraph_starts = {0} | {m.end() for m in _PARAGRAPH_BREAK.finditer(text)}
+    # sorted, so each span finds the nearest paragraph start by bisection (linear time on many tiny paragraphs)
+    paragraph_starts = [m.end() for m in _PARAGRAPH_BREAK.finditer(text)]
     cursor = 0
     pending_start: int | None = None
     for match in _SENTENCE_END.finditer(text):
@@ -59,7 +63,7 @@ def sentence_spans(text: str) -> list[_Span]:
     return spans
 
 
-def _add_span(text: str, start: int, end: int, paragraph_starts: set[int], spans: list[_Span]) -> None:
+def _add_span(text: str, start: int, end: int, paragraph_starts: list[int], spans: list[_Span]) -> None:
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():
@@ -67,7 +71,8 @@ def _add_span(text: str, start: int, end: int, paragraph_starts: set[int], spans
     if end > start:
         # a span opens a paragraph if a paragraph break lies between the previous span and this one
         prev_end = spans[-1].end if spans else 0
-        new_para = not spans or any(prev_end <= p <= start for p in paragraph_starts if p > 0)
+        at = bisect_left(paragraph_starts, max(prev_end, 1))
+        new_para = not spans or (at < len(paragraph_starts) and paragraph_starts[at] <= start)
         spans.append(_Span(start, end, new_para))
 
 
@@ -92,8 +97,18 @@ def _split_long(text: str, span: _Span, max_chars: int, overlap_chars: int) -> l
     return out
 
 
-def chunk_text(text: str, max_chars: int = 800, overlap_chars: int = 150, min_chars: int = 200) -> list[Chunk]:
-    """Chunks of at most ``max_chars`` characters from whole sentences, overlapping by up to ``overlap_chars``."""
+def chunk_text(
+    text: str,
+    max_chars: int = 800,
+    overlap_chars: int = 150,
+    min_chars: int = 200,
+    max_chunks: int | None = None,
+    name: str = "document",
+) -> list[Chunk]:
+    """Chunks of at most ``max_chars`` characters from whole sentences, overlapping by up to ``overlap_chars``.
+
+    More than ``max_chunks`` chunks is :class:`TooLarge`, raised as soon as the count passes it: each chunk costs
+    an embedding (seconds per hundred on a CPU), so a small file of many tiny paragraphs must not buy hours."""
     if max_chars < 50:
         raise ValueError("max_chars must be at least 50")
     overlap_chars = max(0, min(overlap_chars, max_chars // 2))
@@ -118,6 +133,11 @@ def chunk_text(text: str, max_chars: int = 800, overlap_chars: int = 150, min_ch
                 break
             end_index += 1
         start, end = spans[first].start, spans[end_index].end
+        if max_chunks is not None and len(chunks) >= max_chunks:
+            raise TooLarge(
+                f"The document '{name}' splits into more than {max_chunks} passages, the most one document may "
+                "index (search.max_document_chunks): split it into smaller documents."
+            )
         chunks.append(Chunk(len(chunks), start, end, text[start:end]))
         fresh = end_index + 1
         if fresh >= len(spans):

@@ -146,3 +146,23 @@ def test_over_the_document_limit_is_413(serve_url: str, headers) -> None:
         timeout=120,
     )
     assert r.status_code == 413, r.text
+
+
+def test_document_of_too_many_passages_is_413_fast_and_leaves_nothing(serve_url: str, headers, tmp_path: Path) -> None:
+    from tests.unit.test_adversarial_documents import docx_bomb
+
+    kb = httpx.post(f"{serve_url}/api/v1/search/knowledgebase", headers=headers, json={"knowledgebase_name": "many"})
+    kb_id = kb.json()["id"]
+    bomb = docx_bomb(tmp_path / "paragraphs.docx", 200_000).read_bytes()  # ~50 KB, 11,000 chunks
+    started = time.monotonic()
+    r = httpx.post(
+        f"{serve_url}/api/v1/search/knowledgebase/{kb_id}/document",
+        headers=headers,
+        files={"file": ("paragraphs.docx", bomb)},
+        timeout=120,
+    )
+    assert r.status_code == 413, r.text
+    assert "passages" in r.json()["detail"] and "paragraphs.docx" in r.json()["detail"]
+    assert time.monotonic() - started < 60  # refused before embedding (11,000 embeddings would take half an hour)
+    docs = httpx.get(f"{serve_url}/api/v1/search/knowledgebase/{kb_id}/documents", headers=headers)
+    assert docs.status_code == 200 and docs.json() == [], docs.text

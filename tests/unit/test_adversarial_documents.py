@@ -12,6 +12,7 @@ from pathlib import Path
 
 from contracts.errors import TooLarge, UnsupportedMedia
 from contracts.settings import SearchSettings
+from engines.chunking import chunk_text
 from engines.documents import DEFAULT_LIMITS, ExtractionLimits, extract_text, extract_text_isolated
 from tests.unit.test_documents import make_pdf, write_pdf
 
@@ -185,3 +186,26 @@ def test_extraction_limits_are_documented_settings() -> None:
     ):
         assert SearchSettings.model_fields[name].description
     assert ExtractionLimits.from_settings(SearchSettings(extract_max_pages=7)).max_pages == 7
+
+
+def test_docx_of_many_tiny_paragraphs_is_refused_by_its_chunk_count_before_embedding(tmp_path: Path) -> None:
+    # 7 MB of XML in ~50 KB: under every extraction limit, but 200,000 paragraphs make ~11,000 chunks, each an
+    # embedding (the soak bench's bomb: 300 s and a 408 before the chunk limit and linear-time chunking)
+    bomb = docx_bomb(tmp_path / "paragraphs.docx", 200_000)
+    extracted, _ = timed(lambda: extract_text_isolated(bomb, "paragraphs.docx"))
+    assert not isinstance(extracted, Exception), extracted
+    cap = SearchSettings().max_document_chunks
+    error, seconds = timed(lambda: chunk_text(extracted.text, max_chunks=cap, name="paragraphs.docx"))
+    assert isinstance(error, TooLarge), error
+    assert "'paragraphs.docx'" in error.detail and f"more than {cap} passages" in error.detail
+    assert seconds < 5
+    everything = chunk_text(extracted.text)  # no cap: linear in the paragraphs, every chunk an exact slice
+    assert len(everything) > cap
+    assert all(extracted.text[c.start : c.end] == c.text for c in everything[:: len(everything) // 50])
+
+
+def test_a_document_at_the_chunk_limit_is_accepted(tmp_path: Path) -> None:
+    text = "".join(f"Sentence number {i} is about the Drakensberg in winter.\n\n" for i in range(400))
+    chunks = chunk_text(text)
+    assert chunk_text(text, max_chunks=len(chunks)) == chunks
+    assert isinstance(timed(lambda: chunk_text(text, max_chunks=len(chunks) - 1))[0], TooLarge)
