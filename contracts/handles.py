@@ -20,10 +20,15 @@ T = TypeVar("T")
 
 async def call(response: Awaitable[T]) -> T:
     """Await a ``DeploymentResponse``; a domain error raised in the replica comes back as itself, not wrapped in
-    Ray's ``RayTaskError``."""
+    Ray's ``RayTaskError``, and a call the caller cancelled ends as ``CancelledError``."""
     try:
         return await response
     except Exception as exc:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # the caller cancelled (asyncio.wait_for's timeout): Serve answers that with its own
+            # RequestCancelledError, which would reach the edge as a 500 instead of the caller's timeout
+            raise asyncio.CancelledError from exc
         domain = find_domain_error(exc)
         if domain is not None:
             raise domain from None

@@ -385,6 +385,13 @@ class Settings(BaseSettings):
         "in): 413. The v1 audio routes (`/api/v1/transcribe/sync`, `/api/v1/transport/file-upload`) take the "
         "base64 of a `max_request_mb` file (the spec's 1 GB), checked the same way.",
     )
+    usage_flush_seconds: float = Field(
+        default=0.2,
+        ge=0,
+        description="How often each ingress replica writes the usage rows of the requests it answered, in one "
+        "transaction (off the request path). A usage report flushes its replica first; rows from other replicas "
+        "show within this time. 0 writes each row before the request answers.",
+    )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS (none by default).")
     inline_payload_mb: float = Field(
         default=8.0,

@@ -23,6 +23,7 @@ from contracts.speech import TranscriptionClient
 from contracts.text import TextClient
 from contracts.translation import TranslationClient
 from persistence.session import Database
+from persistence.usage_meter import UsageMeter
 from serve_app.tokens import TokenVerifier
 
 C = TypeVar("C", bound=DeploymentClient)
@@ -74,13 +75,15 @@ class AppContext:
     db: Database
     tokens: TokenVerifier
     clients: Clients
+    usage: UsageMeter
     started_at: float = field(default_factory=time.time)
 
 
 def build_context(settings: Settings, clients: Clients) -> AppContext:
     settings.ensure_dirs()
     db = Database(settings.db_url)
-    return AppContext(settings, db, TokenVerifier(db, settings.token_cache_seconds), clients)
+    usage = UsageMeter(db, settings.usage_flush_seconds)
+    return AppContext(settings, db, TokenVerifier(db, settings.token_cache_seconds), clients, usage)
 
 
 async def get_context(connection: HTTPConnection) -> AppContext:

@@ -22,6 +22,12 @@ class Ingress:
         self.context = build_context(self.settings, Clients.from_handles(**handles))
         self.context.db.require_current_schema()  # migrations run once before the app starts, never here
 
+    def __del__(self) -> None:
+        """Serve calls this on a graceful replica shutdown: usage rows not yet written go now."""
+        context = getattr(self, "context", None)
+        if context is not None:
+            context.usage.close()
+
     def __serve_build_asgi_app__(self) -> FastAPI:  # called by Serve after __init__
         app = create_app(self.settings)
         app.state.context = self.context

@@ -78,7 +78,9 @@ def client_for(settings: Settings, handles: dict[str, Any]) -> TestClient:
     context = build_context(settings, Clients.from_handles(**handles))
     app = create_app(settings)
     app.dependency_overrides[get_context] = lambda: context
-    return TestClient(app, raise_server_exceptions=False)
+    client = TestClient(app, raise_server_exceptions=False)
+    client.context = context  # type: ignore[attr-defined]  # tests flush its usage meter before reading rows
+    return client
 
 
 @pytest.fixture(scope="session")

@@ -1,18 +1,14 @@
-"""Metering: every metered route records one usage row (invocation, outcome, seconds, tokens)."""
+"""Metering: every metered route records one usage row (invocation, outcome, seconds, tokens).
+
+The row goes to the context's :class:`persistence.usage_meter.UsageMeter`, which writes rows in batches off the
+request path (``KHULUMA_USAGE_FLUSH_SECONDS``); the usage report flushes it first."""
 
 from __future__ import annotations
 
-import anyio
-
 from cluster.metrics import record_audio
-from persistence.models import UsageRecord
+from persistence.models import UsageRecord, utcnow
 from serve_app.context import AppContext
 from serve_app.tokens import Principal
-
-
-def _insert(ctx: AppContext, row: UsageRecord) -> None:
-    with ctx.db.session() as s:
-        s.add(row)
 
 
 async def record_usage(
@@ -33,8 +29,9 @@ async def record_usage(
         seconds_transcribed=float(seconds),
         tokens=int(tokens),
         reference_id=reference_id,
+        created_at=utcnow(),  # when it was answered, not when the meter writes it
     )
-    await anyio.to_thread.run_sync(_insert, ctx, row)
+    await ctx.usage.add(row)
     if status == "successful":
         record_audio(route, seconds)
 

@@ -159,6 +159,7 @@ def build_report(
 async def report(ctx: AppContext, caller: Principal, start: str, end: str, interval: str) -> UsageReport:
     start_ts, end_ts, unit = validate(start, end, interval)
     until = end_ts + timedelta(seconds=1)  # the end second is included
+    await ctx.usage.flush()  # this replica's own recent requests count (others' show within the flush period)
 
     def fetch() -> list[tuple[datetime, str, float, int]]:
         with ctx.db.session() as s:

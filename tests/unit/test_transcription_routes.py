@@ -40,8 +40,9 @@ def headers(make_token) -> dict[str, str]:
     return {"X-CLIENT-TOKEN": make_token("speech-co", "calls")}
 
 
-def _usage(db, route: str) -> list[tuple[str, float]]:
-    with db.session() as s:
+def _usage(client, route: str) -> list[tuple[str, float]]:
+    client.context.usage.flush_now()  # rows are written in batches off the request path
+    with client.context.db.session() as s:
         rows = s.query(UsageRecord).filter(UsageRecord.route == route).order_by(UsageRecord.id).all()
         return [(r.status, r.seconds_transcribed) for r in rows]
 
@@ -52,7 +53,7 @@ def _wer(text: str) -> float:
 
 
 def test_sync_file_returns_the_full_record(client, headers, speech, db) -> None:
-    before = len(_usage(db, "transcribe_sync"))
+    before = len(_usage(client, "transcribe_sync"))
     with speech["mp3"].open("rb") as f:
         r = client.post(
             "/api/v2alpha/transcribe/sync/file?lang_code=eng",
@@ -72,7 +73,7 @@ def test_sync_file_returns_the_full_record(client, headers, speech, db) -> None:
     assert _wer(record["transcription_text"]) <= 0.3, record["transcription_text"]
     assert record["words"] and all(w["end_time"] >= w["start_time"] for w in record["words"])
     assert set(record["diarisation_result"]) >= {"starts", "ends", "speaker_ids", "words", "timeline"}
-    usage = _usage(db, "transcribe_sync")
+    usage = _usage(client, "transcribe_sync")
     assert len(usage) == before + 1
     assert usage[-1] == ("successful", pytest.approx(record["audio_length_seconds"]))
 
@@ -151,7 +152,7 @@ def test_v1_base64_sync(client, headers, speech, db) -> None:
 
 
 def test_v1_bad_base64_is_400(client, headers, db) -> None:
-    before = len(_usage(db, "transcribe_v1_sync"))
+    before = len(_usage(client, "transcribe_v1_sync"))
     r = client.post(
         "/api/v1/transcribe/sync",
         json={"file_name": "a.wav", "audio_blob": "%%% not base64 %%%", "file_size": 0},
@@ -159,7 +160,7 @@ def test_v1_bad_base64_is_400(client, headers, db) -> None:
     )
     assert r.status_code == 400
     assert "audio_blob" in r.json()["detail"]
-    assert _usage(db, "transcribe_v1_sync")[before:] == [("failed", 0.0)]
+    assert _usage(client, "transcribe_v1_sync")[before:] == [("failed", 0.0)]
 
 
 def test_missing_token_is_401(client, speech) -> None:
@@ -178,7 +179,7 @@ def test_not_audio_is_415(client, headers, db) -> None:
         "/api/v2alpha/transcribe/fast", files={"upload": ("x.mp3", b"\x00\x01garbage" * 100)}, headers=headers
     )
     assert r.status_code == 415
-    assert _usage(db, "transcribe_fast")[-1] == ("failed", 0.0)
+    assert _usage(client, "transcribe_fast")[-1] == ("failed", 0.0)
 
 
 def test_empty_and_missing_file_are_400(client, headers) -> None:
@@ -244,7 +245,7 @@ def _pcm_frames(speech: dict[str, Path], seconds_of_silence: float = 0.5) -> lis
 
 
 def test_stream_partial_and_final_results(client, headers, speech, db) -> None:
-    before = len(_usage(db, "transcribe_stream"))
+    before = len(_usage(client, "transcribe_stream"))
     messages = []
     with client.websocket_connect("/ws/stream-transcribe?lang_code=eng", headers=headers) as ws:
         assert ws.receive_json()["type"] == "ready"
@@ -266,7 +267,7 @@ def test_stream_partial_and_final_results(client, headers, speech, db) -> None:
     starts = [s["start_time"] for s in final["segments"]]
     assert starts == sorted(starts)
     seconds = final["audio_length_seconds"]
-    assert _usage(db, "transcribe_stream")[before:] == [("successful", pytest.approx(seconds, abs=1e-3))]
+    assert _usage(client, "transcribe_stream")[before:] == [("successful", pytest.approx(seconds, abs=1e-3))]
 
 
 def test_stream_rejects_bad_input(client, headers) -> None:

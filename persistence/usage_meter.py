@@ -1,0 +1,110 @@
+"""Usage rows written in batches, off the request path.
+
+A metered request used to wait for its own INSERT and commit (a thread hop and an fsync on SQLite, a round trip
+on PostgreSQL) before it answered. Now it appends its row and answers; one writer per process inserts everything
+pending every ``flush_seconds`` in a single transaction.
+
+Nothing is lost:
+- :meth:`UsageMeter.flush` writes what is pending now (a usage report calls it first, so a caller sees its own
+  requests);
+- :meth:`UsageMeter.close` writes the rest synchronously when the replica shuts down;
+- a failed write puts its rows back for the next try, and past ``max_pending`` rows a request waits for a write
+  (back-pressure) instead of the buffer growing without bound while the database is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Sequence
+
+from persistence.models import UsageRecord
+from persistence.session import Database
+
+log = logging.getLogger(__name__)
+
+
+class UsageMeter:
+    def __init__(self, db: Database, flush_seconds: float = 0.2, max_pending: int = 10_000) -> None:
+        self.db = db
+        self.flush_seconds = flush_seconds
+        self.max_pending = max_pending
+        self._pending: list[UsageRecord] = []
+        self._lock = threading.Lock()  # the swap of the buffer; close() may run on another thread
+        self._writer: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def add(self, row: UsageRecord) -> None:
+        """Queue one row; it reaches the database within ``flush_seconds`` (at once after :meth:`close`)."""
+        if self._closed or self.flush_seconds <= 0:
+            await asyncio.to_thread(self._write, [row])
+            return
+        with self._lock:
+            self._pending.append(row)
+            full = len(self._pending) >= self.max_pending
+        if full:
+            await self.flush()
+        self._ensure_writer()
+
+    async def flush(self) -> None:
+        """Write everything pending now; raises if the database refuses (the rows stay queued)."""
+        rows = self._take()
+        if rows:
+            try:
+                await asyncio.to_thread(self._write, rows)
+            except BaseException:
+                self._put_back(rows)
+                self._ensure_writer()  # the periodic writer retries them
+                raise
+
+    def flush_now(self) -> None:
+        """:meth:`flush` from synchronous code (no event loop needed)."""
+        rows = self._take()
+        if rows:
+            try:
+                self._write(rows)
+            except BaseException:
+                self._put_back(rows)
+                raise
+
+    def close(self) -> None:
+        """Write what is pending, synchronously, and write any later row at once (replica shutdown)."""
+        self._closed = True
+        writer = self._writer
+        if writer is not None and not writer.done():
+            writer.get_loop().call_soon_threadsafe(writer.cancel)
+        self.flush_now()
+
+    def _ensure_writer(self) -> None:
+        loop = asyncio.get_running_loop()
+        # a new writer when the last one ended, or lived on a loop that has gone (each TestClient call has its own)
+        if self._writer is None or self._writer.done() or self._writer.get_loop() is not loop:
+            self._writer = loop.create_task(self._write_periodically(), name="usage-meter")
+
+    async def _write_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.flush_seconds)
+            try:
+                await self.flush()
+            except Exception:  # the database is down: keep the rows, try again next period
+                log.exception("usage rows not written yet (%d pending); retrying", self.pending)
+            if not self._pending:
+                return  # the next add starts a writer again
+
+    def _take(self) -> list[UsageRecord]:
+        with self._lock:
+            rows, self._pending = self._pending, []
+        return rows
+
+    def _put_back(self, rows: Sequence[UsageRecord]) -> None:
+        with self._lock:
+            self._pending[:0] = rows
+
+    def _write(self, rows: Sequence[UsageRecord]) -> None:
+        with self.db.session() as session:
+            session.add_all(rows)
