@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any, Self
 
@@ -111,6 +112,9 @@ def seaweedfs_s3_config(access_key: str, secret_key: str) -> dict[str, Any]:
     }
 
 
+VOLUME_REPORT_WAIT_S = 20.0  # after the gateway answers, how long start() waits for every volume to be reported
+
+
 class LocalSeaweedFS:
     """A single-process SeaweedFS (``weed mini``: master, volume, filer and S3 gateway) bound to ``host``.
 
@@ -183,7 +187,7 @@ class LocalSeaweedFS:
                 )
             endpoint = f"http://{self.host}:{ports[6]}"
             try:
-                self._wait_ready(endpoint)
+                self._wait_ready(endpoint, master=f"http://{self.host}:{ports[0]}")
             except RuntimeError as exc:
                 last_error = str(exc)
                 self._terminate()
@@ -208,23 +212,49 @@ class LocalSeaweedFS:
             return None
         return ports if len(ports) == 9 and _ports_free(ports, self.host) else None
 
-    def _wait_ready(self, endpoint: str) -> None:
+    def _wait_ready(self, endpoint: str, master: str) -> None:
+        """The gateway answers signed requests and the master knows every volume on disk: after a restart the
+        gateway answers before the volume server has reported its volumes, and reading an object kept from
+        before fails (InternalError) until it has."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         client = boto_client(
             "s3", endpoint, self.access_key, self._secret_key, "us-east-1", connect_timeout=2, read_timeout=5, retries=0
         )
         deadline = time.monotonic() + self.start_timeout
+        answering_since: float | None = None
         while time.monotonic() < deadline:
             assert self._process is not None
             if self._process.poll() is not None:
                 raise RuntimeError(f"weed exited with {self._process.returncode}: {self._log_tail()}")
             try:
                 client.list_buckets()
-                return
-            except (BotoCoreError, ClientError):
-                time.sleep(0.3)
+                answering_since = answering_since or time.monotonic()
+                known, on_disk = self._known_volumes(master), self._volumes_on_disk()
+                if known >= on_disk:
+                    return
+                if time.monotonic() - answering_since > VOLUME_REPORT_WAIT_S:  # a stray .dat must not block start
+                    log.warning("SeaweedFS reports %d of the %d volume files on disk; starting anyway", known, on_disk)
+                    return
+            except (BotoCoreError, ClientError, OSError, KeyError, TypeError, ValueError):
+                pass
+            time.sleep(0.3)
         raise RuntimeError(f"no S3 answer within {self.start_timeout:.0f}s: {self._log_tail()}")
+
+    def _volumes_on_disk(self) -> int:
+        return sum(1 for _ in (self.data_dir / "data").rglob("*.dat"))
+
+    @staticmethod
+    def _known_volumes(master: str) -> int:
+        """Volumes the master has heard of from volume servers (its ``/dir/status`` topology)."""
+        with urllib.request.urlopen(f"{master}/dir/status", timeout=2) as answer:
+            topology = json.load(answer)["Topology"]
+        return sum(
+            int(node.get("Volumes", 0))
+            for center in topology.get("DataCenters") or []
+            for rack in center.get("Racks") or []
+            for node in rack.get("DataNodes") or []
+        )
 
     def _log_tail(self, lines: int = 8) -> str:
         try:
