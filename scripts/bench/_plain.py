@@ -60,6 +60,35 @@ def plain_server(settings: dict[str, Any], capabilities: Sequence[str] = ()) -> 
         proc.wait()
 
 
+@contextmanager
+def ray_server(settings: dict[str, Any], capabilities: Sequence[str]) -> Iterator[str]:
+    """The same capabilities through a real Ray Serve application (a local Ray, ``configs/serve.yaml``'s
+    deployment options, the throughput-optimised handles); yields its base URL and shuts Ray down after."""
+    import os
+
+    from serve_app.cli.serve import load_serve_config, ray_env
+
+    os.environ.update(ray_env())
+    import ray
+    from ray import serve
+
+    from deployments.app import build_app
+
+    port = free_port()
+    cfg = load_serve_config(ROOT / "configs" / "serve.yaml")
+    ray.init(address="local", include_dashboard=False, logging_level="ERROR", runtime_env={"env_vars": ray_env()})
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=cfg.get("logging_config"))
+        app = build_app({"settings": settings, "capabilities": list(capabilities), "deployments": cfg["deployments"]})
+        serve.run(app, name="khuluma", route_prefix="/", blocking=False, logging_config=cfg.get("logging_config"))
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url)
+        yield url
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
 def serve(settings_json: str, capabilities: str, port: int) -> None:
     """The server process of :func:`plain_server`."""
     import uvicorn

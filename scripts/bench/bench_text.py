@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 from _load import load, table  # noqa: E402
-from _plain import free_port, plain_server, wait_healthy  # noqa: E402
+from _plain import plain_server, ray_server  # noqa: E402
 
 NER_TEXTS = [
     "President Cyril Ramaphosa visited Durban on Monday with officials from Eskom.",
@@ -174,8 +174,9 @@ def main() -> None:
             after = engines.requests_per_s(fn, items, args.concurrency)
             results[name]["bare"] = (before + after) / 2  # the machine is shared: average out drift
     if args.ray:
-        for name, res in _through_ray(settings, through, list(routes)).items():
-            results[name]["ray"] = res
+        with ray_server(settings, ["embeddings", "text"]) as url:
+            for name in routes:
+                results[name]["ray"] = through(url, name)
 
     blank = {"p50 ms": "", "p99 ms": "", "errors": ""}
     rows = []
@@ -199,36 +200,6 @@ def main() -> None:
                 rows.append((f"{name}: {key}/bare", {"req/s": f"{r[key].rps / bare:.2f}x", **blank}))
     print(f"\nconcurrency={args.concurrency}; duration={args.duration}s per route; cores={os.cpu_count()}")
     print(table(rows))
-
-
-def _through_ray(settings: dict, through, names: list[str]) -> dict:
-    from serve_app.cli.serve import load_serve_config, ray_env
-
-    os.environ.update(ray_env())
-    import ray
-    from ray import serve
-
-    from deployments.app import build_app
-
-    port = free_port()
-    cfg = load_serve_config(ROOT / "configs" / "serve.yaml")
-    ray.init(address="local", include_dashboard=False, logging_level="ERROR", runtime_env={"env_vars": ray_env()})
-    try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=cfg.get("logging_config"))
-        serve.run(
-            build_app(
-                {"settings": settings, "capabilities": ["embeddings", "text"], "deployments": cfg["deployments"]}
-            ),
-            name="khuluma",
-            route_prefix="/",
-            blocking=False,
-            logging_config=cfg.get("logging_config"),
-        )
-        wait_healthy(f"http://127.0.0.1:{port}")
-        return {name: through(f"http://127.0.0.1:{port}", name) for name in names}
-    finally:
-        serve.shutdown()
-        ray.shutdown()
 
 
 if __name__ == "__main__":

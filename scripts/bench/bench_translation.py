@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 from _load import load, table  # noqa: E402
-from _plain import free_port, plain_server, wait_healthy  # noqa: E402
+from _plain import plain_server, ray_server  # noqa: E402
 
 PAIRS = [
     ("eng_Latn", "zul_Latn"),
@@ -147,7 +147,8 @@ def main() -> None:
         ("service/bare", {"sent/s": f"{res.rps / bare:.2f}x", **blank}),
     ]
     if args.ray:
-        res = _through_ray(settings, through)
+        with ray_server(settings, ["translation"]) as url:
+            res = through(url)
         rows.append((f"service (Ray Serve), {args.concurrency} clients", _row(res)))
         rows.append(("Ray Serve/bare", {"sent/s": f"{res.rps / bare:.2f}x", **blank}))
     print(
@@ -166,34 +167,6 @@ def _row(res) -> dict:
         "errors": row["errors"],
         "n": row["n"],
     }
-
-
-def _through_ray(settings: dict, through):
-    from serve_app.cli.serve import load_serve_config, ray_env
-
-    os.environ.update(ray_env())
-    import ray
-    from ray import serve
-
-    from deployments.app import build_app
-
-    port = free_port()
-    cfg = load_serve_config(ROOT / "configs" / "serve.yaml")
-    ray.init(address="local", include_dashboard=False, logging_level="ERROR", runtime_env={"env_vars": ray_env()})
-    try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=cfg.get("logging_config"))
-        serve.run(
-            build_app({"settings": settings, "capabilities": ["translation"], "deployments": cfg["deployments"]}),
-            name="khuluma",
-            route_prefix="/",
-            blocking=False,
-            logging_config=cfg.get("logging_config"),
-        )
-        wait_healthy(f"http://127.0.0.1:{port}")
-        return through(f"http://127.0.0.1:{port}")
-    finally:
-        serve.shutdown()
-        ray.shutdown()
 
 
 if __name__ == "__main__":
