@@ -1,0 +1,107 @@
+"""Idle memory of the whole service, per process: PSS (proportional set size, so shared libraries are counted
+once across processes) of every process of a fresh ``khuluma serve`` with the offline models loaded.
+
+It starts the service (as the README does), waits until it is healthy and then ``--settle`` seconds more, and
+prints one row per process (Ray's replicas by deployment, raylet, GCS, the dashboard, the ``khuluma serve``
+driver), the total, and the total against the 2.0 GB goal of the performance issue. ``--after-load`` first sends
+one request of every text kind and a transcription, so the models' lazy parts are loaded too.
+
+    .venv/bin/python scripts/bench/idle_memory.py [--settle 20] [--after-load]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import httpx
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+from _load import table  # noqa: E402
+from soak import service_processes, start_service  # noqa: E402
+
+from tests.speechdata import espeak  # noqa: E402
+
+MB = 1024 * 1024
+GOAL_MB = 2048
+
+
+def label(process: psutil.Process, driver: int) -> str:
+    if process.pid == driver:
+        return "khuluma serve (driver)"
+    cmd = " ".join(process.cmdline())
+    replica = re.search(r"ServeReplica:[^:]+:(\w+)", cmd)
+    if replica:
+        return f"replica {replica.group(1)}"
+    for name in ("raylet", "gcs_server", "dashboard_agent", "dashboard", "log_monitor", "ServeController"):
+        if name in cmd:
+            return name
+    actor = re.search(r"ray::(\w+)", cmd)
+    return actor.group(1) if actor else process.name()
+
+
+def measure(driver: int) -> dict[str, tuple[int, float]]:
+    rows: dict[str, list[float]] = defaultdict(list)
+    for process in service_processes([driver]):
+        try:
+            rows[label(process, driver)].append(process.memory_full_info().pss / MB)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return {name: (len(values), sum(values)) for name, values in rows.items()}
+
+
+def load_once(url: str, token: str, work: Path) -> None:
+    h = {"X-CLIENT-TOKEN": token}
+    text = "Nelson Mandela was born in Mvezo. Ngiyabonga kakhulu!"
+    with httpx.Client(timeout=300) as c:
+        c.post(f"{url}/api/v1/entity_recognition/process", headers=h, json={"encoded_text": text}).raise_for_status()
+        c.post(f"{url}/api/v1/sentiment_analysis/process", headers=h, json={"encoded_text": text}).raise_for_status()
+        c.post(f"{url}/api/v1/language/detect", headers=h, json={"text": text}).raise_for_status()
+        wav = espeak("good morning, the weather today is sunny and warm", work / "speech.wav")
+        with wav.open("rb") as f:
+            c.post(f"{url}/api/v2alpha/transcribe/sync/file", headers=h, files={"file": ("s.wav", f)}).raise_for_status()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--settle", type=float, default=20.0, help="seconds to wait after the service is healthy")
+    parser.add_argument("--after-load", action="store_true", help="send one request of each kind first")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="khuluma-memory-"))
+    proc, url, token = start_service(work)
+    try:
+        if args.after_load:
+            load_once(url, token, work)
+        time.sleep(args.settle)
+        found = measure(proc.pid)
+    finally:
+        os.killpg(proc.pid, 2)  # Ctrl-C: khuluma serve stops Ray and its storage itself
+        try:
+            proc.wait(120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+
+    total = sum(mb for _, mb in found.values())
+    rows = [
+        (name, {"processes": n, "PSS MB": round(mb)})
+        for name, (n, mb) in sorted(found.items(), key=lambda item: -item[1][1])
+    ]
+    rows.append(("total", {"processes": sum(n for n, _ in found.values()), "PSS MB": round(total)}))
+    rows.append(("total / 2.0 GB goal", {"processes": "", "PSS MB": f"{total / GOAL_MB:.2f}x"}))
+    print(f"\nidle PSS of khuluma serve ({'after one request of each kind' if args.after_load else 'fresh'}):")
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
