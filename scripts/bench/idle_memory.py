@@ -69,7 +69,8 @@ def load_once(url: str, token: str, work: Path) -> None:
         c.post(f"{url}/api/v1/language/detect", headers=h, json={"text": text}).raise_for_status()
         wav = espeak("good morning, the weather today is sunny and warm", work / "speech.wav")
         with wav.open("rb") as f:
-            c.post(f"{url}/api/v2alpha/transcribe/sync/file", headers=h, files={"file": ("s.wav", f)}).raise_for_status()
+            sync = f"{url}/api/v2alpha/transcribe/sync/file"
+            c.post(sync, headers=h, files={"file": ("s.wav", f)}).raise_for_status()
 
 
 def main() -> None:
