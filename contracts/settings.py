@@ -163,6 +163,17 @@ class SearchSettings(BaseModel):
         "more strongly; `strict_language` filters instead.",
     )
     bm25_cache_kbs: int = Field(default=16, ge=1, description="Knowledge bases whose BM25 index stays in memory (LRU).")
+    bm25_snapshot_dir: Path | None = Field(
+        default=None,
+        description="Where the KnowledgeStore saves each knowledge base's BM25 index (default `<data_dir>/bm25`, "
+        "local to the node: a cache, never shared). A saved index of the collection's current generation is read "
+        "instead of fetching and tokenizing every chunk from Chroma on the first query after a restart.",
+    )
+    bm25_snapshot_delay_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="How long after its last change a BM25 index is saved (uploads in a row are saved once).",
+    )
     extract_max_expanded_mb: float = Field(
         default=100.0,
         gt=0,

@@ -38,12 +38,12 @@ from contracts.errors import NotFound, Unavailable
 from contracts.languages import LANGUAGES
 from contracts.search import AddDocument, DocumentFile, IndexedDocument, SearchQuery, SearchResultItem
 from deployments.common import configure_replica_logging, load_settings
+from engines.bm25 import Bm25Cache
 from engines.chunk_language import detect_languages, detectable_languages, dominant_language
 from engines.chunk_store import ChunkStore, acquire_store_lock, connect_chroma, release_store_lock
 from engines.chunking import Chunk, chunk_text
 from engines.documents import ExtractedText, ExtractionLimits, extract_text_isolated
 from engines.fusion import FusionConfig, Hit, fuse, rank_by_similarity
-from engines.lexical import Bm25Cache
 
 log = logging.getLogger("khuluma.knowledge")
 T = TypeVar("T")
@@ -82,7 +82,13 @@ class KnowledgeStore:
                 raise
         self.store = ChunkStore(client)
         # deltas of our own writes are exact only when we are the only writer (the embedded store)
-        self.bm25 = Bm25Cache(self.store, max_entries=s.bm25_cache_kbs, exact_deltas=self.mode == "embedded")
+        self.bm25 = Bm25Cache(
+            self.store,
+            max_entries=s.bm25_cache_kbs,
+            exact_deltas=self.mode == "embedded",
+            snapshot_dir=Path(s.bm25_snapshot_dir or (self.settings.data_dir / "bm25")),
+            save_delay_s=s.bm25_snapshot_delay_seconds,
+        )
         self._write_lock = asyncio.Lock()  # one writer at a time inside this replica
 
     def close(self) -> None:
@@ -90,6 +96,10 @@ class KnowledgeStore:
         store = getattr(self, "store", None)
         if store is not None and not self._closed:
             self._closed = True
+            bm25 = getattr(self, "bm25", None)
+            if bm25 is not None:
+                with contextlib.suppress(Exception):  # a snapshot is a cache: never fail a shutdown for it
+                    bm25.close()
             with contextlib.suppress(Exception):  # an old client without close()
                 store.client.close()
         lock_path = getattr(self, "_lock_path", None)
@@ -141,7 +151,7 @@ class KnowledgeStore:
                 capability="knowledge_base_search",
                 installed=True,
                 model=model,
-                backend=f"chromadb {chromadb.__version__} ({self.mode}: {self.location}) + BM25 (bm25s), "
+                backend=f"chromadb {chromadb.__version__} ({self.mode}: {self.location}) + BM25, "
                 f"{'hybrid RRF' if self.hybrid else 'vector only'}",
                 languages=languages,
                 note="Documents in any language the embedding model covers are searchable, also across languages "

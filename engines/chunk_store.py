@@ -22,8 +22,8 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from engines.bm25 import Generation
 from engines.fusion import Hit
-from engines.lexical import Generation
 
 
 def collection_name(kb_id: str) -> str:

@@ -122,3 +122,16 @@ def table(rows: list[tuple[str, dict[str, Any]]]) -> str:
 
 def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
+
+
+def json_option(parser: Any) -> None:
+    """``--json PATH``: the bench also writes its figures there (what ``run_all.py`` reads)."""
+    parser.add_argument("--json", help="also write the figures as JSON to this file (for run_all.py)")
+
+
+def write_json(path: str | None, payload: dict[str, Any]) -> None:
+    if path:
+        import json
+        from pathlib import Path
+
+        Path(path).write_text(json.dumps(payload, indent=1, default=float))

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
-from _load import load, table  # noqa: E402
+from _load import json_option, load, table, write_json  # noqa: E402
 from _plain import free_port, plain_server, wait_healthy  # noqa: E402
 
 
@@ -25,6 +25,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--concurrency", type=int, default=16)
+    json_option(ap)
     args = ap.parse_args()
 
     data = tempfile.mkdtemp(prefix="khuluma-bench-")
@@ -64,6 +65,7 @@ def main() -> None:
             rows = _compare(plain_url, serve_url, headers, args)
         print(f"\nconcurrency={args.concurrency} duration={args.duration}s cores={os.cpu_count()}")
         print(table(rows))
+        write_json(args.json, dict(rows))
     finally:
         serve.shutdown()
         ray.shutdown()

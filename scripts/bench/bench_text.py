@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
-from _load import load, table  # noqa: E402
+from _load import json_option, load, table, write_json  # noqa: E402
 from _plain import plain_server, ray_server  # noqa: E402
 
 NER_TEXTS = [
@@ -123,6 +123,7 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--ray", action="store_true", help="Also measure through the Ray Serve application.")
+    json_option(ap)
     args = ap.parse_args()
 
     data = tempfile.mkdtemp(prefix="khuluma-bench-text-")
@@ -200,6 +201,22 @@ def main() -> None:
                 rows.append((f"{name}: {key}/bare", {"req/s": f"{r[key].rps / bare:.2f}x", **blank}))
     print(f"\nconcurrency={args.concurrency}; duration={args.duration}s per route; cores={os.cpu_count()}")
     print(table(rows))
+    for name, r in results.items():
+        if "ray" in r:
+            print(f"{name}: ray/bare {r['ray'].rps / r['bare']:.2f}x")
+    write_json(
+        args.json,
+        {
+            name: {"bare req/s": r["bare"]}
+            | {
+                f"{key} {k}": v
+                for key in ("service", "ray")
+                if key in r
+                for k, v in (("req/s", r[key].rps), ("p50 ms", r[key].pct(50)), ("p99 ms", r[key].pct(99)))
+            }
+            for name, r in results.items()
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 
+from _load import json_option, write_json  # noqa: E402
 from _plain import free_port  # noqa: E402
 
 from scripts.eval_wer import SENTENCES  # noqa: E402
@@ -230,6 +231,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=4, help="sentences per file (about 4 s each)")
     parser.add_argument("--clients", default="1,8")
     parser.add_argument("--skip", default="", help="comma list of systems to skip: bare,pipeline,service,fws")
+    json_option(parser)
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     clients = [int(c) for c in args.clients.split(",")]
@@ -280,6 +282,7 @@ def main() -> None:
             f"{r['system']:10} {r['clients']:7d} {r['wall_s']:8.1f} {r['rtf']:7.3f} {r['files_per_min']:10.2f} "
             f"{r['mean_latency_s']:10.2f} {ratio:8.2f}"
         )
+    write_json(args.json, {"rows": rows})
 
 
 if __name__ == "__main__":

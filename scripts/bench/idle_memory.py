@@ -27,7 +27,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
-from _load import table  # noqa: E402
+from _load import json_option, table, write_json  # noqa: E402
 from soak import service_processes, start_service  # noqa: E402
 
 from tests.speechdata import espeak  # noqa: E402
@@ -77,6 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--settle", type=float, default=20.0, help="seconds to wait after the service is healthy")
     parser.add_argument("--after-load", action="store_true", help="send one request of each kind first")
+    json_option(parser)
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="khuluma-memory-"))
@@ -102,6 +103,7 @@ def main() -> None:
     rows.append(("total / 2.0 GB goal", {"processes": "", "PSS MB": f"{total / GOAL_MB:.2f}x"}))
     print(f"\nidle PSS of khuluma serve ({'after one request of each kind' if args.after_load else 'fresh'}):")
     print(table(rows))
+    write_json(args.json, {"total MB": total, "processes": {name: mb for name, (_, mb) in found.items()}})
 
 
 if __name__ == "__main__":

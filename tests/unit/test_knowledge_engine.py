@@ -15,10 +15,11 @@ from contracts.errors import InvalidInput, NotFound
 from contracts.payloads import Blob
 from contracts.search import AddDocument, DocumentFile, SearchQuery
 from contracts.settings import Settings
+from engines.bm25 import Bm25Cache, Bm25Index
 from engines.chunk_language import detect_languages
 from engines.chunk_store import ChunkStore, collection_name, connect_chroma
 from engines.fusion import FusionConfig, Hit, fuse
-from engines.lexical import Bm25Index, _bm25_class, tokenize
+from engines.lexical import tokenize
 from serve_app.services.search import query_language
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,20 +111,103 @@ def test_bm25_ranks_exact_names_and_filters_language() -> None:
     assert Bm25Index([], [], []).search("anything", 3) == []
 
 
-def test_vectorised_bm25_build_scores_like_stock_bm25s() -> None:
+def test_segmented_bm25_scores_like_stock_bm25s() -> None:
+    """Three segments (three adds) and query-time scoring give bm25s's Lucene BM25 scores over the whole corpus."""
     import bm25s
     from bm25s.tokenization import Tokenized
 
     passages, _ = __import__("eval_retrieval").load_set()
     vocab: dict[str, int] = {}
-    ids = [[vocab.setdefault(t, len(vocab)) for t in tokenize(p["text"])] for p in passages]
-    fast, stock = _bm25_class()(), bm25s.BM25()
-    fast.index(Tokenized(ids=ids, vocab=dict(vocab)), create_empty_token=False, show_progress=False)
-    stock.index(Tokenized(ids=ids, vocab=dict(vocab)), create_empty_token=False, show_progress=False)
-    for query in ("Ward 23 water Chatsworth", "umtholampilo uvulwa", "tliliniki Botshabelo 07:00", "R530"):
-        token_ids = [vocab[t] for t in tokenize(query) if t in vocab]
-        assert np.allclose(fast.get_scores(token_ids), stock.get_scores(token_ids), atol=1e-5)
-        assert fast.get_scores(token_ids).max() > 0
+    token_ids = [[vocab.setdefault(t, len(vocab)) for t in tokenize(p["text"])] for p in passages]
+    stock = bm25s.BM25()
+    stock.index(Tokenized(ids=token_ids, vocab=dict(vocab)), create_empty_token=False, show_progress=False)
+    ids = [f"p{i}" for i in range(len(passages))]
+    index = Bm25Index()
+    for part in np.array_split(np.arange(len(passages)), 3):
+        index.add([ids[i] for i in part], [passages[i]["text"] for i in part], [{} for _ in part])
+    assert len(index._segments) == 3
+    for query in ("Ward 23 water Chatsworth", "umtholampilo uvulwa", "tliliniki Botshabelo 07:00", "R530 R530"):
+        want = stock.get_scores([vocab[t] for t in tokenize(query) if t in vocab])
+        got = dict(index.search(query, len(passages)))
+        assert got and set(got) == {ids[i] for i in np.flatnonzero(want > 0)}
+        assert np.allclose([got[ids[i]] for i in np.flatnonzero(want > 0)], want[want > 0], rtol=1e-5)
+
+
+def test_bm25_merges_segments_and_keeps_scores() -> None:
+    texts = {
+        f"d{d}:{i}": f"Ward {d * 7 + i} in Umlazi, notice {d} of {i + 1} May." for d in range(20) for i in range(3)
+    }
+    metas = {cid: {"document_id": cid.split(":")[0], "language": "eng"} for cid in texts}
+    grown = Bm25Index()
+    for d in range(20):
+        ids = [c for c in texts if c.startswith(f"d{d}:")]
+        grown.add(ids, [texts[c] for c in ids], [metas[c] for c in ids])
+        assert len(grown._segments) <= 9  # merged in the write path, never rebuilt by a query
+    fresh = Bm25Index(list(texts), list(texts.values()), list(metas.values()))
+    for query in ("Ward 23", "Umlazi notice 7", "12 May"):
+        got, want = grown.search_chunks(query, 10), fresh.search_chunks(query, 10)
+        assert [(c, t, m) for c, _, t, m in got] == [(c, t, m) for c, _, t, m in want]
+        assert np.allclose([x for _, x, _, _ in got], [x for _, x, _, _ in want])
+    grown.add(["d3:0"], ["Ward 999 replaced"], [metas["d3:0"]])  # a re-added id replaces its old text
+    assert [c for c, _ in grown.search("999 replaced", 5)] == ["d3:0"]
+    assert grown.search("21", 5) == [] and len(grown) == len(texts)  # its old text ("Ward 21 ...") is gone
+
+
+def test_bm25_snapshot_round_trip_by_generation(tmp_path: Path) -> None:
+    texts = [f"Clinic {i} in Ward {i % 9} opens at 0{i % 3 + 7}:00. Umtholampilo uvulwa ekuseni." for i in range(40)]
+    metas = [{"document_id": f"d{i // 10}", "language": "zul" if i % 2 else "eng", "n": i} for i in range(40)]
+    index = Bm25Index([f"c{i}" for i in range(40)], texts, metas)
+    index.add(["x"], ["Ward 77 ngoLwesithathu"], [{"document_id": "dx", "language": "zul"}])
+    index.remove_document("d1")
+    path = tmp_path / "kb.npz"
+    index.save(path, "gen-1")
+    assert Bm25Index.load(path, "gen-2") is None  # another generation: the store has changed since
+    loaded = Bm25Index.load(path, "gen-1")
+    assert loaded is not None and len(loaded) == len(index) == 31
+    for query, language in (("Clinic Ward 3", None), ("umtholampilo", "zul"), ("Ward 77", None), ("Clinic 12", None)):
+        assert loaded.search_chunks(query, 8, language) == index.search_chunks(query, 8, language)
+    assert not any(c.startswith("c1") and len(c) == 3 for c, _ in loaded.search("Clinic", 40))  # d1 stays removed
+    loaded.add(["y"], ["Ward 78 ngoLwesine"], [{"document_id": "dy"}])  # a loaded index takes writes
+    loaded.remove_document("d2")
+    assert loaded.search("Ward 78", 1)[0][0] == "y" and len(loaded) == 22
+    path.write_bytes(path.read_bytes()[:100])  # a damaged file is ignored, not trusted
+    assert Bm25Index.load(path, "gen-1") is None
+
+
+def test_bm25_cache_reads_its_snapshot_after_a_restart_not_the_store(tmp_path: Path) -> None:
+    store = ChunkStore(connect_chroma(path=str(tmp_path / "chroma")))
+    kb = str(uuid.uuid4())
+    rng = np.random.default_rng(0)
+
+    def add(ids: list[str], texts: list[str]) -> tuple[str | None, str]:
+        metas = [{"document_id": i.split(":")[0], "language": "eng"} for i in ids]
+        return store.add(kb, 1, ids, rng.normal(size=(len(ids), 8)).astype(np.float32), texts, metas)
+
+    add([f"d{i // 5}:{i}" for i in range(30)], [f"Clinic {i} in Ward {i} opens at 08:00." for i in range(30)])
+    reads: list[str] = []
+    read_store = store.all_chunks
+    store.all_chunks = lambda kb_id: (reads.append(kb_id), read_store(kb_id))[1]  # type: ignore[method-assign]
+    snapshots = tmp_path / "bm25"
+    cache = Bm25Cache(store, snapshot_dir=snapshots, save_delay_s=0.0)
+    assert cache.get(kb).search("Clinic 7", 1)[0][0] == "d1:7" and reads == [kb]
+    change = add(["dx:0"], ["Ward 77 refuse is collected on Wednesdays."])  # our own write: a delta
+    cache.added(kb, change, ["dx:0"], ["Ward 77 refuse is collected on Wednesdays."], [{"document_id": "dx"}])
+    cache.close()  # saves what changed
+    assert Bm25Index.load(snapshots / f"{kb}.npz", str(store.generation(kb))) is not None
+
+    restarted = Bm25Cache(store, snapshot_dir=snapshots, save_delay_s=0.0)
+    assert restarted.get(kb).search("Ward 77 refuse", 1)[0][0] == "dx:0"
+    assert reads == [kb]  # the snapshot was read, not the store
+    add(["dy:0"], ["Ward 88 has no water."])  # written elsewhere: the snapshot is now stale
+    assert restarted.get(kb).search("Ward 88 water", 1)[0][0] == "dy:0" and reads == [kb, kb]
+    cold = Bm25Cache(store)  # a write to a knowledge base not in memory loads it in the write path...
+    change = add(["dz:0"], ["Ward 99 clinic closes early."])
+    cold.added(kb, change, ["dz:0"], ["Ward 99 clinic closes early."], [{"document_id": "dz"}])
+    assert reads == [kb, kb, kb]
+    assert cold.get(kb).search("Ward 99 clinic", 1)[0][0] == "dz:0" and reads == [kb, kb, kb]  # ...not the query
+    restarted.drop(kb)
+    restarted.close()
+    assert not (snapshots / f"{kb}.npz").exists()
 
 
 def test_bm25_corpus_deltas_match_a_fresh_index() -> None:
@@ -135,7 +219,7 @@ def test_bm25_corpus_deltas_match_a_fresh_index() -> None:
     for d in range(3):
         ids = [c for c in texts if c.startswith(f"d{d}:")]
         grown.add(ids, [texts[c] for c in ids], [metas[c] for c in ids])
-        assert grown.search("Ward 12", 1)  # searches in between rebuild from cached tokens
+        assert grown.search("Ward 12", 1)  # searches in between see every add
     grown.remove_document("d1")
     kept = [c for c in texts if not c.startswith("d1:")]
     fresh = Bm25Index(kept, [texts[c] for c in kept], [metas[c] for c in kept])
@@ -268,7 +352,7 @@ def test_knowledge_store_ingest_query_delete_and_owner(tmp_path: Path, embedding
         # our own writes were applied to the cached BM25 corpus: it matches the store without a reload
         generation, cached = store.bm25._entries[kb]
         assert generation == store.store.generation(kb)
-        assert set(cached.chunks) == set(store.store.all_chunks(kb)[0])
+        assert cached.chunk_ids() == set(store.store.all_chunks(kb)[0])
         after = await store.query(ask("Who is the manager of the Soshanguve clinic?", None, 5))
         assert {r.document_id for r in after} == {"doc-zu"}  # BM25 cache rebuilt, no stale chunks
         assert await store.delete_kb(kb) and not store.exists(kb)

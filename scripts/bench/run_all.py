@@ -1,0 +1,183 @@
+"""Every bench, briefly, in one go: one markdown table of ratios written into docs/performance.md.
+
+    .venv/bin/python scripts/bench/run_all.py [--dry-run] [--only text,search,...] [--doc docs/performance.md]
+
+Each bench runs as its own process (so one's Ray or models never slow the next) with short settings and
+``--json``; this script reads those files and replaces the block between the ``run_all`` markers of the
+document with a table: the figure, its goal from issue #13 where there is one, and the command that produced it.
+Shorter than the benches' defaults, so noisier: for a figure you quote, run its bench on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = Path(__file__).resolve().parent
+BEGIN, END = "<!-- run_all:begin -->", "<!-- run_all:end -->"
+
+Row = tuple[str, str, str]  # figure, value, goal
+
+
+def _text(d: dict[str, Any]) -> list[Row]:
+    rows = []
+    for route in ("ner", "sentiment", "classify"):
+        r = d[route]
+        rows.append(
+            (
+                f"{route} through Ray Serve / bare engines (16 clients)",
+                f"{r['ray req/s'] / r['bare req/s']:.2f}x (p50 {r['ray p50 ms']:.0f} ms, p99 {r['ray p99 ms']:.0f} ms)",
+                "≥ 0.8x" + (", p99 < 250 ms" if route != "classify" else ""),
+            )
+        )
+    return rows
+
+
+def _overhead(d: dict[str, Any]) -> list[Row]:
+    return [
+        ("trivial authenticated route, Ray Serve / plain uvicorn", d["auth route: Serve/plain"]["req/s"], "≥ 0.55x")
+    ]
+
+
+def _search(d: dict[str, Any]) -> list[Row]:
+    rows = []
+    for r in d["scales"]:
+        n = f"{r['scale']:,} chunks"
+        rows.append(
+            (
+                f"knowledge-base query through Ray Serve, {n}: p50 / p99",
+                f"{r['serve p50 ms']:.1f} / {r['serve p99 ms']:.1f} ms "
+                f"({r['serve p50 ms'] / r['bare embed+query p50 ms']:.2f}x bare e5 + Chroma)",
+                "p50 ≤ 25 ms, p99 ≤ 60 ms (at 100k)",
+            )
+        )
+        rows.append(
+            (
+                f"first query through Ray Serve after a restart / after an upload, {n}",
+                f"{r['serve first query ms (after a restart)']:.0f} / {r['serve first query ms (after an upload)']:.0f}"
+                " ms",
+                "≤ 1 s",
+            )
+        )
+        rows.append((f"knowledge-base query under uvicorn, {n}: p50", f"{r['service p50 ms']:.1f} ms", ""))
+    return rows
+
+
+def _speech(d: dict[str, Any]) -> list[Row]:
+    fpm = {(r["system"], r["clients"]): r["files_per_min"] for r in d["rows"]}
+    rows = []
+    for clients in sorted({c for _, c in fpm}):
+        bare = fpm.get(("bare", clients))
+        service = fpm.get(("service", clients))
+        peer = fpm.get(("fws", clients))
+        if bare and service:
+            goal = "≥ 1.3x" if clients > 1 else ""
+            rows.append(
+                (
+                    f"speech files/min, service / bare faster-whisper, {clients} client(s)",
+                    f"{service / bare:.2f}x",
+                    goal,
+                )
+            )
+        if peer and service:
+            goal = "≥ 1.2x" if clients > 1 else ""
+            rows.append(
+                (
+                    f"speech files/min, service / faster-whisper-server, {clients} client(s)",
+                    f"{service / peer:.2f}x",
+                    goal,
+                )
+            )
+    return rows
+
+
+def _memory(d: dict[str, Any]) -> list[Row]:
+    return [("idle PSS of `khuluma serve` (all processes)", f"{d['total MB']:,.0f} MB", "≤ 2,000 MB")]
+
+
+# name -> (script and its brief arguments, how its JSON becomes rows)
+BENCHES: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[Row]]]] = {
+    "text": (["bench_text.py", "--ray", "--duration", "5"], _text),
+    "overhead": (["bench_serve_overhead.py", "--duration", "5"], _overhead),
+    "search": (["bench_search.py", "--scales", "10000", "--queries", "100", "--upload-docs", "2", "--ray"], _search),
+    "speech": (
+        ["bench_transcription.py", "--files", "4", "--sentences", "2", "--clients", "1,8", "--skip", "pipeline"],
+        _speech,
+    ),
+    "memory": (["idle_memory.py", "--settle", "10"], _memory),
+}
+
+
+def run(name: str, out: Path) -> tuple[list[Row], str, float]:
+    args, to_rows = BENCHES[name]
+    command = ["scripts/bench/" + args[0], *args[1:]]
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, *command, "--json", str(out)], cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+    seconds = time.monotonic() - started
+    shown = " ".join(["python", *command])
+    if done.returncode != 0 or not out.exists():
+        return [(f"{name}: the bench failed (exit {done.returncode})", "", "")], shown, seconds
+    return to_rows(json.loads(out.read_text())), shown, seconds
+
+
+def markdown(results: list[tuple[list[Row], str, float]]) -> str:
+    lines = [
+        f"Written by `scripts/bench/run_all.py` on {datetime.date.today().isoformat()} "
+        f"({os.cpu_count()} cores, no GPU). Short runs: noisier than the sections below.",
+        "",
+        "| figure | value | goal (#13) | command |",
+        "|---|---|---|---|",
+    ]
+    for rows, command, _ in results:
+        for figure, value, goal in rows:
+            lines.append(f"| {figure} | {value} | {goal} | `{command}` |")
+    return "\n".join(lines)
+
+
+def replace_block(doc: Path, body: str) -> None:
+    text = doc.read_text()
+    block = f"{BEGIN}\n{body}\n{END}"
+    if BEGIN in text and END in text:
+        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) :]
+    else:
+        text = text.rstrip() + "\n\n## All benches in one run\n\n" + block + "\n"
+    doc.write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default=",".join(BENCHES), help=f"comma list of: {','.join(BENCHES)}")
+    parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "performance.md")
+    parser.add_argument("--dry-run", action="store_true", help="print the table, leave the document alone")
+    args = parser.parse_args()
+    names = [n for n in args.only.split(",") if n]
+    unknown = set(names) - set(BENCHES)
+    if unknown:
+        parser.error(f"unknown bench(es): {', '.join(sorted(unknown))}")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="khuluma-run-all-") as tmp:
+        for name in names:
+            print(f"== {name}", flush=True)
+            results.append(run(name, Path(tmp) / f"{name}.json"))
+            print(f"== {name}: {results[-1][2]:.0f} s", flush=True)
+    body = markdown(results)
+    print("\n" + body)
+    if not args.dry_run:
+        replace_block(args.doc, body)
+        print(f"\nwritten to {args.doc}")
+
+
+if __name__ == "__main__":
+    main()
