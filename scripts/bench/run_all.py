@@ -77,27 +77,19 @@ def _speech(d: dict[str, Any]) -> list[Row]:
     fpm = {(r["system"], r["clients"]): r["files_per_min"] for r in d["rows"]}
     rows = []
     for clients in sorted({c for _, c in fpm}):
-        bare = fpm.get(("bare", clients))
         service = fpm.get(("service", clients))
-        peer = fpm.get(("fws", clients))
-        if bare and service:
-            goal = "≥ 1.3x" if clients > 1 else ""
-            rows.append(
-                (
-                    f"speech files/min, service / bare faster-whisper, {clients} client(s)",
-                    f"{service / bare:.2f}x",
-                    goal,
+        for other, label, goal in (
+            ("bare", "bare faster-whisper", "≥ 1.3x"),
+            ("fws", "faster-whisper-server", "≥ 1.2x"),
+        ):
+            if service and fpm.get((other, clients)):
+                rows.append(
+                    (
+                        f"speech files/min, service / {label}, {clients} client(s)",
+                        f"{service / fpm[(other, clients)]:.2f}x",
+                        goal if clients > 1 else "",
+                    )
                 )
-            )
-        if peer and service:
-            goal = "≥ 1.2x" if clients > 1 else ""
-            rows.append(
-                (
-                    f"speech files/min, service / faster-whisper-server, {clients} client(s)",
-                    f"{service / peer:.2f}x",
-                    goal,
-                )
-            )
     return rows
 
 

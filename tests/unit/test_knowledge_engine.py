@@ -133,16 +133,30 @@ def test_segmented_bm25_scores_like_stock_bm25s() -> None:
         assert np.allclose([got[ids[i]] for i in np.flatnonzero(want > 0)], want[want > 0], rtol=1e-5)
 
 
-def test_bm25_merges_segments_and_keeps_scores() -> None:
+def _notices(documents: int, per_document: int) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """Chunk texts and metadata by chunk id ("d<document>:<i>"): water notices with distinct ward numbers."""
     texts = {
-        f"d{d}:{i}": f"Ward {d * 7 + i} in Umlazi, notice {d} of {i + 1} May." for d in range(20) for i in range(3)
+        f"d{d}:{i}": f"Ward {d * per_document + i} in Umlazi has no water, notice {d} of {i + 1} May."
+        for d in range(documents)
+        for i in range(per_document)
     }
-    metas = {cid: {"document_id": cid.split(":")[0], "language": "eng"} for cid in texts}
+    return texts, {cid: {"document_id": cid.split(":")[0], "language": "eng"} for cid in texts}
+
+
+def _grown(texts: dict[str, str], metas: dict[str, dict[str, str]], documents: int) -> Bm25Index:
+    """An index grown one document at a time, searched in between."""
     grown = Bm25Index()
-    for d in range(20):
+    for d in range(documents):
         ids = [c for c in texts if c.startswith(f"d{d}:")]
         grown.add(ids, [texts[c] for c in ids], [metas[c] for c in ids])
+        assert grown.search(f"Ward {d}", 1)  # each add is searchable at once
         assert len(grown._segments) <= 9  # merged in the write path, never rebuilt by a query
+    return grown
+
+
+def test_bm25_merges_segments_and_keeps_scores() -> None:
+    texts, metas = _notices(20, 3)
+    grown = _grown(texts, metas, 20)
     fresh = Bm25Index(list(texts), list(texts.values()), list(metas.values()))
     for query in ("Ward 23", "Umlazi notice 7", "12 May"):
         got, want = grown.search_chunks(query, 10), fresh.search_chunks(query, 10)
@@ -150,7 +164,8 @@ def test_bm25_merges_segments_and_keeps_scores() -> None:
         assert np.allclose([x for _, x, _, _ in got], [x for _, x, _, _ in want])
     grown.add(["d3:0"], ["Ward 999 replaced"], [metas["d3:0"]])  # a re-added id replaces its old text
     assert [c for c, _ in grown.search("999 replaced", 5)] == ["d3:0"]
-    assert grown.search("21", 5) == [] and len(grown) == len(texts)  # its old text ("Ward 21 ...") is gone
+    every = [(c, t) for c, _, t, _ in grown.search_chunks("Ward", 100)]  # its old text is gone
+    assert [t for c, t in every if c == "d3:0"] == ["Ward 999 replaced"] and len(every) == len(grown) == len(texts)
 
 
 def test_bm25_snapshot_round_trip_by_generation(tmp_path: Path) -> None:
@@ -211,15 +226,8 @@ def test_bm25_cache_reads_its_snapshot_after_a_restart_not_the_store(tmp_path: P
 
 
 def test_bm25_corpus_deltas_match_a_fresh_index() -> None:
-    texts = {
-        f"d{d}:{i}": f"Ward {d * 10 + i} in Umlazi has no water on {i + 1} May." for d in range(3) for i in range(4)
-    }
-    metas = {cid: {"document_id": cid.split(":")[0], "language": "eng"} for cid in texts}
-    grown = Bm25Index()
-    for d in range(3):
-        ids = [c for c in texts if c.startswith(f"d{d}:")]
-        grown.add(ids, [texts[c] for c in ids], [metas[c] for c in ids])
-        assert grown.search("Ward 12", 1)  # searches in between see every add
+    texts, metas = _notices(3, 4)
+    grown = _grown(texts, metas, 3)
     grown.remove_document("d1")
     kept = [c for c in texts if not c.startswith("d1:")]
     fresh = Bm25Index(kept, [texts[c] for c in kept], [metas[c] for c in kept])
