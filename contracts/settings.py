@@ -249,6 +249,25 @@ class TranscriptionSettings(BaseModel):
         "so memory stays flat whatever the file length.",
     )
     sync_timeout_seconds: float = Field(default=150.0, description="Sync transcription limit (spec: 2 min 30 s).")
+    stream_idle_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="A live stream (`/ws/stream-transcribe`) that sends nothing, neither audio nor a message, for "
+        "this long is closed with code 4408.",
+    )
+    stream_max_seconds: float = Field(
+        default=4 * 3600.0,
+        gt=0,
+        description="Longest live stream session, wall clock; then it is closed with code 4408 (the audio itself is "
+        "also capped by `max_request_mb`: 1009).",
+    )
+    stream_send_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="A live-stream client that does not read the server's messages for this long is disconnected "
+        "(4408). The server stops reading a client's audio while a message to it is unsent, so a stalled reader "
+        "holds at most one message and its socket buffers, never a growing queue.",
+    )
     fast_timeout_seconds: float = Field(default=60.0, description="Fast transcription limit (503 beyond it).")
     diarisation_threshold: float = Field(
         default=0.45,

@@ -243,7 +243,8 @@ server -> client (JSON text frames)
   {"type": "segment", "start_time", "end_time", "text", "words": [...]}
       a segment that will not change any more (ended in a pause)
   {"type": "final", "text", "language_code", "audio_length_seconds", "segments": [...]}
-  {"type": "error", "detail": ...}    then close (1008 bad input, 1009 too much audio, 1011 server error)
+  {"type": "error", "detail": ...}    then close (1008 bad input, 1009 too much audio, 1011 server error,
+                                      4408 a time limit: idle, session length, or a client that stopped reading)
 """
 
 BYTES_PER_SECOND = 32_000  # 16 kHz x 2 bytes
@@ -252,9 +253,14 @@ COMMIT_AFTER_SECONDS = 8.0  # beyond this much pending audio, finished segments 
 MAX_PENDING_SECONDS = 28.0  # never keep more than this uncommitted (Whisper's window is 30 s)
 
 
+class _StreamTimeout(Exception):
+    """A live stream passed one of its time limits (closed with 4408)."""
+
+
 class _StreamState:
-    def __init__(self, lang_code: str | None) -> None:
+    def __init__(self, lang_code: str | None, send_timeout_s: float = 30.0) -> None:
         self.lang_code = lang_code
+        self.send_timeout_s = send_timeout_s
         self.buffer = bytearray()
         self.offset = 0.0  # seconds of audio before the buffer
         self.total_bytes = 0
@@ -290,22 +296,50 @@ async def _stream_step(client: TranscriptionClient, state: _StreamState, websock
     for segment in committed:
         state.segments.append(segment)
         if not final:
-            await websocket.send_json({"type": "segment", **segment.model_dump()})
+            await _send(websocket, state, {"type": "segment", **segment.model_dump()})
     if cut:
         drop = min(len(state.buffer), int(cut * 16_000) * 2)
         del state.buffer[:drop]
         state.offset += drop / BYTES_PER_SECOND
     if not final:
         text = (state.committed_text() + " " + pending_text).strip()
-        await websocket.send_json(
+        await _send(
+            websocket,
+            state,
             {
                 "type": "partial",
                 "text": text,
                 "pending_text": pending_text,
                 "language_code": state.lang_code,
                 "audio_seconds": round(state.total_bytes / BYTES_PER_SECOND, 3),
-            }
+            },
         )
+
+
+async def _send(websocket: WebSocket, state: _StreamState, message: dict[str, Any]) -> None:
+    """Send, or give up on a client that stopped reading: nothing else is read from it meanwhile (backpressure)."""
+    try:
+        await asyncio.wait_for(websocket.send_json(message), state.send_timeout_s)
+    except TimeoutError:
+        raise _StreamTimeout(
+            f"The client did not read for {state.send_timeout_s:g} s "
+            "(KHULUMA_TRANSCRIPTION_STREAM_SEND_TIMEOUT_SECONDS)."
+        ) from None
+
+
+async def _receive(websocket: WebSocket, idle_s: float, ends_at: float) -> dict[str, Any]:
+    """The next message, within the idle limit and the session's end (monotonic time)."""
+    left = ends_at - time.monotonic()
+    try:
+        return dict(await asyncio.wait_for(websocket.receive(), max(0.0, min(idle_s, left))))
+    except TimeoutError:
+        if left <= idle_s:
+            raise _StreamTimeout(
+                "The stream reached its longest session (KHULUMA_TRANSCRIPTION_STREAM_MAX_SECONDS)."
+            ) from None
+        raise _StreamTimeout(
+            f"Nothing was received for {idle_s:g} s (KHULUMA_TRANSCRIPTION_STREAM_IDLE_SECONDS)."
+        ) from None
 
 
 def _is_end(text: str) -> tuple[bool, dict[str, Any]]:
@@ -323,15 +357,17 @@ def _is_end(text: str) -> tuple[bool, dict[str, Any]]:
 async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket) -> None:
     """Streaming transcription over a WebSocket (the router authenticated the caller); see STREAM_PROTOCOL."""
     await websocket.accept()
-    state = _StreamState(websocket.query_params.get("lang_code") or None)
+    limits = ctx.settings.transcription
+    state = _StreamState(websocket.query_params.get("lang_code") or None, limits.stream_send_timeout_seconds)
     limit = _limit_bytes(ctx)
+    ends_at = time.monotonic() + limits.stream_max_seconds
     try:
         client = _transcription(ctx)
         if state.lang_code:
             await client.check_language(state.lang_code)
-        await websocket.send_json({"type": "ready", "sample_rate": 16000, "encoding": "pcm_s16le", "channels": 1})
+        await _send(websocket, state, {"type": "ready", "sample_rate": 16000, "encoding": "pcm_s16le", "channels": 1})
         while True:
-            message = await websocket.receive()
+            message = await _receive(websocket, limits.stream_idle_seconds, ends_at)
             if message["type"] == "websocket.disconnect":
                 await _meter_stream(ctx, caller, state, "failed")
                 return
@@ -354,20 +390,25 @@ async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket) -> No
                     if state.buffer:
                         await _stream_step(client, state, websocket, final=True)
                     seconds = round(state.total_bytes / BYTES_PER_SECOND, 3)
-                    await websocket.send_json(
+                    await _send(
+                        websocket,
+                        state,
                         {
                             "type": "final",
                             "text": state.committed_text(),
                             "language_code": state.lang_code or "",
                             "audio_length_seconds": seconds,
                             "segments": [s.model_dump() for s in state.segments],
-                        }
+                        },
                     )
                     await _meter_stream(ctx, caller, state, "successful")
                     await websocket.close(code=1000)
                     return
     except WebSocketDisconnect:
         await _meter_stream(ctx, caller, state, "failed")
+    except _StreamTimeout as exc:
+        await _meter_stream(ctx, caller, state, "failed")
+        await _close_with_error(websocket, str(exc), 4408, wait_s=min(1.0, state.send_timeout_s))
     except DomainError as exc:
         await _meter_stream(ctx, caller, state, "failed")
         await _close_with_error(websocket, _named(exc).detail, _close_code(exc))
@@ -392,9 +433,11 @@ async def _meter_stream(ctx: AppContext, caller: Principal, state: _StreamState,
         await record_usage(ctx, caller, ROUTE_STREAM, status=status, seconds=state.total_bytes / BYTES_PER_SECOND)
 
 
-async def _close_with_error(websocket: WebSocket, detail: str, code: int) -> None:
+async def _close_with_error(websocket: WebSocket, detail: str, code: int, wait_s: float = 10.0) -> None:
+    """Say why, then close; within ``wait_s`` (a client that stopped reading may never take the message)."""
     try:
-        await websocket.send_json({"type": "error", "detail": detail})
-        await websocket.close(code=code, reason=detail[:120])
-    except (RuntimeError, WebSocketDisconnect):
+        async with asyncio.timeout(wait_s):
+            await websocket.send_json({"type": "error", "detail": detail})
+            await websocket.close(code=code, reason=detail[:120])
+    except (RuntimeError, WebSocketDisconnect, TimeoutError):
         pass

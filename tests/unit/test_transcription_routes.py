@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -304,3 +305,40 @@ def test_stream_close_codes_follow_the_error_class(local_app, headers) -> None:
         with pytest.raises(WebSocketDisconnect) as closed:
             ws.receive_json()
         assert closed.value.code == 1008
+
+
+def _closed_by_server(ws) -> tuple[dict, int]:  # type: ignore[no-untyped-def]
+    """The error message the server sent, and the close code that followed it."""
+    from starlette.websockets import WebSocketDisconnect
+
+    message = ws.receive_json()
+    with pytest.raises(WebSocketDisconnect) as closed:
+        ws.receive_json()
+    return message, closed.value.code
+
+
+def test_stream_time_limits_close_with_4408(local_app, headers, db) -> None:
+    client = local_app(
+        capabilities=["transcription"], transcription={"stream_idle_seconds": 1.0, "stream_max_seconds": 2.0}
+    )
+    before = len(_usage(client, "transcribe_stream"))
+    with client.websocket_connect("/ws/stream-transcribe", headers=headers) as ws:
+        assert ws.receive_json()["type"] == "ready"
+        started = time.monotonic()
+        message, code = _closed_by_server(ws)  # a client that connects and says nothing
+        assert code == 4408 and message["type"] == "error"
+        assert "KHULUMA_TRANSCRIPTION_STREAM_IDLE_SECONDS" in message["detail"]
+        assert 0.9 < time.monotonic() - started < 6
+
+    with client.websocket_connect("/ws/stream-transcribe", headers=headers) as ws:
+        assert ws.receive_json()["type"] == "ready"
+        started, frames = time.monotonic(), 0
+        while time.monotonic() - started < 1.5:  # 0.1 s of audio every 0.1 s: never idle...
+            ws.send_bytes(b"\x00" * 3200)
+            frames += 1
+            time.sleep(0.1)
+        message, code = _closed_by_server(ws)  # ...but the session has its longest length
+        assert code == 4408 and "KHULUMA_TRANSCRIPTION_STREAM_MAX_SECONDS" in message["detail"]
+        assert time.monotonic() - started < 6
+    rows = _usage(client, "transcribe_stream")[before:]
+    assert rows == [("failed", pytest.approx(frames * 0.1, abs=1e-3))]  # the audio it took, metered as failed
