@@ -93,6 +93,18 @@ def _speech(d: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _stream(d: dict[str, Any]) -> list[Row]:
+    return [
+        (
+            f"live stream, {name}: end of utterance -> final, p50 / p99; RTF p50",
+            f"{r['latency p50 s']:.2f} / {r['latency p99 s']:.2f} s; RTF {r['RTF p50']:.2f}",
+            "",
+        )
+        for name, r in d.items()
+        if name.endswith("stream(s)")
+    ]
+
+
 def _memory(d: dict[str, Any]) -> list[Row]:
     return [("idle PSS of `khuluma serve` (all processes)", f"{d['total MB']:,.0f} MB", "≤ 2,000 MB")]
 
@@ -106,6 +118,7 @@ BENCHES: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[Row]]]] = {
         ["bench_transcription.py", "--files", "4", "--sentences", "2", "--clients", "1,8", "--skip", "pipeline"],
         _speech,
     ),
+    "stream": (["bench_stream.py", "--rounds", "1"], _stream),
     "memory": (["idle_memory.py", "--settle", "10"], _memory),
 }
 

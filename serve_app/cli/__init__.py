@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import typer
 
-from serve_app.cli import admin, batch, models, serve
+from serve_app.cli import admin, batch, models, serve, stream
 
 app = typer.Typer(help="Khuluma: self-hosted language, search and speech API on Ray Serve.", no_args_is_help=True)
 app.command("serve")(serve.serve)
+app.command("stream")(stream.stream)
 app.add_typer(admin.token_app, name="token")
 app.add_typer(admin.db_app, name="db")
 app.add_typer(models.app, name="models")

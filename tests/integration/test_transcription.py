@@ -99,3 +99,28 @@ def test_stream_through_serve(serve_url: str, headers, audio) -> None:
                 break
             assert message["type"] in ("partial", "segment"), message
     assert _wer(message["text"]) <= 0.3, message["text"]
+
+
+def test_khuluma_stream_through_serve(serve_url: str, headers, audio) -> None:
+    """The terminal client: protocol events as JSON lines (partials before the final), the transcript as text,
+    and a clear message for a token the service refuses."""
+    from typer.testing import CliRunner
+
+    from serve_app.cli import app
+
+    runner = CliRunner()
+    env = {"KHULUMA_TOKEN": headers["X-CLIENT-TOKEN"], "KHULUMA_URL": serve_url}
+    as_json = runner.invoke(app, ["stream", str(audio["mp3"]), "--json", "--speed", "0", "--lang", "eng"], env=env)
+    assert as_json.exit_code == 0, as_json.output
+    events = [json.loads(line) for line in as_json.stdout.splitlines()]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "ready" and kinds[-1] == "final" and "partial" in kinds[:-1]
+    assert _wer(events[-1]["text"]) <= 0.3, events[-1]["text"]
+
+    as_text = runner.invoke(app, ["stream", str(audio["wav"]), "--speed", "0"], env=env)
+    assert as_text.exit_code == 0, as_text.output
+    assert _wer(as_text.stdout) <= 0.3, as_text.stdout  # the finished segments, one per line
+    assert "s of audio, language eng" in as_text.stderr
+
+    refused = runner.invoke(app, ["stream", str(audio["wav"]), "--token", "kh_not-a-token"], env=env)
+    assert refused.exit_code == 1 and "refused the stream (HTTP 401)" in refused.stderr
