@@ -38,7 +38,7 @@ class UploadResult:
     detail: str = ""
 
 
-class _CountingFile(io.FileIO):
+class CountingFile(io.FileIO):
     """A file whose reads report progress (httpx streams multipart bodies by reading in chunks)."""
 
     def __init__(self, path: Path, on_read: Callable[[int], None]) -> None:
@@ -78,7 +78,7 @@ def upload_file(
 
     content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     fields = {**token["post"]["fields"], "key": key, "Content-Type": content_type}
-    body = _CountingFile(path, on_read)
+    body = CountingFile(path, on_read)
     try:
         response = httpx.post(
             post_url(token, url), data=fields, files={"file": (path.name, body, content_type)}, timeout=timeout
