@@ -203,13 +203,20 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
       settings:     Settings fields (override KHULUMA_* environment variables; secrets only from the environment or
                     KHULUMA_SECRETS_FILE: the replicas read them there, so they never pass through Ray)
       deployments:  per-deployment option overrides, keyed by deployment name
-      capabilities: backends to deploy (default: all)
+      capabilities: backends to deploy (default: all; ``["none"]``: the ingress alone)
       checks:       run the start-up checks (default: true; deployments/checks.py)
     """
     args = dict(args or {})
     settings = Settings(**(args.get("settings") or {}))
     options = deployment_options(args.get("deployments"))
     wanted = set(args.get("capabilities") or [s.backend for s in SPECS])
+    unknown = wanted - {s.backend for s in SPECS} - {"none"}
+    if unknown:
+        raise ValueError(
+            f"Unknown capabilities {sorted(unknown)}; known: {sorted(s.backend for s in SPECS)} (or none: the "
+            "ingress alone)."
+        )
+    wanted.discard("none")
     _check_cluster_gpus(options)
     if args.get("checks", True):
         run_startup_checks(settings, _with_needs(wanted), options)

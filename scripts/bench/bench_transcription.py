@@ -132,10 +132,10 @@ class ServiceSystem:
             "deployments": cfg["deployments"],
             "capabilities": ["transcription"],
         }
+        settings.ensure_dirs()  # migrated before the app starts, as `khuluma serve` does (a start-up check)
+        self.token = create_token(Database.migrated(settings.db_url), "bench", "bench")[0]
         serve.run(build_app(args), name="khuluma-bench", route_prefix="/", blocking=False)
         self.url = f"http://127.0.0.1:{port}"
-        settings.ensure_dirs()
-        self.token = create_token(Database.migrated(settings.db_url), "bench", "bench")[0]
         _wait(self.url + "/api/v1/health", 600)
         self.replicas = cfg["deployments"].get("Transcription", {})
 

@@ -115,7 +115,7 @@ BENCHES: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[Row]]]] = {
     "overhead": (["bench_serve_overhead.py", "--duration", "5"], _overhead),
     "search": (["bench_search.py", "--scales", "10000", "--queries", "100", "--upload-docs", "2", "--ray"], _search),
     "speech": (
-        ["bench_transcription.py", "--files", "4", "--sentences", "2", "--clients", "1,8", "--skip", "pipeline"],
+        ["bench_transcription.py", "--files", "8", "--sentences", "2", "--clients", "1,8", "--skip", "pipeline"],
         _speech,
     ),
     "stream": (["bench_stream.py", "--rounds", "1"], _stream),

@@ -60,3 +60,9 @@ def test_the_app_builder_runs_them(settings: Settings, monkeypatch: pytest.Monke
         build_app({"settings": {"search": {"chroma_url": f"http://127.0.0.1:{free_port()}"}}})
     assert "Chroma server" in _one_line(exc)
     build_app({"capabilities": ["text"]})  # a good configuration builds
+
+
+def test_capabilities_are_checked_by_name() -> None:
+    with pytest.raises(ValueError, match=r"Unknown capabilities \['speach'\]; known: .*transcription"):
+        build_app({"capabilities": ["speach"], "checks": False})  # a typo is refused, not silently deployed
+    build_app({"capabilities": ["none"], "checks": False})  # the ingress alone (the Serve-overhead bench)
