@@ -9,12 +9,14 @@ WITH_TEST=0
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3
 
-# System packages: espeak-ng/sox make test speech; PostgreSQL server binaries for the PostgreSQL tests.
+# System packages: espeak-ng/sox make test speech; PostgreSQL server binaries for the PostgreSQL tests;
+# Debian's chromium for the playground's real-browser tests (Playwright drives it; no browser download).
 need_apt=()
 if [ "$WITH_TEST" = 1 ]; then
   command -v espeak-ng >/dev/null || need_apt+=(espeak-ng)
   command -v sox >/dev/null || need_apt+=(sox libsox-fmt-all)
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+  command -v chromium >/dev/null || need_apt+=(chromium)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
