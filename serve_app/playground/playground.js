@@ -48,7 +48,9 @@ class ApiError extends Error {
 const token = () => sessionStorage.getItem(TOKEN_KEY) || "";
 
 function explain(error) {
-  if (!(error instanceof ApiError)) return `Cannot reach the service: ${error.message}`;
+  // fetch rejects with a TypeError only when no answer came at all
+  if (error instanceof TypeError) return `Cannot reach the service: ${error.message}`;
+  if (!(error instanceof ApiError)) return `${error.message[0].toUpperCase()}${error.message.slice(1)}.`;
   if (error.status === 401) {
     return `The service refused your token (401): ${error.detail}. Sign in above with a valid token.`;
   }
@@ -104,7 +106,7 @@ function upload(path, file, onProgress) {
       if (request.status >= 200 && request.status < 300) resolve(body);
       else reject(new ApiError(request.status, (body && body.detail) || request.statusText || "error"));
     });
-    request.addEventListener("error", () => reject(new Error("the upload was interrupted")));
+    request.addEventListener("error", () => reject(new TypeError("the upload was interrupted")));
     const form = new FormData();
     form.append("file", file, file.name);
     request.send(form);
@@ -172,7 +174,7 @@ function setupSignIn() {
       sessionStorage.setItem(TOKEN_KEY, candidate);
       $("token").value = "";
       signedIn(true);
-      refreshKnowledgeBases();
+      refreshKnowledgeBases().catch((error) => showError($("panel-kb"), error));
     } catch (error) {
       sessionStorage.removeItem(TOKEN_KEY);
       $("signout").hidden = true;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import time
@@ -342,3 +343,55 @@ def test_stream_time_limits_close_with_4408(local_app, headers, db) -> None:
         assert time.monotonic() - started < 6
     rows = _usage(client, "transcribe_stream")[before:]
     assert rows == [("failed", pytest.approx(frames * 0.1, abs=1e-3))]  # the audio it took, metered as failed
+
+
+class _StalledReader:
+    """A WebSocket peer that sends audio as fast as the server reads it, but stops reading the server's messages
+    after ``ready``: every later send blocks, as a full TCP window makes it block."""
+
+    def __init__(self) -> None:
+        self.query_params: dict[str, str] = {}
+        self.sent: list[dict] = []
+        self.reads = 0
+        self.reads_when_stalled: int | None = None
+
+    async def accept(self) -> None:
+        pass
+
+    async def send_json(self, message: dict) -> None:
+        if self.sent:  # the client no longer reads: the send never completes
+            if self.reads_when_stalled is None:
+                self.reads_when_stalled = self.reads
+            await asyncio.Event().wait()
+        self.sent.append(message)
+
+    async def receive(self) -> dict:
+        self.reads += 1
+        return {"type": "websocket.receive", "bytes": b"\x00" * 32_000}  # 1 s of audio, at once
+
+    async def close(self, code: int = 1000, reason: str | None = None) -> None:
+        pass
+
+
+def test_stream_stops_reading_a_client_that_stopped_reading(local_app, headers) -> None:
+    """Backpressure: while a message to the client is stuck, nothing more is read from it (so its audio cannot
+    pile up in the server), and the stream ends after the send timeout, metered as failed."""
+    from serve_app.auth import authenticate
+    from serve_app.services import transcription as service
+
+    client = local_app(capabilities=["transcription"], transcription={"stream_send_timeout_seconds": 1.0})
+    peer = _StalledReader()
+
+    async def run() -> float:
+        caller = await authenticate(client.context, headers["X-CLIENT-TOKEN"])
+        started = time.monotonic()
+        await asyncio.wait_for(service.stream(client.context, caller, peer), 30)
+        return time.monotonic() - started
+
+    before = len(_usage(client, "transcribe_stream"))
+    took = asyncio.run(run())
+    assert peer.sent[0]["type"] == "ready" and len(peer.sent) == 1
+    # the first partial is due after 2 s of audio: its send stalls, and not one more frame is read after it
+    assert peer.reads_when_stalled == 2 and peer.reads == 2
+    assert took < 1.0 + 1.0 + 5  # the send timeout, the bounded goodbye, and the first partial's decoding
+    assert _usage(client, "transcribe_stream")[before:] == [("failed", pytest.approx(2.0))]
