@@ -465,14 +465,27 @@ function renderDocuments() {
 }
 
 let listings = 0;
+let latestListing = Promise.resolve();
+let wantedSelection = null; // a knowledge base to select when a listing lands, even a later listing
 
-async function refreshKnowledgeBases(select) {
-  if (!token()) return;
+/** Lists the knowledge bases; resolves once the newest listing (this one or a later one) is on screen. */
+function refreshKnowledgeBases(select) {
+  if (!token()) return Promise.resolve();
+  if (select) wantedSelection = select;
   const mine = ++listings;
-  const listed = await api("/api/v1/search/knowledgebases");
-  if (mine !== listings) return; // a later listing (after a create or an upload) is already on its way
+  const listing = api("/api/v1/search/knowledgebases").then((listed) => {
+    if (mine !== listings) return latestListing; // a later listing (after a create or an upload) applies instead
+    showKnowledgeBases(listed);
+    return undefined;
+  });
+  latestListing = listing;
+  return listing;
+}
+
+function showKnowledgeBases(listed) {
   knowledgeBases = listed;
-  const keep = select || $("kb-select").value;
+  const keep = wantedSelection || $("kb-select").value;
+  wantedSelection = null;
   $("kb-select").replaceChildren(
     ...knowledgeBases.map((kb) =>
       el("option", { value: kb.id, selected: kb.id === keep }, `${kb.knowledgebase_name} (${kb.documents.length} documents)`),
@@ -537,8 +550,9 @@ function setupKnowledgeBases() {
       json: { knowledgebase_name: $("kb-name").value.trim() },
     });
     $("kb-name").value = "";
-    $("kb-status").textContent = `Created ${created.knowledgebase_name}.`;
     await refreshKnowledgeBases(created.id);
+    // said only once it is listed and selected, so a file dropped on hearing it goes into it
+    $("kb-status").textContent = `Created ${created.knowledgebase_name}.`;
   });
   $("kb-select").addEventListener("change", renderDocuments);
   $("kb-refresh").addEventListener("click", () => guarded(panel, () => refreshKnowledgeBases()));

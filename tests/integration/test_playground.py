@@ -38,7 +38,7 @@ if CHROMIUM is None:
 if not have_espeak():
     pytest.skip("espeak-ng is not installed: the live test needs generated speech", allow_module_level=True)
 
-from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402 - after the skips
+from playwright.sync_api import Browser, Page, Route, expect, sync_playwright  # noqa: E402 - after the skips
 
 
 def _wer(reference: str, hypothesis: str) -> float:
@@ -217,13 +217,21 @@ def test_text_tab_highlights_the_entities(playground: Playground, token: str, se
 def test_knowledge_base_tab_uploads_by_drop_and_finds_a_passage(
     playground: Playground, token: str, serve_url: str
 ) -> None:
+    page = playground.page
+
+    def slow_listing(route: Route) -> None:
+        # a loaded service lists slowly (as in CI): the create must not say "Created" before it can take a drop
+        time.sleep(1.5)
+        route.continue_()
+
+    page.route("**/api/v1/search/knowledgebases", slow_listing)
     playground.sign_in(token)
     expect(playground.page.locator("#signin-status")).to_contain_text("Signed in")
     playground.tab("kb")
-    page = playground.page
     page.fill("#kb-name", "ward notices")
     page.click("#kb-create-form button[type=submit]")
     expect(page.locator("#kb-status")).to_contain_text("Created ward notices")
+    # dropped as soon as it says so: by then the new knowledge base is the one a file goes into
     notice = (
         "Soshanguve Block X Clinic is open from Monday to Friday, 07:30 to 19:00.\n\n"
         "Refuse in Ward 45 is collected every Wednesday before 06:30."
@@ -240,6 +248,7 @@ def test_knowledge_base_tab_uploads_by_drop_and_finds_a_passage(
     )
     expect(page.locator("#kb-status")).to_contain_text("notices.txt is uploaded and searchable", timeout=120_000)
     expect(page.locator("#kb-documents")).to_contain_text("notices.txt")
+    expect(page.locator("#kb-select option:checked")).to_contain_text("ward notices (1 documents)")
 
     page.fill("#kb-query", "When is refuse collected in Ward 45?")
     page.click("#kb-query-form button[type=submit]")
