@@ -236,6 +236,21 @@ class WhisperSettings(BaseModel):
     seed: int = Field(
         default=1234, description="Random seed for Whisper's sampling fallback (only used when it is switched on)."
     )
+    batch_size: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="At most this many 30 s windows of concurrent transcriptions and live streams (same model and "
+        "language) are decoded together in one batch. 1: each request decodes alone, with Whisper's seek across "
+        "windows. 0: automatic, 8 on a GPU and 1 on CPU (on 2 CPU cores batches measured no faster: "
+        "docs/speech.md). Ignored while `temperature_fallback` is on (its sampling is per window).",
+    )
+    batch_wait_ms: float = Field(
+        default=10.0,
+        ge=0,
+        le=1000,
+        description="How long a batch waits for more windows before it is decoded (with `batch_size` > 1).",
+    )
 
 
 class TranscriptionSettings(BaseModel):

@@ -15,7 +15,9 @@ field name (the service adds it).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -43,6 +45,9 @@ _NOTE = (
 )
 
 
+TRANSCRIPTION_THREADS = 32  # at least the deployment's max_ongoing_requests (16 by default, serve.yaml)
+
+
 class Transcription:
     def __init__(self, settings: dict[str, Any] | None = None, translation: Any = None) -> None:
         self.settings = load_settings(settings)
@@ -52,6 +57,9 @@ class Transcription:
         self.pipeline.warm_up()
         self.user_config: dict[str, Any] = {}
         self._reload = asyncio.Lock()
+        # a thread per request the replica admits (asyncio's default pool has cores + 4): requests wait inside
+        # the model, where their windows can share a batch (whisper.batch_size), not in front of a thread pool
+        self._threads = ThreadPoolExecutor(max_workers=TRANSCRIPTION_THREADS, thread_name_prefix="transcribe")
 
     def _pipeline(self, whisper: WhisperSettings) -> TranscriptionPipeline:
         return get_pipeline(whisper, self.settings.transcription, self.settings.data_dir)
@@ -104,7 +112,7 @@ class Transcription:
     async def transcribe(self, request: TranscribeRequest) -> TranscriptionResult:
         """What transcribing the request's audio produced; ``translate`` adds an English ``translation``
         (or a warning when no translation model is installed)."""
-        result = await asyncio.to_thread(self._transcribe_file, request)
+        result = await asyncio.get_running_loop().run_in_executor(self._threads, self._transcribe_file, request)
         if request.translate:
             await self._translate(result)
         return result
@@ -129,13 +137,14 @@ class Transcription:
         audio = load_pcm16(request.pcm)
         if audio.size == 0:
             return StreamStep(language_code=request.language or "", cut_seconds=0.0)
-        return await asyncio.to_thread(
+        step = functools.partial(
             self.pipeline.transcribe_array,
             np.ascontiguousarray(audio),
             request.language,
             offset=request.offset,
             commit_before=request.commit_before,
         )
+        return await asyncio.get_running_loop().run_in_executor(self._threads, step)
 
     async def _translate(self, result: TranscriptionResult) -> None:
         text, language, warnings = result.text, result.language_code, result.warnings

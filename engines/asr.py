@@ -28,6 +28,11 @@ identifier's confirmation in :mod:`engines.pipeline`.
 
 Long audio: :meth:`speech_chunks` runs Silero VAD (faster-whisper's bundled ONNX model) and
 :meth:`transcribe` decodes only the speech, packed into 30 s windows, mapping times back to the original audio.
+
+Batching (``batch_size`` > 1): the windows of concurrent calls that share a model and a language are decoded
+together (:mod:`engines.asr_batching`, faster-whisper's batched decoder). Each 30 s window is then decoded on its
+own, without Whisper's seek across windows; with the sampling fallback on, decoding stays sequential (the
+batched decoder has one temperature).
 """
 
 from __future__ import annotations
@@ -36,16 +41,17 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from contracts import languages
 from contracts.errors import TimedOut, Unavailable, UnsupportedLanguage
 from contracts.languages import CODE_SWITCHED_ZULU, TRANSCRIPTION_CODES, transcription_code
+from engines.asr_batching import WindowBatcher
 
 log = logging.getLogger("khuluma.asr")
 
@@ -132,6 +138,8 @@ class SpeechRecognizer:
         temperature_fallback: bool = False,
         seed: int = 1234,
         download_root: Path | None = None,  # Hugging Face cache to look in (default: the standard HF cache)
+        batch_size: int = 1,  # windows decoded together across concurrent calls (1: each call alone)
+        batch_wait_s: float = 0.01,  # how long a batch waits to fill
     ) -> None:
         self.default_ref = str(default_model)
         self.default_name = default_model_name
@@ -146,6 +154,14 @@ class SpeechRecognizer:
         self.download_root = download_root
         self._models: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self.batch_size = batch_size
+        self._batcher = (
+            WindowBatcher(self._decode_batch, batch_size, batch_wait_s)
+            if batch_size > 1 and len(self.temperatures) == 1
+            else None
+        )
+        # (model key, language) -> batched pipeline, tokenizer, decoding options
+        self._batched: dict[Hashable, tuple[Any, Any, Any]] = {}
 
     # ------------------------------------------------------------------ languages
 
@@ -295,6 +311,34 @@ class SpeechRecognizer:
         """
         if not chunks:
             return
+        # a model without a language token for this route (a fine-tuned one) detects its language: alone
+        if self._batcher is not None and route.whisper_language:
+            segments: Iterable[Any] = self._transcribe_batched(audio, route, chunks)
+        else:
+            segments = self._transcribe_alone(audio, route, chunks)
+        for segment in segments:
+            if deadline is not None and time.time() > deadline:
+                raise TimedOut("Transcription took longer than the time limit.")
+            words = [
+                WordTiming(
+                    w.word,
+                    round(float(w.start) + offset, 3),
+                    round(float(w.end) + offset, 3),
+                    round(float(w.probability), 4),
+                )
+                for w in (segment.words or [])
+            ]
+            yield SpeechSegment(
+                round(float(segment.start) + offset, 3),
+                round(float(segment.end) + offset, 3),
+                segment.text.strip(),
+                words,
+                float(segment.avg_logprob),
+                float(segment.no_speech_prob),
+            )
+
+    def _transcribe_alone(self, audio: np.ndarray, route: Route, chunks: list[dict[str, int]]) -> Iterator[Any]:
+        """faster-whisper's sequential decoder over the packed speech (seeking across 30 s windows)."""
         from faster_whisper.transcribe import restore_speech_timestamps
         from faster_whisper.vad import collect_chunks
 
@@ -315,23 +359,92 @@ class SpeechRecognizer:
             vad_filter=False,
             condition_on_previous_text=False,
         )
-        for segment in restore_speech_timestamps(segments, chunks, SAMPLE_RATE):
-            if deadline is not None and time.time() > deadline:
-                raise TimedOut("Transcription took longer than the time limit.")
-            words = [
-                WordTiming(
-                    w.word,
-                    round(float(w.start) + offset, 3),
-                    round(float(w.end) + offset, 3),
-                    round(float(w.probability), 4),
-                )
-                for w in (segment.words or [])
-            ]
-            yield SpeechSegment(
-                round(float(segment.start) + offset, 3),
-                round(float(segment.end) + offset, 3),
-                segment.text.strip(),
-                words,
-                float(segment.avg_logprob),
-                float(segment.no_speech_prob),
+        return restore_speech_timestamps(segments, chunks, SAMPLE_RATE)
+
+    # ------------------------------------------------------------------ batched decoding
+
+    def _transcribe_batched(self, audio: np.ndarray, route: Route, chunks: list[dict[str, int]]) -> Iterator[Any]:
+        """The speech packed into windows of at most 30 s, decoded in batches shared with concurrent calls."""
+        from faster_whisper.audio import pad_or_trim
+        from faster_whisper.transcribe import Segment, Word, restore_speech_timestamps
+        from faster_whisper.vad import collect_chunks
+
+        assert self._batcher is not None
+        model = self.model(route.model_key)
+        chunks = split_long_chunks(chunks, int(WINDOW_SECONDS * SAMPLE_RATE))
+        pieces, metadata = collect_chunks(audio, chunks, max_duration=WINDOW_SECONDS)
+        features = [pad_or_trim(model.feature_extractor(piece)[..., :-1]) for piece in pieces]
+        decoded = self._batcher.decode((route.model_key, route.whisper_language), features, metadata)
+        segments = [
+            Segment(
+                id=index,
+                seek=part["seek"],
+                start=round(part["start"], 3),
+                end=round(part["end"], 3),
+                text=part["text"],
+                tokens=part["tokens"],
+                avg_logprob=part["avg_logprob"],
+                compression_ratio=part["compression_ratio"],
+                no_speech_prob=part["no_speech_prob"],
+                words=[Word(**word) for word in part.get("words") or []],
+                temperature=0.0,
             )
+            for index, part in enumerate((p for window in decoded for p in window), start=1)
+        ]
+        return restore_speech_timestamps(segments, chunks, SAMPLE_RATE)
+
+    def _decode_batch(
+        self, key: Hashable, features: np.ndarray, metadata: list[dict[str, Any]]
+    ) -> list[list[dict[str, Any]]]:
+        """One batched decode of windows of one model and language (runs on the batcher's thread)."""
+        pipeline, tokenizer, options = self._batched_decoder(key)
+        pipeline.last_speech_timestamp = 0.0  # windows of different files: no pause carried from one to another
+        return pipeline.forward(features, tokenizer, metadata, options)
+
+    def _batched_decoder(self, key: Hashable) -> tuple[Any, Any, Any]:
+        found = self._batched.get(key)
+        if found is not None:
+            return found
+        from faster_whisper import BatchedInferencePipeline
+        from faster_whisper.tokenizer import Tokenizer
+
+        model_key, language = cast(tuple[str, str], key)
+        model = self.model(model_key)
+        pipeline = BatchedInferencePipeline(model)
+        # faster-whisper builds its own options (suppressed tokens, punctuation, defaults of this version): ask it
+        # for them with one second of silence it does not decode (its segments are a lazy generator)
+        _, info = pipeline.transcribe(
+            np.zeros(SAMPLE_RATE, dtype=np.float32),
+            language=language,
+            beam_size=self.beam_size,
+            temperature=0.0,
+            word_timestamps=True,
+            without_timestamps=False,
+            vad_filter=False,
+            clip_timestamps=[{"start": 0.0, "end": 1.0}],
+        )
+        tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=language)
+        found = self._batched[key] = (pipeline, tokenizer, info.transcription_options)
+        return found
+
+    def close(self) -> None:
+        if self._batcher is not None:
+            self._batcher.close()
+
+
+WINDOW_SECONDS = 30.0
+
+
+def split_long_chunks(chunks: list[dict[str, int]], longest: int) -> list[dict[str, int]]:
+    """Speech chunks of at most ``longest`` samples: a longer one is cut into equal parts (a window holds 30 s)."""
+    out: list[dict[str, int]] = []
+    for chunk in chunks:
+        length = chunk["end"] - chunk["start"]
+        parts = -(-length // longest)
+        if parts <= 1:
+            out.append(chunk)
+            continue
+        step = -(-length // parts)
+        starts = range(chunk["start"], chunk["end"], step)
+        out += [{"start": start, "end": min(start + step, chunk["end"])} for start in starts]
+    return out

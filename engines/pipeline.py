@@ -403,6 +403,22 @@ class TranscriptionPipeline:
 # ---------------------------------------------------------------------------------------------- helpers
 
 
+GPU_BATCH_SIZE = 8
+
+
+def batch_size(setting: int, device: str) -> int:
+    """``whisper.batch_size``, with 0 resolved: batches on a GPU, where they pay; one window at a time on CPU."""
+    if setting:
+        return setting
+    if device == "cuda":
+        return GPU_BATCH_SIZE
+    if device == "auto":
+        import ctranslate2
+
+        return GPU_BATCH_SIZE if ctranslate2.get_cuda_device_count() > 0 else 1
+    return 1
+
+
 def build_recognizer(whisper: WhisperSettings, data_dir: Path) -> SpeechRecognizer:
     from engines.whisper_weights import ensure_whisper_base
 
@@ -417,6 +433,8 @@ def build_recognizer(whisper: WhisperSettings, data_dir: Path) -> SpeechRecogniz
         beam_size=whisper.beam_size,
         temperature_fallback=whisper.temperature_fallback,
         seed=whisper.seed,
+        batch_size=batch_size(whisper.batch_size, whisper.device),
+        batch_wait_s=whisper.batch_wait_ms / 1000,
     )
 
 

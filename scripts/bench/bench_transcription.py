@@ -9,7 +9,10 @@ each system's files/minute to bare faster-whisper's.
 Systems:
   bare       faster_whisper.WhisperModel.transcribe in this process (threads for concurrency)
   pipeline   engines.pipeline.TranscriptionPipeline in this process (our engine, no HTTP, no Ray)
-  service    POST /api/v2alpha/transcribe/sync/file on a Ray Serve app started here (configs/serve.yaml)
+  service    POST /api/v2alpha/transcribe/sync/file on a Ray Serve app started here (configs/serve.yaml), with
+             the default settings (on CPU each request decodes alone)
+  service-batched  the same with KHULUMA_WHISPER_BATCH_SIZE=--batch-size (8): concurrent requests' 30 s windows
+             are decoded in one batch (engines/asr_batching.py)
   fws        faster-whisper-server (PyPI) from .venv-fws on the same model directory, if installed there:
              python3 -m venv .venv-fws && .venv-fws/bin/pip install faster-whisper-server
 
@@ -230,7 +233,10 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--sentences", type=int, default=4, help="sentences per file (about 4 s each)")
     parser.add_argument("--clients", default="1,8")
-    parser.add_argument("--skip", default="", help="comma list of systems to skip: bare,pipeline,service,fws")
+    parser.add_argument(
+        "--skip", default="", help="comma list of systems to skip: bare,pipeline,service,service-batched,fws"
+    )
+    parser.add_argument("--batch-size", type=int, default=8, help="whisper.batch_size of service-batched")
     json_option(parser)
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
@@ -255,6 +261,7 @@ def main() -> None:
             ("bare", lambda: bare_system(model_dir, threads)),
             ("pipeline", lambda: pipeline_system(settings)),
             ("service", lambda: ServiceSystem(settings)),
+            ("service-batched", lambda: ServiceSystem(settings.updated({"whisper": {"batch_size": args.batch_size}}))),
             ("fws", lambda: FwsSystem(model_dir, threads, workdir)),
         ]
         for name, factory in systems:
@@ -275,11 +282,11 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
     base = {r["clients"]: r["files_per_min"] for r in rows if r["system"] == "bare"}
-    print(f"\n{'system':10} {'clients':>7} {'wall s':>8} {'RTF':>7} {'files/min':>10} {'latency s':>10} {'vs bare':>8}")
+    print(f"\n{'system':15} {'clients':>7} {'wall s':>8} {'RTF':>7} {'files/min':>10} {'latency s':>10} {'vs bare':>8}")
     for r in rows:
         ratio = r["files_per_min"] / base[r["clients"]] if r["clients"] in base else float("nan")
         print(
-            f"{r['system']:10} {r['clients']:7d} {r['wall_s']:8.1f} {r['rtf']:7.3f} {r['files_per_min']:10.2f} "
+            f"{r['system']:15} {r['clients']:7d} {r['wall_s']:8.1f} {r['rtf']:7.3f} {r['files_per_min']:10.2f} "
             f"{r['mean_latency_s']:10.2f} {ratio:8.2f}"
         )
     write_json(args.json, {"rows": rows})

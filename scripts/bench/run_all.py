@@ -76,21 +76,35 @@ def _search(d: dict[str, Any]) -> list[Row]:
 def _speech(d: dict[str, Any]) -> list[Row]:
     fpm = {(r["system"], r["clients"]): r["files_per_min"] for r in d["rows"]}
     rows = []
-    for clients in sorted({c for _, c in fpm}):
-        service = fpm.get(("service", clients))
-        for other, label, goal in (
-            ("bare", "bare faster-whisper", "≥ 1.3x"),
-            ("fws", "faster-whisper-server", "≥ 1.2x"),
-        ):
-            if service and fpm.get((other, clients)):
-                rows.append(
-                    (
-                        f"speech files/min, service / {label}, {clients} client(s)",
-                        f"{service / fpm[(other, clients)]:.2f}x",
-                        goal if clients > 1 else "",
+    for system, name in (("service", "service"), ("service-batched", "service in batches of 8 windows")):
+        for clients in sorted({c for _, c in fpm}):
+            service = fpm.get((system, clients))
+            for other, label, goal in (
+                ("bare", "bare faster-whisper", "≥ 1.3x"),
+                ("fws", "faster-whisper-server", "≥ 1.2x"),
+            ):
+                if service and fpm.get((other, clients)):
+                    rows.append(
+                        (
+                            f"speech files/min, {name} / {label}, {clients} client(s)",
+                            f"{service / fpm[(other, clients)]:.2f}x",
+                            goal if clients > 1 else "",
+                        )
                     )
-                )
     return rows
+
+
+def _whisper_batch(d: dict[str, Any]) -> list[Row]:
+    by_size = {r["batch"]: r["median_s"] for r in d["rows"]}
+    return [
+        (
+            f"Whisper windows decoded in batches of {size} / one at a time (model only, {d['threads']} threads)",
+            f"{by_size[1] / by_size[size]:.2f}x",
+            "",
+        )
+        for size in sorted(by_size)
+        if size > 1
+    ]
 
 
 def _stream(d: dict[str, Any]) -> list[Row]:
@@ -118,6 +132,7 @@ BENCHES: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[Row]]]] = {
         ["bench_transcription.py", "--files", "8", "--sentences", "2", "--clients", "1,8", "--skip", "pipeline"],
         _speech,
     ),
+    "whisper-batch": (["bench_whisper_batch.py", "--rounds", "1", "--sizes", "1,8"], _whisper_batch),
     "stream": (["bench_stream.py", "--rounds", "1"], _stream),
     "memory": (["idle_memory.py", "--settle", "10"], _memory),
 }

@@ -1,0 +1,182 @@
+"""Cross-request batching of Whisper windows: the batcher's grouping (no model), then the recognizer's batched
+path on the real Whisper base model with concurrent callers (no Ray)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Hashable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from contracts.settings import Settings
+from engines.asr import SpeechRecognizer, split_long_chunks
+from engines.asr_batching import WindowBatcher
+from engines.audio import SAMPLE_RATE
+from engines.whisper_weights import ensure_whisper_base
+from scripts.eval_wer import word_errors
+from tests.speechdata import have_espeak, silence, speech_16k
+
+
+class WindowEcho:
+    """A decoder that answers each window with its own metadata, remembering the batches it was given."""
+
+    def __init__(self, delay_s: float = 0.0, fail_on: str | None = None) -> None:
+        self.batches: list[tuple[Hashable, list[str]]] = []
+        self.delay_s = delay_s
+        self.fail_on = fail_on
+
+    def __call__(self, key: Hashable, features: np.ndarray, metadata: list[dict[str, Any]]) -> list[list[dict]]:
+        names = [m["name"] for m in metadata]
+        self.batches.append((key, names))
+        assert features.shape[0] == len(metadata)
+        assert [float(f[0, 0]) for f in features] == [m["value"] for m in metadata]  # rows stay with their windows
+        time.sleep(self.delay_s)
+        if self.fail_on in names:
+            raise ValueError(f"cannot decode {self.fail_on}")
+        return [[{"name": m["name"]}] for m in metadata]
+
+
+def windows(caller: str, count: int, base: float) -> tuple[list[np.ndarray], list[dict[str, Any]]]:
+    features = [np.full((2, 3), base + i, dtype=np.float32) for i in range(count)]
+    return features, [{"name": f"{caller}{i}", "value": base + i} for i in range(count)]
+
+
+def call_together(batcher: WindowBatcher, calls: list[tuple[str, str, int]]) -> dict[str, Any]:
+    """Every (caller, key, windows) at once; each caller's answer or error by name."""
+    start = threading.Barrier(len(calls))
+
+    def one(index: int, call: tuple[str, str, int]) -> Any:
+        caller, key, count = call
+        features, metadata = windows(caller, count, base=100.0 * index)
+        start.wait()
+        try:
+            return [part[0]["name"] for part in batcher.decode(key, features, metadata)]
+        except ValueError as exc:
+            return exc
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        answers = list(pool.map(one, range(len(calls)), calls))
+    return {call[0]: answer for call, answer in zip(calls, answers)}
+
+
+def test_concurrent_callers_with_one_key_share_a_batch_and_get_their_own_windows_back() -> None:
+    decoder = WindowEcho()
+    batcher = WindowBatcher(decoder, batch_size=6, wait_s=2.0)
+    try:
+        answers = call_together(batcher, [("a", "eng", 2), ("b", "eng", 2), ("c", "eng", 2)])
+    finally:
+        batcher.close()
+    assert answers == {"a": ["a0", "a1"], "b": ["b0", "b1"], "c": ["c0", "c1"]}
+    assert len(decoder.batches) == 1 and sorted(decoder.batches[0][1]) == ["a0", "a1", "b0", "b1", "c0", "c1"]
+
+
+def test_batches_hold_one_key_and_at_most_batch_size_windows() -> None:
+    decoder = WindowEcho(delay_s=0.05)
+    batcher = WindowBatcher(decoder, batch_size=3, wait_s=0.5)
+    try:
+        calls = [("e", "eng", 2), ("f", "fra", 1), ("g", "eng", 2), ("h", "eng", 7)]
+        answers = call_together(batcher, calls)
+    finally:
+        batcher.close()
+    assert answers == {name: [f"{name}{i}" for i in range(count)] for name, _, count in calls}
+    keys_of = {name: key for name, key, _ in calls}
+    for key, names in decoder.batches:
+        assert len(names) <= 3
+        assert {keys_of[name[0]] for name in names} == {key}  # never a French window in an English batch
+    decoded = sorted(name for _, names in decoder.batches for name in names)
+    assert decoded == sorted(f"{name}{i}" for name, _, count in calls for i in range(count))  # each window once
+
+
+def test_a_failed_batch_fails_its_callers_only_and_the_batcher_goes_on() -> None:
+    decoder = WindowEcho(fail_on="bad0")
+    batcher = WindowBatcher(decoder, batch_size=4, wait_s=0.0)
+    try:
+        failed = batcher.decode("eng", *windows("bad", 1, base=1.0))
+    except ValueError as exc:
+        failed = exc
+    try:
+        after = batcher.decode("eng", *windows("ok", 2, base=5.0))
+    finally:
+        batcher.close()
+    assert isinstance(failed, ValueError) and "bad0" in str(failed)
+    assert [part[0]["name"] for part in after] == ["ok0", "ok1"]
+
+
+def test_long_speech_chunks_are_cut_to_fit_a_window() -> None:
+    window = 30 * SAMPLE_RATE
+    chunks = [{"start": 0, "end": 10 * SAMPLE_RATE}, {"start": 20 * SAMPLE_RATE, "end": 95 * SAMPLE_RATE}]
+    cut = split_long_chunks(chunks, window)
+    assert cut[0] == chunks[0]
+    assert all(c["end"] - c["start"] <= window for c in cut)
+    assert cut[1]["start"] == chunks[1]["start"] and cut[-1]["end"] == chunks[1]["end"]
+    assert all(a["end"] == b["start"] for a, b in zip(cut[1:], cut[2:]))  # no sample lost or repeated
+    assert len(cut) == 4  # 75 s in three equal parts
+
+
+# ------------------------------------------------------------------------------------------ real Whisper
+
+SENTENCES = [
+    "Please call me back when you have finished reading the report.",
+    "We need to buy bread, milk and eggs from the shop.",
+    "The train to Pretoria leaves from platform number four.",
+    "Our office is closed on public holidays and on Sundays.",
+]
+
+
+@pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
+def test_concurrent_transcriptions_are_decoded_in_one_batch_with_their_own_words(
+    settings: Settings, tmp_path: Path
+) -> None:
+    model = ensure_whisper_base(settings.data_dir)
+    recognizer = SpeechRecognizer(model, batch_size=4, batch_wait_s=3.0)
+    audios = [
+        np.concatenate([silence(1.0 + i * 0.5), speech_16k(text, tmp_path, f"s{i}"), silence(0.5)])
+        for i, text in enumerate(SENTENCES)
+    ]
+    route = recognizer.route("eng")
+    recognizer.model(route.model_key)  # loaded before the callers start, so they arrive together
+    start = threading.Barrier(len(audios))
+
+    def transcribe(audio: np.ndarray) -> list[Any]:
+        chunks = recognizer.speech_chunks(audio)
+        start.wait()
+        return list(recognizer.transcribe(audio, route, chunks, offset=7.0))
+
+    try:
+        with ThreadPoolExecutor(len(audios)) as pool:
+            results = list(pool.map(transcribe, audios))
+        assert recognizer._batcher is not None and max(recognizer._batcher.batches) >= 2
+    finally:
+        recognizer.close()
+    for text, audio, segments in zip(SENTENCES, audios, results):
+        heard = " ".join(s.text for s in segments)
+        errors, words = word_errors(text, heard)
+        assert errors / words <= 0.25, (text, heard)  # each caller got its own transcript
+        times = [(w.start, w.end) for s in segments for w in s.words]
+        assert times and all(s <= e for s, e in times)
+        assert all(a[0] <= b[0] for a, b in zip(times, times[1:]))
+        leading = 1.0 + SENTENCES.index(text) * 0.5
+        assert times[0][0] >= 7.0 + leading - 0.4  # times mapped back past the silence, from the offset
+        assert times[-1][1] <= 7.0 + audio.size / SAMPLE_RATE + 0.05
+
+
+def test_batch_size_zero_batches_on_a_gpu_only_and_a_set_size_wins(settings: Settings) -> None:
+    from engines.pipeline import GPU_BATCH_SIZE, batch_size, build_recognizer
+
+    assert batch_size(0, "cpu") == 1 and batch_size(0, "cuda") == GPU_BATCH_SIZE
+    assert batch_size(4, "cpu") == 4 and batch_size(1, "cuda") == 1
+    batched = build_recognizer(settings.whisper.model_copy(update={"batch_size": 4}), settings.data_dir)
+    alone = build_recognizer(settings.whisper, settings.data_dir)  # the default, on this CPU machine
+    try:
+        assert batched._batcher is not None and batched._batcher.batch_size == 4
+        assert alone._batcher is None
+    finally:
+        batched.close()
+    # the sampling fallback is per window: with it on, windows are decoded alone whatever the batch size
+    sampling = settings.whisper.model_copy(update={"batch_size": 4, "temperature_fallback": True})
+    assert build_recognizer(sampling, settings.data_dir)._batcher is None
