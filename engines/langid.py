@@ -19,7 +19,9 @@ scored best on the held-out UDHR sentences: see scripts/eval_text.py).
 from __future__ import annotations
 
 import json
+import re
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,11 +65,14 @@ class LanguageSpan:
 
 
 class NgramLanguageModel:
-    """The committed character n-gram classifier (vocabulary + float16 weights, inference in numpy)."""
+    """The committed character n-gram classifier (vocabulary + float16 weights, inference in numpy).
+
+    Features are scikit-learn's ``CountVectorizer(analyzer="char_wb", lowercase=True)`` over the fixed vocabulary
+    (what the model was trained with), computed here: importing scikit-learn costs about 90 MB in every process
+    that identifies languages. tests/unit/test_text_engines.py checks the two agree.
+    """
 
     def __init__(self, path: Path = ARTIFACT) -> None:
-        from sklearn.feature_extraction.text import CountVectorizer
-
         with np.load(path, allow_pickle=False) as data:
             vocabulary = [str(v) for v in data["vocabulary"]]
             self.coef = data["coef"].astype(np.float32)
@@ -75,24 +80,47 @@ class NgramLanguageModel:
             meta = json.loads(str(data["meta"]))
         self.languages: list[str] = meta["languages"]
         self.source: str = meta.get("source", "")
-        self._vectorizer = CountVectorizer(
-            analyzer=meta.get("analyzer", "char_wb"),
-            lowercase=True,
-            ngram_range=tuple(meta["ngram_range"]),
-            vocabulary={v: i for i, v in enumerate(vocabulary)},
-            dtype=np.float32,
-        )
+        if meta.get("analyzer", "char_wb") != "char_wb":
+            raise ValueError(f"{path}: only char_wb n-gram models are supported")
+        self.ngram_range: tuple[int, int] = (int(meta["ngram_range"][0]), int(meta["ngram_range"][1]))
+        self.vocabulary = {v: i for i, v in enumerate(vocabulary)}
+
+    def features(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """(vocabulary indices, counts) of the text's in-vocabulary n-grams."""
+        counts = Counter(g for g in char_wb_ngrams(text.lower(), self.ngram_range) if g in self.vocabulary)
+        indices = np.fromiter((self.vocabulary[g] for g in counts), dtype=np.intp, count=len(counts))
+        return indices, np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
 
     def probabilities(self, texts: list[str]) -> np.ndarray:
         """(n, len(languages)) class probabilities."""
-        counts = self._vectorizer.transform(texts).tocsr()
-        counts.data = 1.0 + np.log(counts.data)
-        norms = np.sqrt(np.asarray(counts.multiply(counts).sum(axis=1)).ravel())
-        norms[norms == 0] = 1.0
-        logits = np.asarray(counts @ self.coef.T) / norms[:, None] + self.intercept
+        logits = np.zeros((len(texts), len(self.languages)), dtype=np.float32)
+        for row, text in enumerate(texts):
+            indices, counts = self.features(text)
+            if not indices.size:
+                continue
+            weights = 1.0 + np.log(counts)  # sublinear term frequency, then unit length
+            logits[row] = self.coef[:, indices] @ weights / np.sqrt(np.dot(weights, weights))
+        logits += self.intercept
         logits -= logits.max(axis=1, keepdims=True)
         exp = np.exp(logits)
         return exp / exp.sum(axis=1, keepdims=True)
+
+
+_RUNS_OF_WHITESPACE = re.compile(r"\s\s+")
+
+
+def char_wb_ngrams(text: str, ngram_range: tuple[int, int]) -> list[str]:
+    """Character n-grams inside word boundaries, each word padded with a space (scikit-learn's ``char_wb``)."""
+    low, high = ngram_range
+    grams: list[str] = []
+    for word in _RUNS_OF_WHITESPACE.sub(" ", text).split():
+        padded = f" {word} "
+        for n in range(low, high + 1):
+            if len(padded) <= n:  # a word shorter than n counts once, whole, and ends the word's n-grams
+                grams.append(padded)
+                break
+            grams.extend(padded[i : i + n] for i in range(len(padded) - n + 1))
+    return grams
 
 
 class LanguageIdentifier:

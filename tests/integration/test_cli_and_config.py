@@ -115,6 +115,33 @@ def test_serve_yaml_is_a_valid_serve_config_with_bounded_autoscaling():
         assert 0 < d["ray_actor_options"]["num_cpus"] < 1
 
 
+def test_khuluma_serve_tells_a_failed_start_up_check_in_one_line(tmp_path: Path):
+    """The application is built by a Ray task (the CLI process never imports it): a start-up check that fails
+    there is still told as the check's own one-line message, not as a Ray task error with a trace."""
+    from scripts.bench._plain import free_port
+
+    chroma = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    env = {
+        "KHULUMA_DATA_DIR": str(tmp_path / "data"),
+        "KHULUMA_SEARCH_CHROMA_URL": chroma,
+        "PATH": "/usr/bin:/bin",
+        "RAY_AUTH_MODE": "disabled",
+    }
+    command = ["serve", "--port", "0", "--num-cpus", "1", "--no-storage", "--no-dashboard"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "serve_app.cli", *command, "--metrics-port", str(free_port())],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    refusal = [line for line in proc.stderr.splitlines() if "Refusing to start" in line]
+    assert refusal and f"Chroma server {chroma} is unreachable" in refusal[0], proc.stderr
+    assert "RayTaskError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_gpu_check_refuses_gpus_the_cluster_lacks():
     cfg = load_serve_config(ROOT / "configs" / "serve.yaml")
     options = deployment_options(cfg["deployments"])

@@ -157,3 +157,41 @@ def test_embedding_cache_lru():
     assert list(found) == ["a"] and missing == ["c"]
     cache.store(["c"], np.ones((1, 2), dtype=np.float32))  # evicts "b", the least recently used
     assert cache.lookup(["b"])[1] == ["b"] and len(cache) == 2
+
+
+def test_ngram_language_model_features_match_scikit_learns_vectorizer(identifier) -> None:
+    """The n-gram model computes its char_wb features itself (no scikit-learn import in the replica); they and
+    the probabilities must be what scikit-learn's CountVectorizer, which it was trained with, gives."""
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    model = identifier.ngram
+    vectorizer = CountVectorizer(
+        analyzer="char_wb", lowercase=True, ngram_range=model.ngram_range, vocabulary=model.vocabulary, dtype=np.float32
+    )
+    texts = [
+        "Sawubona, unjani namhlanje?",
+        "Ke a leboga  thata,\t\tmme ke\n\ntla go bona kamoso.",
+        "Goeie môre! Hoe gaan dit met jou?",
+        "Le président a visité Dakar en été.",
+        "I  A o",  # words shorter than the longest n-gram
+        "ÉCOLE Ñandú STRASSE ǃXÓÕ",  # case folding beyond ASCII
+        "",
+        "12345 %%% ???",  # nothing in the vocabulary
+        "Ngiyabonga kakhulu " * 40,
+    ]
+    expected = vectorizer.transform(texts).toarray()
+    for row, text in enumerate(texts):
+        indices, counts = model.features(text)
+        dense = np.zeros(len(model.vocabulary), dtype=np.float32)
+        dense[indices] = counts
+        np.testing.assert_array_equal(dense, expected[row], err_msg=text)
+
+    # the old inference, on scikit-learn's sparse counts
+    counts = vectorizer.transform(texts).tocsr()
+    counts.data = 1.0 + np.log(counts.data)
+    norms = np.sqrt(np.asarray(counts.multiply(counts).sum(axis=1)).ravel())
+    norms[norms == 0] = 1.0
+    logits = np.asarray(counts @ model.coef.T) / norms[:, None] + model.intercept
+    logits -= logits.max(axis=1, keepdims=True)
+    reference = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(model.probabilities(texts), reference, atol=1e-5)
