@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -45,7 +46,7 @@ _NOTE = (
 )
 
 
-TRANSCRIPTION_THREADS = 32  # at least the deployment's max_ongoing_requests (16 by default, serve.yaml)
+BATCHING_THREADS = 32  # at least the deployment's max_ongoing_requests (16 by default, serve.yaml)
 
 
 class Transcription:
@@ -57,9 +58,11 @@ class Transcription:
         self.pipeline.warm_up()
         self.user_config: dict[str, Any] = {}
         self._reload = asyncio.Lock()
-        # a thread per request the replica admits (asyncio's default pool has cores + 4): requests wait inside
-        # the model, where their windows can share a batch (whisper.batch_size), not in front of a thread pool
-        self._threads = ThreadPoolExecutor(max_workers=TRANSCRIPTION_THREADS, thread_name_prefix="transcribe")
+        # Batching: a thread per request the replica admits, so requests wait in the batcher, where their windows
+        # can share a batch, not in front of a thread pool. Without it, asyncio's default size (cores + 4): every
+        # running request holds its decoded audio, and the model decodes one window at a time anyway.
+        threads = BATCHING_THREADS if self.pipeline.recognizer.batch_size > 1 else min(32, (os.cpu_count() or 1) + 4)
+        self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="transcribe")
 
     def _pipeline(self, whisper: WhisperSettings) -> TranscriptionPipeline:
         return get_pipeline(whisper, self.settings.transcription, self.settings.data_dir)
