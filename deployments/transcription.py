@@ -61,7 +61,7 @@ class Transcription:
         # Batching: a thread per request the replica admits, so requests wait in the batcher, where their windows
         # can share a batch, not in front of a thread pool. Without it, asyncio's default size (cores + 4): every
         # running request holds its decoded audio, and the model decodes one window at a time anyway.
-        threads = BATCHING_THREADS if self.pipeline.recognizer.batch_size > 1 else min(32, (os.cpu_count() or 1) + 4)
+        threads = BATCHING_THREADS if self.pipeline.recognizer.batching else min(32, (os.cpu_count() or 1) + 4)
         self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="transcribe")
 
     def _pipeline(self, whisper: WhisperSettings) -> TranscriptionPipeline:

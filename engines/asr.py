@@ -58,6 +58,7 @@ log = logging.getLogger("khuluma.asr")
 SAMPLE_RATE = 16_000
 DEFAULT_MODEL = "default"  # key of the default model in the model table
 SETTING = "KHULUMA_WHISPER_LANGUAGE_MODELS"
+WINDOW_SECONDS = 30.0  # what one Whisper window holds
 
 
 def _registry(code: str) -> languages.Language | None:
@@ -162,6 +163,11 @@ class SpeechRecognizer:
         )
         # (model key, language) -> batched pipeline, tokenizer, decoding options
         self._batched: dict[Hashable, tuple[Any, Any, Any]] = {}
+
+    @property
+    def batching(self) -> bool:
+        """Whether concurrent calls' windows share batches (``batch_size`` > 1 and no sampling fallback)."""
+        return self._batcher is not None
 
     # ------------------------------------------------------------------ languages
 
@@ -430,9 +436,6 @@ class SpeechRecognizer:
     def close(self) -> None:
         if self._batcher is not None:
             self._batcher.close()
-
-
-WINDOW_SECONDS = 30.0
 
 
 def split_long_chunks(chunks: list[dict[str, int]], longest: int) -> list[dict[str, int]]:
