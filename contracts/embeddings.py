@@ -1,17 +1,20 @@
-"""Contract of the Embeddings deployment (one shared sentence embedder) and the typed handle callers use.
+"""Contract of the sentence embedder and the typed handle of the Embeddings deployment.
 
 Callers: TextAnalysis (sentiment and intent, ``query`` side) and KnowledgeStore (documents ``passage`` side,
-search queries ``query`` side). The vectors are a float32 numpy array: it crosses Ray as one buffer, where a list
-of lists of floats would be pickled element by element (a document ingest embeds thousands of chunks).
+search queries ``query`` side). They hold an :class:`EmbeddingSource`: the Embeddings deployment's typed handle,
+or the embedder in their own process (``embeddings.placement``; ``deployments/embeddings.LocalEmbeddings``). The
+vectors are a float32 numpy array: it crosses Ray as one buffer, where a list of lists of floats would be pickled
+element by element (a document ingest embeds thousands of chunks).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from contracts.capabilities import CapabilityInfo
 from contracts.handles import DeploymentClient, call
 
 # e5 models are trained with a "query: " / "passage: " prefix: a search query and the passages it should find are
@@ -30,3 +33,11 @@ class EmbeddingsClient(DeploymentClient):
         """``deployments.embeddings.Embeddings.embed``: one unit vector per text, in order. Concurrent small calls
         are batched into one model call in the replica; long lists (document ingest) run as one batch."""
         return await call(self._handle.embed.remote(texts, kind))
+
+
+class EmbeddingSource(Protocol):
+    """What a caller of the embedder needs: the deployment's typed handle and the in-process embedder both are."""
+
+    async def embed(self, texts: list[str], kind: EmbeddingKind) -> Vectors: ...
+
+    async def describe(self, timeout: float) -> list[CapabilityInfo]: ...

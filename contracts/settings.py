@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -80,6 +80,19 @@ class EmbeddingsSettings(BaseModel):
         description="Intra-op threads of the embedder (0: every core of the machine). Ray gives a replica with a "
         "fractional CPU one OpenMP thread; this overrides it, since a request waits on the model alone.",
     )
+    placement: Literal["auto", "local", "deployment"] = Field(
+        default="auto",
+        description="Where the embedder runs. `local`: inside the TextAnalysis and KnowledgeStore replicas, which "
+        "saves a Ray hop per sentiment, classify and search call, and one replica; the offline model's weights are "
+        "a read-only file mapping that the two share in memory. `deployment`: one Embeddings deployment that both "
+        "call (one copy of a large model, scaled on its own, on a GPU if given). `auto`: `local` for the offline "
+        "model, `deployment` when `model` is set.",
+    )
+
+    @property
+    def local(self) -> bool:
+        """Whether the embedder runs inside the replicas that use it (see ``placement``)."""
+        return self.placement == "local" or (self.placement == "auto" and not self.model)
 
 
 class TranslationSettings(BaseModel):
@@ -90,6 +103,13 @@ class TranslationSettings(BaseModel):
         default=None,
         description="Name registered with `khuluma models add|pull`, a CTranslate2 directory or a Hugging Face "
         "directory of an NLLB-200 model. Unset: translation answers 503 with install instructions.",
+    )
+    deploy: Literal["auto", "always"] = Field(
+        default="auto",
+        description="`auto`: the Translation deployment runs only when a model is set (here, or as its "
+        "`user_config` in the config `khuluma serve` reads); without one the ingress answers the same 503 itself and "
+        "a replica (about 85 MB) is saved. `always`: deploy it even without a model, so that `serve deploy` of a "
+        "config whose Translation `user_config` names one loads it without a restart (the cluster profile does).",
     )
     backend: str = Field(
         default="ctranslate2",

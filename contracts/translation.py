@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from contracts import languages
+from contracts.capabilities import CapabilityInfo, LanguageSupport
 from contracts.handles import DeploymentClient, call
+from contracts.installs import TRANSLATION_NOT_INSTALLED
 from contracts.unicode import UnicodeText
 
 
@@ -62,3 +65,18 @@ class TranslationClient(DeploymentClient):
     async def translate_detailed(self, request: TranslationRequest) -> DetailedTranslation:
         """deployments.translation.Translation.translate_detailed"""
         return await call(self._handle.translate_detailed.remote(request))
+
+
+def nllb_language(nllb: str, supported: bool, model: str | None, note: str | None = None) -> LanguageSupport:
+    """A listing entry keyed by the NLLB code (what the route takes), named from the registry."""
+    return LanguageSupport.of(nllb, supported, model, note, name=languages.name(languages.NLLB_TO_CODE[nllb]))
+
+
+def not_installed(note: str = TRANSLATION_NOT_INSTALLED) -> CapabilityInfo:
+    """/api/v1/models' translation entry while no model serves: every language listed, none supported."""
+    return CapabilityInfo(
+        capability="translation",
+        installed=False,
+        note=note,
+        languages=[nllb_language(code, False, None) for code in languages.TRANSLATION_NLLB_CODES],
+    )

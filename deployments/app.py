@@ -27,6 +27,9 @@ class DeploymentSpec:
     sections: tuple[str, ...]  # settings sections its replicas are bound with (never secrets)
     needs: tuple[str, ...] = ()  # deployments it cannot work without: always deployed with it
     uses: tuple[str, ...] = ()  # deployments it uses when they are deployed (e.g. translation of transcripts)
+    # it embeds text: with the Embeddings deployment's handle when ``embeddings.placement`` puts the embedder
+    # there (then that deployment is a need), else with an embedder of its own (deployments/embeddings.py)
+    embeds: bool = False
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -43,8 +46,8 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "TextAnalysis",
         "deployments.text:TextAnalysis",
         "text",
-        ("text",),
-        needs=("embeddings",),
+        ("text", "embeddings"),
+        embeds=True,
         options={"ray_actor_options": {"num_cpus": 0.25}, "max_ongoing_requests": 64},
     ),
     DeploymentSpec(
@@ -58,7 +61,7 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "Transcription",
         "deployments.transcription:Transcription",
         "transcription",
-        ("whisper", "transcription", "s3"),
+        ("whisper", "transcription", "s3", "translation"),
         uses=("translation",),
         options={"ray_actor_options": {"num_cpus": 0.5}, "max_ongoing_requests": 16},
     ),
@@ -66,8 +69,8 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "KnowledgeStore",
         "deployments.knowledge:KnowledgeStore",
         "knowledge",
-        ("search", "s3"),
-        needs=("embeddings",),
+        ("search", "s3", "embeddings"),
+        embeds=True,
         options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2}},
     ),
     DeploymentSpec(
@@ -114,7 +117,7 @@ def build_local(settings: Settings, capabilities: list[str] | None = None) -> di
     """The deployments in this process under Serve's local testing mode (no Ray cluster), wired as in
     :func:`build_app`; returns their handles by typed-handle field. ``capabilities`` picks some (None: all). The
     fast tests and the plain-uvicorn side of the benchmarks use it."""
-    wanted = set(capabilities or [s.backend for s in SPECS])
+    wanted = set(capabilities or default_capabilities(settings))
     bound = _bind(settings, {spec.name: {} for spec in SPECS}, wanted)
     root = serve.deployment(name="LocalHandles")(_Handles).bind(**bound)
     handle = serve.run(root, name=f"khuluma-local-{next(_local_apps)}", route_prefix=None, _local_testing_mode=True)
@@ -126,18 +129,42 @@ _local_apps = itertools.count()
 
 def _bind(settings: Settings, options: dict[str, dict[str, Any]], wanted: set[str]) -> dict[str, Any]:
     """Bind every wanted deployment, with its own settings sections and the handles it needs."""
-    wanted = _with_needs(wanted)
+    wanted = _with_needs(wanted, settings)
     bound: dict[str, Any] = {}
     for spec in SPECS:  # in dependency order: what a deployment needs comes before it
         if spec.backend not in wanted:
             continue
-        deps = {dep: bound[dep] for dep in (*spec.needs, *spec.uses) if dep in bound}
+        deps = {dep: bound[dep] for dep in _needs(spec, settings) + spec.uses if dep in bound}
         deployment = serve.deployment(name=spec.name)(load_class(spec.target)).options(**options[spec.name])
         bound[spec.backend] = deployment.bind(settings.for_replica(spec.sections), **deps)
     return bound
 
 
-def _with_needs(wanted: set[str]) -> set[str]:
+def default_capabilities(settings: Settings, options: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """What is deployed when nobody picks: every capability, less
+    - the Embeddings deployment when the embedder runs inside the replicas that use it;
+    - the Translation deployment while no translation model is set (``translation.deploy``); ``options`` are the
+      deployments' effective options, whose Translation ``user_config`` may name one."""
+    user_model = ((options or {}).get("Translation", {}).get("user_config") or {}).get("model")
+    skipped = {
+        "embeddings": settings.embeddings.local,
+        "translation": settings.translation.deploy == "auto" and not (settings.translation.model or user_model),
+    }
+    return [s.backend for s in SPECS if not skipped.get(s.backend)]
+
+
+def deployment_names(settings: Settings) -> set[str]:
+    """The Serve deployments of the default application for these settings (what a Serve config may name)."""
+    wanted = set(default_capabilities(settings))
+    return {spec.name for spec in SPECS if spec.backend in wanted} | {"Ingress"}
+
+
+def _needs(spec: DeploymentSpec, settings: Settings) -> tuple[str, ...]:
+    embedder = ("embeddings",) if spec.embeds and not settings.embeddings.local else ()
+    return spec.needs + embedder
+
+
+def _with_needs(wanted: set[str], settings: Settings) -> set[str]:
     """``wanted`` plus, transitively, every deployment one of them cannot work without."""
     by_backend = {spec.backend: spec for spec in SPECS}
     out, todo = set(), list(wanted)
@@ -145,7 +172,7 @@ def _with_needs(wanted: set[str]) -> set[str]:
         backend = todo.pop()
         if backend not in out:
             out.add(backend)
-            todo.extend(by_backend[backend].needs)
+            todo.extend(_needs(by_backend[backend], settings))
     return out
 
 
@@ -209,7 +236,7 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
     args = dict(args or {})
     settings = Settings(**(args.get("settings") or {}))
     options = deployment_options(args.get("deployments"))
-    wanted = set(args.get("capabilities") or [s.backend for s in SPECS])
+    wanted = set(args.get("capabilities") or default_capabilities(settings, options))
     unknown = wanted - {s.backend for s in SPECS} - {"none"}
     if unknown:
         raise ValueError(
@@ -219,7 +246,7 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
     wanted.discard("none")
     _check_cluster_gpus(options)
     if args.get("checks", True):
-        run_startup_checks(settings, _with_needs(wanted), options)
+        run_startup_checks(settings, _with_needs(wanted, settings), options)
     bound = _bind(settings, options, wanted)
 
     from serve_app.ingress import Ingress  # the composition root binds the ingress (import-linter allows this one)

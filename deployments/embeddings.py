@@ -1,9 +1,13 @@
-"""Embeddings deployment: the one sentence embedder TextAnalysis and KnowledgeStore share
-(contract: ``contracts/embeddings.py``).
+"""The sentence embedder TextAnalysis and KnowledgeStore share (contract: ``contracts/embeddings.py``), in two
+placements (``embeddings.placement``):
 
-Concurrent small requests (a search query, a sentiment request's sentences) are grouped into one model call with
-``@batched``; long lists (document ingest) are already a batch and go to the model as they are. The model runs in
-a worker thread so the replica keeps accepting requests (and forming the next batch) meanwhile.
+- :class:`LocalEmbeddings` inside the replica that uses it: no Ray hop per call. The offline model's weights are a
+  read-only file mapping, so the copies in TextAnalysis and KnowledgeStore share their pages;
+- the :class:`Embeddings` deployment: one copy both call through its handle (a large configured model, a GPU).
+
+Either way, concurrent small requests (a search query, a sentiment request's sentences) are grouped into one model
+call with ``@batched``; long lists (document ingest) are already a batch and go to the model as they are. The model
+runs in a worker thread so the replica keeps accepting requests (and forming the next batch) meanwhile.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import numpy as np
 from cluster.metrics import model_timer
 from contracts.capabilities import CapabilityInfo
 from contracts.embeddings import EmbeddingKind, Vectors
+from contracts.settings import Settings
 from deployments.batching import batched
 from deployments.common import configure_replica_logging, load_settings
 from engines.embeddings import load_embedder
@@ -25,29 +30,31 @@ DIRECT_BATCH = 8
 KINDS: tuple[EmbeddingKind, ...] = ("query", "passage")
 
 
-class Embeddings:
-    def __init__(self, settings: dict[str, Any] | None = None) -> None:
-        self.settings = load_settings(settings)
-        configure_replica_logging("Embeddings", self.settings)
-        self.model_name = self.settings.embeddings.model
-        self.engine = load_embedder(self.model_name, self.settings.embeddings.cpu_threads)
+class LocalEmbeddings:
+    """The embedder in this process, answering as the Embeddings deployment's typed handle does
+    (``contracts.embeddings.EmbeddingSource``)."""
 
-    def reconfigure(self, config: dict[str, Any]) -> None:
-        """Serve ``user_config``: ``model`` (sentence-transformers id/dir; null: the configured one)."""
-        model = (config or {}).get("model") or self.settings.embeddings.model
+    def __init__(self, settings: Settings, model: str | None = None) -> None:
+        self.cpu_threads = settings.embeddings.cpu_threads
+        self.model_name = model or settings.embeddings.model
+        self.engine = load_embedder(self.model_name, self.cpu_threads)
+
+    def load(self, model: str | None) -> None:
+        """Swap in another model (``None``: the offline default); the next batch uses it."""
         if model != self.model_name:
-            self.engine = load_embedder(model, self.settings.embeddings.cpu_threads)
+            self.engine = load_embedder(model, self.cpu_threads)
             self.model_name = model
 
-    def ping(self) -> bool:
-        return True
-
     async def embed(self, texts: list[str], kind: EmbeddingKind) -> Vectors:
-        """``(len(texts), dim)`` float32 unit vectors, in order (see ``contracts.embeddings.EmbeddingsClient``)."""
+        """``(len(texts), dim)`` float32 unit vectors, in order."""
         if len(texts) > DIRECT_BATCH:
-            return await asyncio.to_thread(self.engine.embed, texts, kind)
+            return await asyncio.to_thread(self._embed_texts, texts, kind)
         rows = await asyncio.gather(*(self._embed_one((kind, t)) for t in texts))
         return np.stack(rows) if rows else np.zeros((0, self.engine.dim), dtype=np.float32)
+
+    def _embed_texts(self, texts: list[str], kind: EmbeddingKind) -> Vectors:
+        with model_timer("Embeddings.embed"):
+            return self.engine.embed(texts, kind)
 
     @batched(max_batch_size=64, batch_wait_timeout_s=0.005)
     async def _embed_one(self, items: list[tuple[EmbeddingKind, str]]) -> list[Vectors]:
@@ -56,18 +63,15 @@ class Embeddings:
 
     def _embed_items(self, items: list[tuple[EmbeddingKind, str]]) -> list[Vectors]:
         with model_timer("Embeddings.embed"):
-            return self._embed_kinds(items)
+            out: dict[int, Vectors] = {}
+            for kind in KINDS:
+                idx = [i for i, (k, _) in enumerate(items) if k == kind]
+                if idx:
+                    vectors = self.engine.embed([items[i][1] for i in idx], kind)
+                    out.update(zip(idx, vectors))
+            return [out[i] for i in range(len(items))]
 
-    def _embed_kinds(self, items: list[tuple[EmbeddingKind, str]]) -> list[Vectors]:
-        out: dict[int, Vectors] = {}
-        for kind in KINDS:
-            idx = [i for i, (k, _) in enumerate(items) if k == kind]
-            if idx:
-                vectors = self.engine.embed([items[i][1] for i in idx], kind)
-                out.update(zip(idx, vectors))
-        return [out[i] for i in range(len(items))]
-
-    def describe(self) -> list[CapabilityInfo]:
+    async def describe(self, timeout: float | None = None) -> list[CapabilityInfo]:
         return [
             CapabilityInfo(
                 capability="embeddings",
@@ -77,3 +81,26 @@ class Embeddings:
                 note="Multilingual (about 100 languages, including zul, xho, afr, sot, tsn, swh).",
             )
         ]
+
+
+class Embeddings:
+    """The embedder as its own deployment (``embeddings.placement: deployment``)."""
+
+    def __init__(self, settings: dict[str, Any] | None = None) -> None:
+        self.settings = load_settings(settings)
+        configure_replica_logging("Embeddings", self.settings)
+        self.local = LocalEmbeddings(self.settings)
+
+    def reconfigure(self, config: dict[str, Any]) -> None:
+        """Serve ``user_config``: ``model`` (sentence-transformers id/dir; null: the configured one)."""
+        self.local.load((config or {}).get("model") or self.settings.embeddings.model)
+
+    def ping(self) -> bool:
+        return True
+
+    async def embed(self, texts: list[str], kind: EmbeddingKind) -> Vectors:
+        """See ``contracts.embeddings.EmbeddingsClient``."""
+        return await self.local.embed(texts, kind)
+
+    async def describe(self) -> list[CapabilityInfo]:
+        return await self.local.describe()

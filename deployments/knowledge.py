@@ -33,11 +33,12 @@ import numpy as np
 from cluster.metrics import model_timer
 from cluster.transfer import materialise
 from contracts.capabilities import CapabilityInfo, LanguageSupport
-from contracts.embeddings import EmbeddingsClient
+from contracts.embeddings import EmbeddingsClient, EmbeddingSource
 from contracts.errors import NotFound, Unavailable
 from contracts.languages import LANGUAGES
 from contracts.search import AddDocument, DocumentFile, IndexedDocument, SearchQuery, SearchResultItem
 from deployments.common import configure_replica_logging, load_settings
+from deployments.embeddings import LocalEmbeddings
 from engines.bm25 import Bm25Cache
 from engines.chunk_language import detect_languages, detectable_languages, dominant_language
 from engines.chunk_store import ChunkStore, acquire_store_lock, connect_chroma, release_store_lock
@@ -58,7 +59,10 @@ class KnowledgeStore:
         self.settings = load_settings(settings)
         configure_replica_logging("KnowledgeStore", self.settings)
         s = self.settings.search
-        self._embeddings = EmbeddingsClient(embeddings) if embeddings is not None else None
+        # the builder binds the Embeddings deployment's handle when the embedder is placed there
+        self.embeddings: EmbeddingSource = (
+            LocalEmbeddings(self.settings) if embeddings is None else EmbeddingsClient(embeddings)
+        )
         self.chunk_chars = s.chunk_chars
         self.chunk_overlap = s.chunk_overlap_chars
         self.max_chunks = s.max_document_chunks
@@ -111,12 +115,6 @@ class KnowledgeStore:
         with contextlib.suppress(Exception):
             self.close()
 
-    @property
-    def embeddings(self) -> EmbeddingsClient:
-        if self._embeddings is None:
-            raise Unavailable("The embeddings capability is not deployed in this service.")
-        return self._embeddings
-
     # --- Serve plumbing ------------------------------------------------------------------------------------
     def ping(self) -> bool:
         self.store.client.heartbeat()
@@ -161,7 +159,7 @@ class KnowledgeStore:
         ]
 
     async def _embedding_model(self) -> str | None:
-        """The embedding model the Embeddings deployment reports (None when it cannot say)."""
+        """The embedding model the embedder reports (None when it cannot say)."""
         try:
             entries = await self.embeddings.describe(DESCRIBE_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - describe reports what it can, never fails

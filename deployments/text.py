@@ -2,8 +2,9 @@
 (contract: ``contracts/text.py``).
 
 Concurrent requests are grouped with ``@batched`` (``@serve.batch`` inside Serve): one language-ID pass, one
-spaCy ``pipe`` and one embeddings call per batch. Embeddings come from the shared Embeddings deployment, whose
-handle the app builder passes in (``deployments/app.py``: ``needs=("embeddings",)``).
+spaCy ``pipe`` and one embeddings call per batch. The embedder runs in this replica (``embeddings.placement``
+local, the default for the offline model), or is the Embeddings deployment, whose handle the app builder then
+passes in (``deployments/app.py``).
 
 Inputs arrive checked: the service rejects empty texts, texts over the token limit and malformed classify
 requests before they get here (``serve_app/services/text.py``).
@@ -20,7 +21,7 @@ import numpy as np
 from cluster.metrics import model_timer
 from contracts import languages
 from contracts.capabilities import CapabilityInfo, LanguageSupport
-from contracts.embeddings import EmbeddingsClient, Vectors
+from contracts.embeddings import EmbeddingsClient, EmbeddingSource, Vectors
 from contracts.text import (
     ClassificationResult,
     ClassifyRequest,
@@ -36,6 +37,7 @@ from contracts.text import (
 )
 from deployments.batching import batched
 from deployments.common import configure_replica_logging, load_settings
+from deployments.embeddings import LocalEmbeddings
 from engines.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, EmbeddingCache, intent_probabilities
 from engines.langid import LanguageGuess, LanguageIdentifier
 from engines.ner import HEURISTIC_LANGUAGES, EntityRecogniser, TransformersNER
@@ -55,9 +57,9 @@ class TextAnalysis:
     def __init__(self, settings: dict[str, Any] | None = None, embeddings: Any = None) -> None:
         self.settings = load_settings(settings)
         configure_replica_logging("TextAnalysis", self.settings)
-        if embeddings is None:  # the builder always binds one (also under local testing mode)
-            raise ValueError("TextAnalysis needs the Embeddings deployment's handle (deployments/app.py wires it).")
-        self.embeddings = EmbeddingsClient(embeddings)
+        # the builder binds the Embeddings deployment's handle when the embedder is placed there
+        self.local_embeddings = LocalEmbeddings(self.settings) if embeddings is None else None
+        self.embeddings: EmbeddingSource = self.local_embeddings or EmbeddingsClient(embeddings)
         self.langid = LanguageIdentifier()
         self.sentiment_model = SentimentClassifier()
         self.ner_model_name: str | None = self.settings.text.ner_model
@@ -186,7 +188,12 @@ class TextAnalysis:
         # e5's query side: sentences and intent examples are compared with each other, not searched as passages
         return await self.embeddings.embed(texts, "query")
 
-    def describe(self) -> list[CapabilityInfo]:
+    async def describe(self) -> list[CapabilityInfo]:
+        # the embedder in this replica describes itself here; a deployment of its own answers for itself
+        embedder = await self.local_embeddings.describe() if self.local_embeddings else []
+        return self._describe_text() + embedder
+
+    def _describe_text(self) -> list[CapabilityInfo]:
         spacy_name = self.recogniser.english.name
         african = self.recogniser.transformer.name if self.recogniser.transformer else None
         codes = languages.TEXT_CODES

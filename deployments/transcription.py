@@ -27,6 +27,7 @@ from cluster.metrics import model_timer
 from cluster.transfer import materialise
 from contracts.capabilities import CapabilityInfo
 from contracts.errors import DomainError
+from contracts.installs import TRANSLATION_NOT_INSTALLED
 from contracts.languages import nllb_code
 from contracts.settings import WhisperSettings
 from contracts.speech import StreamRequest, StreamStep, TranscribeRequest, TranscriptionResult
@@ -157,7 +158,10 @@ class Transcription:
             result.translation = text
             return
         if self.translation is None:
-            warnings.append("Translation to English is not available: the translation capability is not deployed.")
+            why = "the translation capability is not deployed."
+            if not self.settings.translation.model:  # not deployed because no model is set: as it would answer
+                why = TRANSLATION_NOT_INSTALLED
+            warnings.append(f"Translation to English is not available: {why}")
             return
         source = nllb_code(language)
         if source is None:

@@ -16,17 +16,24 @@ from dataclasses import replace
 from typing import Any
 
 from contracts import languages
-from contracts.capabilities import CapabilityInfo, LanguageSupport
+from contracts.capabilities import CapabilityInfo
 from contracts.errors import ModelMissing, Unavailable
-from contracts.translation import DecodedSegment, DetailedTranslation, TranslationRequest
+from contracts.installs import TRANSLATION_NOT_INSTALLED
+from contracts.translation import (
+    DecodedSegment,
+    DetailedTranslation,
+    TranslationRequest,
+    nllb_language,
+    not_installed,
+)
 from deployments.batching import batched
 from deployments.common import configure_replica_logging, load_settings
-from engines.model_registry import Backend, ModelEntry, ModelError, ModelRegistry, install_hint, resolve
+from engines.model_registry import Backend, ModelEntry, ModelError, ModelRegistry, resolve
 from engines.translation import DecodeOptions, TranslationOutput, Translator, load_translator
 
 log = logging.getLogger("khuluma.translation")
 
-NOT_INSTALLED = "No translation model is installed. Install one: " + install_hint("translation") + "."
+NOT_INSTALLED = TRANSLATION_NOT_INSTALLED
 
 
 class Translation:
@@ -160,15 +167,11 @@ class Translation:
         engine = self.engine
         codes = languages.TRANSLATION_NLLB_CODES
         if engine is None:
-            note = (
-                f"Model {self.model_ref!r} could not be loaded: {self.load_error}" if self.load_error else NOT_INSTALLED
-            )
             return [
-                CapabilityInfo(
-                    capability="translation",
-                    installed=False,
-                    note=note,
-                    languages=[_language(code, False, None) for code in codes],
+                not_installed(
+                    f"Model {self.model_ref!r} could not be loaded: {self.load_error}"
+                    if self.load_error
+                    else NOT_INSTALLED
                 )
             ]
         entry = self.entry
@@ -187,7 +190,7 @@ class Translation:
                 backend=engine.backend,
                 note=note,
                 languages=[
-                    _language(
+                    nllb_language(
                         code,
                         code in engine.languages,
                         engine.name,
@@ -197,8 +200,3 @@ class Translation:
                 ],
             )
         ]
-
-
-def _language(nllb: str, supported: bool, model: str | None, note: str | None = None) -> LanguageSupport:
-    """A listing entry keyed by the NLLB code (what the route takes), named from the registry."""
-    return LanguageSupport.of(nllb, supported, model, note, name=languages.name(languages.NLLB_TO_CODE[nllb]))

@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from contracts.installs import install_hint
+
 Capability = Literal["translation", "whisper", "ner", "embeddings"]
 CAPABILITIES: tuple[str, ...] = ("translation", "whisper", "ner", "embeddings")
 Backend = Literal["ctranslate2", "transformers"]
@@ -67,7 +69,6 @@ KNOWN_MODELS: dict[str, KnownModel] = {
         "facebook/nllb-200-3.3B", "translation", "CC-BY-NC-4.0", "about 17.6 GB download, 3.3 GB as CTranslate2 int8"
     ),
 }
-DEFAULT_MODELS: dict[str, str] = {"translation": "facebook/nllb-200-distilled-600M"}
 
 # Files a converted directory keeps from its source (tokenizer, feature extractor), per capability.
 COPY_FILES: dict[str, tuple[str, ...]] = {
@@ -91,28 +92,6 @@ class ModelEntry:
     source: str  # Hugging Face id or the directory it came from
     quantization: str | None = None
     added_at: str = ""
-
-
-# The setting (environment variable) that selects a capability's model.
-MODEL_SETTING = {
-    "translation": "KHULUMA_TRANSLATION_MODEL",
-    "whisper": "KHULUMA_WHISPER_MODEL",
-    "ner": "KHULUMA_TEXT_NER_MODEL",
-    "embeddings": "KHULUMA_EMBEDDINGS_MODEL",
-}
-
-
-def install_hint(capability: str = "translation") -> str:
-    """The exact commands that install the default model of a capability."""
-    hf_id = DEFAULT_MODELS.get(capability, "<huggingface-id>")
-    name = hf_id.rsplit("/", 1)[-1]
-    setting = MODEL_SETTING[capability]
-    return (
-        f"`khuluma models pull {hf_id}` (needs access to huggingface.co; offline: copy a downloaded "
-        f"directory here and run `khuluma models add <dir> --name {name}`), then set "
-        f"{setting}={name} (or `user_config: {{model: {name}}}` of the deployment in configs/serve.yaml) "
-        f"and restart or redeploy the service"
-    )
 
 
 def model_format(path: Path) -> Backend | None:

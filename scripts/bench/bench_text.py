@@ -4,11 +4,12 @@ For NER, sentiment and classify the same requests go (1) straight to the engines
 ``--concurrency`` (language ID + spaCy/heuristic NER; sentence split + language ID + e5 embeddings + classifier;
 cached example embeddings + input embeddings + calibrated centroids) -- the bare-model limit -- and (2) through the
 HTTP API: auth, validation, usage metering, the TextAnalysis deployment's ``@batched`` grouping and the
-Embeddings deployment, under plain uvicorn with the deployments in Serve's local testing mode
+embedder (in the TextAnalysis replica, or with ``--embedder deployment`` the Embeddings deployment), under plain
+uvicorn with the deployments in Serve's local testing mode
 (``deployments.app.build_local``, no Ray cluster; ``--ray`` adds a run through Ray Serve). Prints requests/s,
 p50/p99 and the ratio service/bare.
 
-    .venv/bin/python scripts/bench/bench_text.py [--duration 10] [--concurrency 16] [--ray]
+    .venv/bin/python scripts/bench/bench_text.py [--duration 10] [--concurrency 16] [--ray] [--embedder deployment]
 """
 
 from __future__ import annotations
@@ -123,11 +124,18 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--ray", action="store_true", help="Also measure through the Ray Serve application.")
+    ap.add_argument(
+        "--embedder",
+        choices=("local", "deployment"),
+        default="local",
+        help="embeddings.placement: in the TextAnalysis replica (the default) or the Embeddings deployment.",
+    )
     json_option(ap)
     args = ap.parse_args()
 
     data = tempfile.mkdtemp(prefix="khuluma-bench-text-")
-    settings = {"data_dir": data}  # Settings fields, nested per section (e.g. {"text": {"max_tokens": 4000}})
+    # Settings fields, nested per section (e.g. {"text": {"max_tokens": 4000}})
+    settings = {"data_dir": data, "embeddings": {"placement": args.embedder}}
     from contracts.settings import Settings
     from persistence.session import Database
     from serve_app.tokens import create_token
@@ -167,7 +175,7 @@ def main() -> None:
         )
 
     results: dict[str, dict] = {name: {} for name in routes}
-    with plain_server(settings, ["embeddings", "text"]) as url:
+    with plain_server(settings, ["text"]) as url:
         for name in routes:
             fn, items = bare_fns[name]
             before = engines.requests_per_s(fn, items, args.concurrency)
@@ -175,7 +183,7 @@ def main() -> None:
             after = engines.requests_per_s(fn, items, args.concurrency)
             results[name]["bare"] = (before + after) / 2  # the machine is shared: average out drift
     if args.ray:
-        with ray_server(settings, ["embeddings", "text"]) as url:
+        with ray_server(settings, ["text"]) as url:
             for name in routes:
                 results[name]["ray"] = through(url, name)
 

@@ -13,11 +13,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from contracts.installs import MODEL_SETTING
 from contracts.settings import get_settings
 from engines.model_registry import (
     CAPABILITIES,
     KNOWN_MODELS,
-    MODEL_SETTING,
     ModelEntry,
     ModelError,
     ModelRegistry,

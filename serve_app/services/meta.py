@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from contracts.capabilities import CapabilityInfo
 from contracts.handles import DeploymentClient
+from contracts.translation import not_installed as translation_not_installed
 from serve_app import RELEASE_DATE, RELEASE_NAME, __version__
 from serve_app.context import AppContext
 from serve_app.schemas.meta import DeploymentHealth, Health, Metadata, ModelsListing
@@ -115,6 +116,8 @@ async def models(ctx: AppContext) -> ModelsListing:
     for entries in await asyncio.gather(*(ask(client) for _, client in ctx.clients.deployed())):
         for entry in entries:
             described[entry.capability] = entry
+    if "translation" not in described and ctx.clients.translation is None and not ctx.settings.translation.model:
+        described["translation"] = translation_not_installed()  # not deployed because no model is set
     listed = [
         described.get(capability)
         or CapabilityInfo(capability=capability, installed=False, note="Its deployment is not running in this service.")

@@ -105,9 +105,13 @@ def test_serve_yaml_is_a_valid_serve_config_with_bounded_autoscaling():
     app = schema.applications[0]
     assert app.import_path == "deployments.app:build_app"
     names = {d["name"] for d in raw["applications"][0]["deployments"]}
-    from deployments.app import SPECS
+    from contracts.settings import Settings
+    from deployments.app import deployment_names
 
-    assert names == {s.name for s in SPECS} | {"Ingress"}
+    # every deployment the builder makes for this config, and no other (Serve refuses a config naming one it lacks)
+    assert names == deployment_names(Settings(**app.args["settings"]))
+    assert "Embeddings" not in names  # the offline embedder runs inside TextAnalysis and KnowledgeStore
+    assert "Translation" not in names  # no translation model ships offline: the ingress answers its 503
     for d in raw["applications"][0]["deployments"]:
         auto = d.get("autoscaling_config")
         if auto:
@@ -148,10 +152,10 @@ def test_gpu_check_refuses_gpus_the_cluster_lacks():
     assert requested_gpus(options) == 0
     check_gpus(options, available=0)  # the default config needs none
     cfg["deployments"]["Transcription"]["ray_actor_options"]["num_gpus"] = 0.5
-    cfg["deployments"]["Embeddings"]["ray_actor_options"]["num_gpus"] = 0.25
+    cfg["deployments"]["TextAnalysis"]["ray_actor_options"]["num_gpus"] = 0.25
     options = deployment_options(cfg["deployments"])
     assert requested_gpus(options) == pytest.approx(0.75)
-    with pytest.raises(GPUUnavailableError, match=r"0\.75 GPU.*Embeddings, Transcription.*has 0"):
+    with pytest.raises(GPUUnavailableError, match=r"0\.75 GPU.*TextAnalysis, Transcription.*has 0"):
         check_gpus(options, available=0)
     check_gpus(options, available=1)
 

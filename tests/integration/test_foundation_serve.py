@@ -12,7 +12,10 @@ def test_health_reports_every_deployment_healthy(serve_url):
     r = httpx.get(f"{serve_url}/api/v1/health", timeout=30)
     assert r.status_code == 200
     names = {d["name"] for d in r.json()["deployments"] if d["healthy"]}
-    assert {"database", "text", "embeddings", "translation", "transcription", "knowledge", "jobs"} <= names
+    assert {"database", "text", "transcription", "knowledge", "jobs", "batch"} <= names
+    # not deployed on the offline models: the embedder runs inside TextAnalysis and KnowledgeStore, and no
+    # translation model is installed
+    assert not {"embeddings", "translation"} & {d["name"] for d in r.json()["deployments"]}
     assert httpx.get(f"{serve_url}/health", timeout=30).status_code == 200
 
 
@@ -38,4 +41,8 @@ def test_metadata_docs_and_models_listing(serve_url):
     assert "/api/v2alpha/transcribe/sync/file" in httpx.get(f"{serve_url}/openapi.json", timeout=30).json()["paths"]
     models = {c["capability"]: c for c in httpx.get(f"{serve_url}/api/v1/models", timeout=60).json()["capabilities"]}
     assert models["translation"]["installed"] is False  # no translation weights ship offline
+    assert "khuluma models pull" in models["translation"]["note"]  # told how to install one, as the deployment told
+    assert models["translation"]["languages"] and not any(
+        lang["supported"] for lang in models["translation"]["languages"]
+    )
     assert models["embeddings"]["installed"] is True

@@ -32,7 +32,7 @@ def chroma_server(tmp_path: Path) -> Iterator[ChromaServer]:
 
 def test_service_on_a_chroma_server(settings: Settings, db, make_token, chroma_server: ChromaServer) -> None:
     s = settings.updated({"search": {"chroma_url": chroma_server.url}})
-    handles = build_local(s, ["embeddings", "knowledge"])
+    handles = build_local(s, ["knowledge"])
     client = client_for(s, handles)
     store = handles["knowledge"]
     assert f"(server: {chroma_server.url})" in store.describe.remote().result()[0].backend  # not embedded

@@ -1,4 +1,4 @@
-"""Knowledge bases through the real Ray Serve application (Ingress -> KnowledgeStore -> Embeddings handles)."""
+"""Knowledge bases through the real Ray Serve application (Ingress -> KnowledgeStore, its embedder in-process)."""
 
 from __future__ import annotations
 

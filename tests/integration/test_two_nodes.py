@@ -90,7 +90,7 @@ def cluster_config(port: int, settings: dict[str, Any]) -> dict[str, Any]:
     config["proxy_location"] = "HeadOnly"
     config["http_options"].update(host="127.0.0.1", port=port)
     app = config["applications"][0]
-    app["args"] = {"settings": settings}
+    app["args"] = {"settings": {**app["args"]["settings"], **settings}}  # the profile's own (the embedder's placement)
     for deployment in app["deployments"]:
         name = deployment["name"]
         deployment["ray_actor_options"]["num_cpus"] = TEST_CPUS[name]

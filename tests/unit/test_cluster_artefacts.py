@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 import yaml
 
-from deployments.app import SPECS, load_class
+from contracts.settings import Settings
+from deployments.app import SPECS, deployment_names, load_class
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = [ROOT / "configs" / "serve.yaml", ROOT / "configs" / "serve.cluster.yaml"]
 RAYSERVICE = ROOT / "cluster" / "kuberay" / "rayservice.yaml"
 LAUNCHER = ROOT / "cluster" / "launcher" / "khuluma-onprem.yaml"
-DEPLOYMENTS = {spec.name for spec in SPECS} | {"Ingress"}
 
 
 def _validate_serve_config(config: dict[str, Any]) -> None:
@@ -28,7 +28,9 @@ def _validate_serve_config(config: dict[str, Any]) -> None:
     assert app.import_path == "deployments.app:build_app"
     module, _, name = app.import_path.partition(":")
     assert callable(getattr(__import__(module, fromlist=[name]), name))
-    assert {d.name for d in app.deployments} == DEPLOYMENTS
+    # every deployment the builder makes for this config's settings, and no other (Serve refuses a config naming
+    # one the application lacks)
+    assert {d.name for d in app.deployments} == deployment_names(Settings(**app.args["settings"]))
     for spec in SPECS:  # every deployment the config names exists in code
         assert load_class(spec.target)
 

@@ -1,5 +1,5 @@
-"""Knowledge-base routes through the ingress, with the Embeddings and KnowledgeStore deployments in Serve's local
-testing mode (no Ray cluster)."""
+"""Knowledge-base routes through the ingress, with the KnowledgeStore deployment (its embedder in-process, the
+default) in Serve's local testing mode (no Ray cluster)."""
 
 from __future__ import annotations
 
@@ -48,12 +48,12 @@ class StoreView:
 
 @pytest.fixture()
 def knowledge_app(settings: Settings, tmp_path: Path) -> Iterator[Any]:
-    """A factory of (client, store view) over Embeddings + KnowledgeStore; ``search`` settings may be changed."""
+    """A factory of (client, store view) over KnowledgeStore; ``search`` settings may be changed."""
     opened: list[Any] = []
 
     def make(**search: Any) -> tuple[Any, StoreView]:
         s = settings.updated({"search": {"chroma_path": tmp_path / "chroma", **search}})
-        handles = build_local(s, ["embeddings", "knowledge"])
+        handles = build_local(s, ["knowledge"])
         opened.append(handles["knowledge"])
         return client_for(s, handles), StoreView(handles["knowledge"])
 

@@ -1,8 +1,9 @@
-"""Text routes through the ingress over TextAnalysis + Embeddings deployments in Serve's local testing mode (no Ray
-cluster)."""
+"""Text routes through the ingress over the TextAnalysis deployment (its embedder in-process, the default) in Serve's
+local testing mode (no Ray cluster)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 EXAMPLES = [
@@ -17,10 +18,10 @@ EXAMPLES = [
 
 @pytest.fixture(scope="module")
 def handles(settings):
-    """One TextAnalysis + Embeddings pair for the module (loading the models is the slow part)."""
+    """One TextAnalysis for the module (loading the models is the slow part)."""
     from deployments.app import build_local
 
-    return build_local(settings, ["embeddings", "text"])
+    return build_local(settings, ["text"])
 
 
 @pytest.fixture()
@@ -129,20 +130,49 @@ def test_models_listing_is_honest(client, headers):
     assert lid == {"nso", "afr", "sot", "ssw", "tso", "tsn", "xho", "zul", "eng", "swh", "sna", "fra"}
 
 
-def test_text_analysis_without_an_embeddings_handle_is_a_wiring_error(settings):
+def test_text_analysis_without_an_embeddings_handle_runs_the_embedder_itself(settings):
+    """``embeddings.placement`` local (the default with the offline model): TextAnalysis embeds in its own process
+    and lists the embedder in its description, since no Embeddings deployment runs to do so."""
+    import asyncio
+
     from deployments.text import TextAnalysis
 
-    with pytest.raises(ValueError, match="Embeddings"):
-        TextAnalysis(settings.for_replica(("text",)))
+    analysis = TextAnalysis(settings.for_replica(("text", "embeddings")))
+    assert analysis.local_embeddings is not None
+    vectors = asyncio.run(analysis._embed(["Sawubona", "Good morning"]))
+    assert vectors.shape == (2, 384) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    described = {c.capability: c for c in asyncio.run(analysis.describe())}
+    assert described["embeddings"].installed and "e5" in (described["embeddings"].model or "")
+
+
+def test_the_embedder_placement(settings):
+    """auto: in-process for the offline model, a deployment for a configured one; either can be asked for."""
+    assert settings.embeddings.local
+    assert not settings.updated({"embeddings": {"model": "/models/e5-large"}}).embeddings.local
+    assert not settings.updated({"embeddings": {"placement": "deployment"}}).embeddings.local
+    assert settings.updated({"embeddings": {"model": "/models/e5-large", "placement": "local"}}).embeddings.local
 
 
 def test_the_app_builder_deploys_what_a_deployment_needs(settings):
-    """Asking for text alone also deploys Embeddings (TextAnalysis cannot work without it); optional partners
-    (Transcription's translation) are wired only when asked for."""
-    from deployments.app import _with_needs, build_local
+    """With the embedder as a deployment, asking for text alone also deploys Embeddings (TextAnalysis cannot work
+    without it); in-process, it is not deployed at all. Optional partners (Transcription's translation) are wired
+    only when asked for. Both placements give the same vectors."""
+    import asyncio
 
-    assert _with_needs({"text"}) == {"text", "embeddings"}
-    assert _with_needs({"knowledge", "jobs"}) == {"knowledge", "embeddings", "jobs"}
-    assert _with_needs({"transcription"}) == {"transcription"}
-    handles = build_local(settings, ["text"])
+    from deployments.app import _with_needs, build_local, default_capabilities, deployment_names
+    from deployments.embeddings import LocalEmbeddings
+
+    apart = settings.updated({"embeddings": {"placement": "deployment"}})
+    assert _with_needs({"text"}, apart) == {"text", "embeddings"}
+    assert _with_needs({"knowledge", "jobs"}, apart) == {"knowledge", "embeddings", "jobs"}
+    assert _with_needs({"text"}, settings) == {"text"}
+    assert _with_needs({"knowledge", "jobs"}, settings) == {"knowledge", "jobs"}
+    assert _with_needs({"transcription"}, settings) == {"transcription"}
+    assert "embeddings" in default_capabilities(apart) and "Embeddings" in deployment_names(apart)
+    assert "embeddings" not in default_capabilities(settings) and "Embeddings" not in deployment_names(settings)
+    handles = build_local(apart, ["text"])
     assert set(handles) == {"text", "embeddings"}
+    texts = ["Ugesi awukho endaweni yami", "Where is my parcel?"]
+    remote = handles["embeddings"].embed.remote(texts, "query").result()
+    local = asyncio.run(LocalEmbeddings(settings).embed(texts, "query"))
+    assert np.allclose(remote, local, atol=1e-6)

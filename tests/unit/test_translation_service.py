@@ -40,8 +40,11 @@ def _loaded(deployment: Translation) -> Translator:
 # ------------------------------------------------------------------------------------------ no model
 
 
-def test_without_a_model_the_route_answers_503_with_install_instructions(local_app, make_token):
-    client = local_app(capabilities=["translation"])
+@pytest.mark.parametrize("deployed", [True, False], ids=["deployed", "not-deployed"])
+def test_without_a_model_the_route_answers_503_with_install_instructions(local_app, make_token, deployed):
+    """The same answer whether the Translation deployment runs without a model (translation.deploy always) or,
+    as by default, is not deployed and the ingress answers for it."""
+    client = local_app(capabilities=["translation"] if deployed else ["text"])
     headers = {"X-CLIENT-TOKEN": make_token()}
     r = client.post(
         URL, headers=headers, json={"input_text": "Sawubona", "source_lang": "zul_Latn", "target_lang": "eng_Latn"}
@@ -52,6 +55,18 @@ def test_without_a_model_the_route_answers_503_with_install_instructions(local_a
     [entry] = [c for c in models if c["capability"] == "translation"]
     assert entry["installed"] is False and INSTALL in entry["note"]
     assert {lang["code"] for lang in entry["languages"]} == set(LANGUAGES)
+
+
+def test_translation_is_deployed_only_with_a_model_unless_always(settings):
+    from deployments.app import default_capabilities, deployment_names
+
+    assert "translation" not in default_capabilities(settings) and "Translation" not in deployment_names(settings)
+    with_model = settings.updated({"translation": {"model": "nllb-200-distilled-600M"}})
+    assert "translation" in default_capabilities(with_model)
+    assert "translation" in default_capabilities(settings, {"Translation": {"user_config": {"model": "nllb"}}})
+    assert "translation" not in default_capabilities(settings, {"Translation": {"user_config": {"model": None}}})
+    always = settings.updated({"translation": {"deploy": "always"}})
+    assert "translation" in default_capabilities(always) and "Translation" in deployment_names(always)
 
 
 def test_a_model_that_cannot_be_loaded_is_reported(settings):

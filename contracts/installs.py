@@ -1,0 +1,32 @@
+"""How a capability's model gets installed: what the model registry, the deployments and the edge all tell an
+operator, in the same words."""
+
+from __future__ import annotations
+
+# The model `khuluma models pull` fetches for a capability when none is named.
+DEFAULT_MODELS: dict[str, str] = {"translation": "facebook/nllb-200-distilled-600M"}
+
+# The setting (environment variable) that selects a capability's model.
+MODEL_SETTING = {
+    "translation": "KHULUMA_TRANSLATION_MODEL",
+    "whisper": "KHULUMA_WHISPER_MODEL",
+    "ner": "KHULUMA_TEXT_NER_MODEL",
+    "embeddings": "KHULUMA_EMBEDDINGS_MODEL",
+}
+
+
+def install_hint(capability: str = "translation") -> str:
+    """The exact commands that install the default model of a capability."""
+    hf_id = DEFAULT_MODELS.get(capability, "<huggingface-id>")
+    name = hf_id.rsplit("/", 1)[-1]
+    setting = MODEL_SETTING[capability]
+    return (
+        f"`khuluma models pull {hf_id}` (needs access to huggingface.co; offline: copy a downloaded "
+        f"directory here and run `khuluma models add <dir> --name {name}`), then set "
+        f"{setting}={name} (or `user_config: {{model: {name}}}` of the deployment in configs/serve.yaml) "
+        f"and restart or redeploy the service"
+    )
+
+
+# What translation answers (503) and /api/v1/models says while no translation model is installed.
+TRANSLATION_NOT_INSTALLED = "No translation model is installed. Install one: " + install_hint("translation") + "."
