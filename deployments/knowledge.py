@@ -321,7 +321,9 @@ class KnowledgeStore:
             if mode not in ("hybrid", "vector"):
                 return []
             vector = (await self.embeddings.embed([text], "query"))[0]
-            return await _store_call(self.store.vector_search, kb_id, vector, pool, only)
+            # hybrid: the candidates' texts come from the lexical index, which holds every chunk already
+            search = partial(self.store.vector_search, with_chunks=mode == "vector")
+            return await _store_call(search, kb_id, vector, pool, only)
 
         async def by_words() -> list[Hit]:
             if mode not in ("hybrid", "lexical"):
@@ -329,11 +331,28 @@ class KnowledgeStore:
             return await _store_call(self._lexical, kb_id, text, pool, only)
 
         vector_hits, lexical_hits = await asyncio.gather(by_meaning(), by_words())  # BM25 while embedding
+        if mode == "hybrid":
+            vector_hits = await _store_call(self._with_chunks, kb_id, vector_hits)
         if mode == "vector":
             ranked = rank_by_similarity(vector_hits, self.fusion, language)
         else:
             ranked = fuse(vector_hits, lexical_hits, self.fusion, language)
         return [_result(hit) for hit in ranked[: request.top_k]]
+
+    def _with_chunks(self, kb_id: str, hits: list[Hit]) -> list[Hit]:
+        """Fill in the vector hits' texts and metadata from the lexical index; a chunk it does not hold yet (a
+        write between the two reads) from the vector store. A chunk gone from both is left out."""
+        ids = [hit.id for hit in hits]
+        found = self.bm25.get(kb_id).chunks(ids)
+        missing = [i for i in ids if i not in found]
+        if missing:
+            found.update(self.store.chunks(kb_id, missing))
+        filled = []
+        for hit in hits:
+            if hit.id in found:
+                hit.text, hit.metadata = found[hit.id]
+                filled.append(hit)
+        return filled
 
     def _lexical(self, kb_id: str, text: str, k: int, language: str | None) -> list[Hit]:
         index = self.bm25.get(kb_id)

@@ -259,6 +259,19 @@ class Bm25Index:
                 for score, s, row in best[:k]
             ]
 
+    def chunks(self, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Text and metadata of those ``ids`` that are in the index (alive): the vector side of a hybrid query
+        reads its candidates here instead of fetching them from the vector store."""
+        with self._lock:
+            where = self._locations()
+            found = {}
+            for chunk_id in ids:
+                place = where.get(chunk_id)
+                if place is not None:
+                    segment, row = place
+                    found[chunk_id] = (segment.texts[row], json.loads(segment.metas[row]))
+            return found
+
     def chunk_ids(self) -> set[str]:
         with self._lock:
             return {s.ids[int(r)] for s in self._segments for r in np.flatnonzero(s.alive)}

@@ -148,7 +148,11 @@ class ChunkStore:
     def exists(self, kb_id: str) -> bool:
         return self._collection(kb_id) is not None
 
-    def vector_search(self, kb_id: str, embedding: np.ndarray, k: int, language: str | None = None) -> list[Hit]:
+    def vector_search(
+        self, kb_id: str, embedding: np.ndarray, k: int, language: str | None = None, *, with_chunks: bool = True
+    ) -> list[Hit]:
+        """The ``k`` nearest chunks. ``with_chunks=False`` leaves out their text and metadata (empty in the hits),
+        which Chroma's query otherwise spends most of its time fetching (6.6 against 2.0 ms for 50 of 10k)."""
         col = self._collection(kb_id)
         if col is None:
             return []
@@ -156,14 +160,23 @@ class ChunkStore:
             query_embeddings=np.asarray(embedding, dtype=np.float32).reshape(1, -1),
             n_results=k,
             where={"language": language} if language else None,
-            include=["documents", "metadatas", "distances"],
+            include=["documents", "metadatas", "distances"] if with_chunks else ["distances"],
         )
-        hits = []
-        for chunk_id, text, meta, dist in zip(
-            result["ids"][0], result["documents"][0], result["metadatas"][0], result["distances"][0]
-        ):
-            hits.append(Hit(chunk_id, text or "", dict(meta or {}), similarity=1.0 - float(dist)))
-        return hits
+        ids, distances = result["ids"][0], result["distances"][0]
+        texts = result["documents"][0] if with_chunks else [""] * len(ids)
+        metas = result["metadatas"][0] if with_chunks else [{}] * len(ids)
+        return [
+            Hit(chunk_id, text or "", dict(meta or {}), similarity=1.0 - float(dist))
+            for chunk_id, text, meta, dist in zip(ids, texts, metas, distances)
+        ]
+
+    def chunks(self, kb_id: str, ids: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Text and metadata of the given chunks (those that exist)."""
+        col = self._collection(kb_id)
+        if col is None or not ids:
+            return {}
+        got = col.get(ids=ids, include=["documents", "metadatas"])
+        return {i: (t or "", dict(m or {})) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"])}
 
     def all_chunks(self, kb_id: str, page: int = 5000) -> tuple[list[str], list[str], list[dict[str, Any]]]:
         col = self._collection(kb_id)

@@ -64,6 +64,7 @@ T = TypeVar("T")
 STALE_INDEXING = timedelta(hours=2)
 READY = "ready"
 INDEXING = "indexing"
+INDEXING_ROOM = 20  # extra passages a query asks for, in case some belong to documents still being indexed
 
 
 # --- helpers -------------------------------------------------------------------------------------------------
@@ -348,18 +349,27 @@ async def query(
             session.scalars(select(Document.id).where(Document.knowledgebase_id == kb_id, Document.status != READY))
         )
 
-    hidden = await _db(ctx, hidden_documents)
-    wanted = top_k + (20 if hidden else 0)  # room for passages of documents still indexing, dropped below
-    hits = await _knowledge(ctx).query(
-        SearchQuery(
-            kb_id=kb_id,
-            text=text,
-            language=code,
-            top_k=wanted,
-            customer_id=caller.customer_id,
-            strict_language=strict_language,
+    # The ownership check and the search run at once (the store checks the owner too, and the search is the slow
+    # part); the search asks for room for passages of documents still indexing, dropped below.
+    search = asyncio.ensure_future(
+        _knowledge(ctx).query(
+            SearchQuery(
+                kb_id=kb_id,
+                text=text,
+                language=code,
+                top_k=top_k + INDEXING_ROOM,
+                customer_id=caller.customer_id,
+                strict_language=strict_language,
+            )
         )
     )
+    try:
+        hidden = await _db(ctx, hidden_documents)  # an unknown or foreign knowledge base: 404, whatever the search
+    except BaseException:
+        search.cancel()
+        search.add_done_callback(lambda done: done.cancelled() or done.exception())  # its error is not the answer
+        raise
+    hits = await search
     results = [h for h in hits if h.document_id not in hidden][:top_k]
     await record_usage(ctx, caller, "knowledgebase_query", tokens=count_tokens(text))
     return QueryResult(search_result=results)

@@ -372,6 +372,42 @@ def test_knowledge_store_ingest_query_delete_and_owner(tmp_path: Path, embedding
         store.close()
 
 
+def test_hybrid_query_reads_vector_candidates_from_the_lexical_index(tmp_path: Path) -> None:
+    """A hybrid query asks Chroma for ids and distances only and takes the candidates' texts and metadata from the
+    BM25 index (which holds every chunk): the same hits as Chroma's own. A chunk the index lacks (a write between
+    the two reads) comes from the store; one gone from both is left out."""
+    from deployments.knowledge import KnowledgeStore
+    from engines.fusion import Hit
+
+    store = KnowledgeStore(_store_settings(tmp_path, chunk_chars=120, chunk_overlap_chars=0))
+    kb = str(uuid.uuid4())
+    text = (
+        "Refuse is collected in Ward 12 on Mondays before 07:00.\n\nThe Mamelodi clinic opens at 08:00 on "
+        "weekdays.\n\nUgesi uzocishwa eSoweto ngoLwesibili kusukela ngo-09:00.\n\nDie biblioteek in Hatfield "
+        "sluit Saterdae om 13:00."
+    )
+    try:
+        asyncio.run(store.add_document(_document(tmp_path, kb, "doc-1", "notices.txt", text, 7)))
+        vector = asyncio.run(store.embeddings.embed(["When does the clinic open?"], "query"))[0]
+        full = store.store.vector_search(kb, vector, 10)
+        bare = store.store.vector_search(kb, vector, 10, with_chunks=False)
+        assert [h.id for h in bare] == [h.id for h in full] and len(full) >= 2
+        assert all(h.text == "" and h.metadata == {} for h in bare)
+        filled = store._with_chunks(kb, bare)
+        assert [(h.id, h.text, h.metadata, h.similarity) for h in filled] == [
+            (h.id, h.text, h.metadata, h.similarity) for h in full
+        ]
+        # the index misses one chunk (as if written after it was read): that one comes from the store
+        index = store.bm25.get(kb)
+        missing = full[0].id
+        index.remove_document("doc-1")
+        assert index.chunks([missing]) == {}
+        again = store._with_chunks(kb, [Hit(missing, "", {}), Hit("doc-1:999", "", {})])
+        assert [(h.id, h.text, h.metadata) for h in again] == [(missing, full[0].text, full[0].metadata)]
+    finally:
+        store.close()
+
+
 def test_failed_ingest_leaves_no_vectors(tmp_path: Path, embeddings, monkeypatch: pytest.MonkeyPatch) -> None:
     """The embeddings backend fails half-way through a document: the chunks already stored are removed."""
     from deployments import knowledge

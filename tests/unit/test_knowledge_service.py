@@ -157,6 +157,30 @@ def test_full_flow_upload_list_query_delete(app, tokens, db) -> None:
     assert kb_id not in {kb["id"] for kb in client.get(f"{KB}s", headers=alice).json()}
 
 
+def test_passages_of_a_document_still_indexing_are_not_answered(app, tokens, db) -> None:
+    """The ownership check and the search run at once; passages of a document whose row is not ready yet are
+    dropped."""
+    client, _ = app
+    alice, _ = tokens
+    kb_id = create(client, alice)
+    clinic = upload(client, alice, kb_id, "clinic.txt", CLINIC.encode()).json()["id"]
+    water = upload(client, alice, kb_id, "water.txt", WATER.encode()).json()["id"]
+
+    def answered(top_k: int) -> list[str]:
+        body = {"query": "clinic manager water supply", "top_k": top_k}
+        response = client.post(f"{KB}/{kb_id}/query", headers=alice, json=body)
+        assert response.status_code == 200, response.text
+        return [r["document_id"] for r in response.json()["search_result"]]
+
+    assert {clinic, water} <= set(answered(5))
+    with db.session() as s:
+        s.get(Document, water).status = "indexing"
+    assert answered(2) == [clinic]  # the clinic notice is one passage; the water notice's are held back
+    with db.session() as s:
+        s.get(Document, water).status = "ready"
+    assert water in answered(5)
+
+
 def test_other_customers_get_404_and_see_nothing(app, tokens) -> None:
     client, store = app
     alice, bob = tokens
