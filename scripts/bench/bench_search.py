@@ -27,6 +27,8 @@ All processes run with OMP_NUM_THREADS=1, as Ray Serve sets it for a replica wit
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import os
 import random
@@ -36,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -253,6 +256,15 @@ def serve(config_path: str) -> None:
     Path(cfg["stats"]).write_text(json.dumps(stats))
     app = create_app(settings)
     app.state.context = ctx  # what the Serve ingress does (serve_app/ingress.py)
+
+    @contextlib.asynccontextmanager
+    async def closing(_: Any) -> AsyncIterator[None]:
+        yield
+        # as Serve stops a replica: the KnowledgeStore saves its BM25 index, so the next start can read it (uvicorn
+        # ends the process with the signal it caught once the server has stopped: no `finally` would run)
+        await asyncio.to_thread(lambda: store.close.remote().result())
+
+    app.router.lifespan_context = closing
     uvicorn.run(app, host="127.0.0.1", port=cfg["port"], log_level="warning", access_log=False)
 
 

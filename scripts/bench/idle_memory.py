@@ -3,8 +3,9 @@ once across processes) of every process of a fresh ``khuluma serve`` with the of
 
 It starts the service (as the README does), waits until it is healthy and then ``--settle`` seconds more, and
 prints one row per process (Ray's replicas by deployment, raylet, GCS, the dashboard, the ``khuluma serve``
-driver), the total, and the total against the 2.0 GB goal of the performance issue. ``--after-load`` first sends
-one request of every text kind and a transcription, so the models' lazy parts are loaded too.
+driver), the total, and the total against the 2.0 GB goal of the performance issue, read as 2 GiB (every "MB" here
+is a MiB). ``--after-load`` first sends one request of every text kind and a transcription, so the models' lazy
+parts (Whisper's audio decoder and VAD: about 75 MB) are loaded too.
 
     .venv/bin/python scripts/bench/idle_memory.py [--settle 20] [--after-load]
 """
@@ -100,7 +101,7 @@ def main() -> None:
         for name, (n, mb) in sorted(found.items(), key=lambda item: -item[1][1])
     ]
     rows.append(("total", {"processes": sum(n for n, _ in found.values()), "PSS MB": round(total)}))
-    rows.append(("total / 2.0 GB goal", {"processes": "", "PSS MB": f"{total / GOAL_MB:.2f}x"}))
+    rows.append(("total / 2.0 GiB goal", {"processes": "", "PSS MB": f"{total / GOAL_MB:.2f}x"}))
     print(f"\nidle PSS of khuluma serve ({'after one request of each kind' if args.after_load else 'fresh'}):")
     print(table(rows))
     write_json(args.json, {"total MB": total, "processes": {name: mb for name, (_, mb) in found.items()}})
