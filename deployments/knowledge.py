@@ -39,7 +39,7 @@ from contracts.languages import LANGUAGES
 from contracts.search import AddDocument, DocumentFile, IndexedDocument, SearchQuery, SearchResultItem
 from deployments.common import configure_replica_logging, load_settings
 from deployments.embeddings import LocalEmbeddings
-from engines.bm25 import Bm25Cache
+from engines.bm25 import Bm25Cache, Bm25Index
 from engines.chunk_language import detect_languages, detectable_languages, dominant_language
 from engines.chunk_store import ChunkStore, acquire_store_lock, connect_chroma, release_store_lock
 from engines.chunking import Chunk, chunk_text
@@ -325,25 +325,26 @@ class KnowledgeStore:
             search = partial(self.store.vector_search, with_chunks=mode == "vector")
             return await _store_call(search, kb_id, vector, pool, only)
 
-        async def by_words() -> list[Hit]:
+        async def by_words() -> tuple[list[Hit], Bm25Index | None]:
             if mode not in ("hybrid", "lexical"):
-                return []
+                return [], None
             return await _store_call(self._lexical, kb_id, text, pool, only)
 
-        vector_hits, lexical_hits = await asyncio.gather(by_meaning(), by_words())  # BM25 while embedding
-        if mode == "hybrid":
-            vector_hits = await _store_call(self._with_chunks, kb_id, vector_hits)
+        # BM25 while embedding
+        vector_hits, (lexical_hits, index) = await asyncio.gather(by_meaning(), by_words())
+        if index is not None and mode == "hybrid":
+            vector_hits = await _store_call(self._with_chunks, kb_id, index, vector_hits)
         if mode == "vector":
             ranked = rank_by_similarity(vector_hits, self.fusion, language)
         else:
             ranked = fuse(vector_hits, lexical_hits, self.fusion, language)
         return [_result(hit) for hit in ranked[: request.top_k]]
 
-    def _with_chunks(self, kb_id: str, hits: list[Hit]) -> list[Hit]:
-        """Fill in the vector hits' texts and metadata from the lexical index; a chunk it does not hold yet (a
-        write between the two reads) from the vector store. A chunk gone from both is left out."""
+    def _with_chunks(self, kb_id: str, index: Bm25Index, hits: list[Hit]) -> list[Hit]:
+        """Fill in the vector hits' texts and metadata from the lexical ``index`` the query used; a chunk it does
+        not hold (a write between the two reads) from the vector store. A chunk gone from both is left out."""
         ids = [hit.id for hit in hits]
-        found = self.bm25.get(kb_id).chunks(ids)
+        found = index.chunks(ids)
         missing = [i for i in ids if i not in found]
         if missing:
             found.update(self.store.chunks(kb_id, missing))
@@ -354,9 +355,11 @@ class KnowledgeStore:
                 filled.append(hit)
         return filled
 
-    def _lexical(self, kb_id: str, text: str, k: int, language: str | None) -> list[Hit]:
+    def _lexical(self, kb_id: str, text: str, k: int, language: str | None) -> tuple[list[Hit], Bm25Index]:
+        """BM25's hits, and the index they came from (a hybrid query reads its vector candidates there too)."""
         index = self.bm25.get(kb_id)
-        return [Hit(chunk_id, chunk, meta) for chunk_id, _, chunk, meta in index.search_chunks(text, k, language)]
+        hits = [Hit(chunk_id, chunk, meta) for chunk_id, _, chunk, meta in index.search_chunks(text, k, language)]
+        return hits, index
 
     def count(self, kb_id: str, document_id: str | None = None) -> int:
         """Chunks stored for a knowledge base (or one of its documents): what the vector store really holds."""

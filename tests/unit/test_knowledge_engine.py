@@ -393,16 +393,16 @@ def test_hybrid_query_reads_vector_candidates_from_the_lexical_index(tmp_path: P
         bare = store.store.vector_search(kb, vector, 10, with_chunks=False)
         assert [h.id for h in bare] == [h.id for h in full] and len(full) >= 2
         assert all(h.text == "" and h.metadata == {} for h in bare)
-        filled = store._with_chunks(kb, bare)
+        index = store.bm25.get(kb)
+        filled = store._with_chunks(kb, index, bare)
         assert [(h.id, h.text, h.metadata, h.similarity) for h in filled] == [
             (h.id, h.text, h.metadata, h.similarity) for h in full
         ]
         # the index misses one chunk (as if written after it was read): that one comes from the store
-        index = store.bm25.get(kb)
         missing = full[0].id
         index.remove_document("doc-1")
         assert index.chunks([missing]) == {}
-        again = store._with_chunks(kb, [Hit(missing, "", {}), Hit("doc-1:999", "", {})])
+        again = store._with_chunks(kb, index, [Hit(missing, "", {}), Hit("doc-1:999", "", {})])
         assert [(h.id, h.text, h.metadata) for h in again] == [(missing, full[0].text, full[0].metadata)]
     finally:
         store.close()
