@@ -5,6 +5,7 @@
 Each bench runs as its own process (so one's Ray or models never slow the next) with short settings and
 ``--json``; this script reads those files and replaces the block between the ``run_all`` markers of the
 document with a table: the figure, its goal from issue #13 where there is one, and the command that produced it.
+With ``--only``, the rows of the benches not run are kept from the table already there, marked with their date.
 Shorter than the benches' defaults, so noisier: for a figure you quote, run its bench on its own.
 """
 
@@ -14,6 +15,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -161,10 +163,16 @@ def run(name: str, out: Path) -> tuple[list[Row], str, float]:
     return to_rows(json.loads(out.read_text())), shown, seconds
 
 
-def markdown(results: list[tuple[list[Row], str, float]]) -> str:
+def markdown(results: list[tuple[list[Row], str, float]], kept: list[str] | None = None) -> str:
+    today = datetime.date.today().isoformat()
     lines = [
-        f"Written by `scripts/bench/run_all.py` on {datetime.date.today().isoformat()} "
-        f"({os.cpu_count()} cores, no GPU). Short runs: noisier than the sections below.",
+        f"Written by `scripts/bench/run_all.py` on {today} ({os.cpu_count()} cores, no GPU). Short runs: noisier "
+        "than the sections below."
+        + (
+            " Rows marked with an earlier date are kept from that run (their bench was not run this time)."
+            if kept
+            else ""
+        ),
         "",
         "| figure | value | goal (#13) | command |",
         "|---|---|---|---|",
@@ -172,7 +180,25 @@ def markdown(results: list[tuple[list[Row], str, float]]) -> str:
     for rows, command, _ in results:
         for figure, value, goal in rows:
             lines.append(f"| {figure} | {value} | {goal} | `{command}` |")
-    return "\n".join(lines)
+    return "\n".join(lines + (kept or []))
+
+
+def kept_rows(doc: Path, rerun: list[str]) -> list[str]:
+    """The table rows already in ``doc`` whose command is not one of ``rerun``, each marked as from an earlier run,
+    with its date (unless it already is)."""
+    text = doc.read_text()
+    if BEGIN not in text or END not in text:
+        return []
+    block = text[text.index(BEGIN) : text.index(END)]
+    written = re.search(r"on (\d{4}-\d{2}-\d{2})", block)
+    date = written.group(1) if written else "an earlier run"
+    kept = []
+    for line in block.splitlines():
+        command = re.search(r"`(python [^`]+)`", line)
+        if line.startswith("| ") and command and command.group(1) not in rerun:
+            figure, rest = line[2:].split(" | ", 1)
+            kept.append(line if figure.endswith(")_") else f"| {figure} _(earlier run, {date})_ | {rest}")
+    return kept
 
 
 def replace_block(doc: Path, body: str) -> None:
@@ -201,7 +227,8 @@ def main() -> None:
             print(f"== {name}", flush=True)
             results.append(run(name, Path(tmp) / f"{name}.json"))
             print(f"== {name}: {results[-1][2]:.0f} s", flush=True)
-    body = markdown(results)
+    every = names == list(BENCHES)
+    body = markdown(results, None if every or args.dry_run else kept_rows(args.doc, [c for _, c, _ in results]))
     print("\n" + body)
     if not args.dry_run:
         replace_block(args.doc, body)
