@@ -78,6 +78,12 @@ class AppContext:
     usage: UsageMeter
     started_at: float = field(default_factory=time.time)
 
+    @property
+    def translation_not_installed(self) -> bool:
+        """Translation is not deployed because no model is set (``translation.deploy`` auto): the ingress answers
+        for it as the deployment would without a model."""
+        return self.clients.translation is None and not self.settings.translation.model
+
 
 def build_context(settings: Settings, clients: Clients) -> AppContext:
     settings.ensure_dirs()

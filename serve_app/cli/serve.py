@@ -149,7 +149,7 @@ def ray_env() -> dict[str, str]:
         "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive"),  # no spinning threads on shared cores
         # glibc gives each thread that allocates its own heap arena (up to 8 per core), and a replica runs dozens
         # of threads (gRPC, model pools): two arenas cut idle PSS after the first requests by about 55 MB
-        # (docs/performance.md, idle memory) at no measured cost in requests/s on this machine
+        # (docs/performance.md, idle memory); its effect on requests/s was not measured on its own
         "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
         # Ray's throughput profile: the ingress replica serves HTTP itself (direct ingress: no Python proxy hop
         # and no per-request receive calls back to a proxy actor), user code on the replica's own event loop,

@@ -116,8 +116,8 @@ async def models(ctx: AppContext) -> ModelsListing:
     for entries in await asyncio.gather(*(ask(client) for _, client in ctx.clients.deployed())):
         for entry in entries:
             described[entry.capability] = entry
-    if "translation" not in described and ctx.clients.translation is None and not ctx.settings.translation.model:
-        described["translation"] = translation_not_installed()  # not deployed because no model is set
+    if "translation" not in described and ctx.translation_not_installed:
+        described["translation"] = translation_not_installed()
     listed = [
         described.get(capability)
         or CapabilityInfo(capability=capability, installed=False, note="Its deployment is not running in this service.")

@@ -29,8 +29,8 @@ async def translate(ctx: AppContext, caller: Principal, text: str, source: str, 
         translated = text  # documented: identical source and target return the input unchanged
     else:
         request = TranslationRequest(text=text, source=source, target=target)
-        if ctx.clients.translation is None and not ctx.settings.translation.model:
-            raise ModelMissing(TRANSLATION_NOT_INSTALLED)  # not deployed because no model is set: as it would answer
+        if ctx.translation_not_installed:
+            raise ModelMissing(TRANSLATION_NOT_INSTALLED)
         translated = await required(ctx.clients.translation, "translation").translate(request)
     await record_usage(ctx, caller, "translate", tokens=words)
     return TranslationResult(id=str(uuid.uuid4()), translation=[TranslatedText(translated_text=translated)])
