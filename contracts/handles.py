@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from contracts.capabilities import CapabilityInfo
 from contracts.errors import find_domain_error
+from contracts.settings import Settings
 
 T = TypeVar("T")
 
@@ -43,6 +44,11 @@ class DeploymentClient:
 
     def __init__(self, handle: Any) -> None:
         self._handle = handle
+
+    @classmethod
+    def configured(cls, handle: Any, settings: Settings) -> Self:
+        """The typed handle as the ingress's settings tune it (subclasses with options override this)."""
+        return cls(handle)
 
     async def ping(self, timeout: float) -> None:
         await asyncio.wait_for(call(self._handle.ping.remote()), timeout)

@@ -63,6 +63,27 @@ class TextSettings(BaseModel):
         description="Hugging Face id or directory of a token-classification model (e.g. a MasakhaNER XLM-R) "
         "used for African-language NER. Needs the `transformers` extra.",
     )
+    ingress_batch_max: int = Field(
+        default=32,
+        ge=1,
+        description="Most NER, sentiment or classify requests an ingress replica sends the TextAnalysis deployment "
+        "in one call. Requests that arrive together are grouped, so Serve's per-request work in the replica runs "
+        "once per group (on NER it cost as much CPU as spaCy itself). 1: one call per request.",
+    )
+    ingress_batches_in_flight: int = Field(
+        default=2,
+        ge=1,
+        description="Calls of one kind (NER, sentiment, classify) an ingress replica keeps open to TextAnalysis at "
+        "once. Requests arriving while they run form the next call, so a group's size follows the load and a lone "
+        "request is sent at once. About twice the TextAnalysis replicas one ingress replica feeds.",
+    )
+    ingress_catch_up_ms: float = Field(
+        default=5.0,
+        ge=0,
+        description="Longest a group of requests waits, in milliseconds, for as many requests as the previous group "
+        "had. Clients whose answers just came back send again a moment apart; without the wait the first of them "
+        "would go alone and groups would fragment. A lone client never waits. 0: never wait.",
+    )
 
 
 class EmbeddingsSettings(BaseModel):

@@ -6,18 +6,19 @@ class has no replica either; there an equivalent asyncio batcher groups concurre
 
 One item never fails the others. Inputs are validated before they are batched (the edge refuses invalid Unicode,
 the services check sizes), but if the batch function still raises, each item of that batch is run again alone and
-every caller gets its own result or its own exception (:func:`_isolating`, under both batchers). Only a batch that
-fails pays for the retries.
+every caller gets its own result or its own exception (``contracts.batching.run_isolated``, under both batchers).
+Only a batch that fails pays for the retries.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from ray import serve
+
+from contracts.batching import ItemFailed, MicroBatcher, run_isolated, unwrap
 
 S = TypeVar("S")  # the deployment instance
 T = TypeVar("T")  # one request's item
@@ -33,82 +34,17 @@ def _in_replica() -> bool:
         return False
 
 
-class _LocalBatcher(Generic[S, T, R]):
-    """One batch at a time (like ``serve.batch``): requests arriving while a batch runs form the next one."""
+def _isolating(fn: BatchFn[S, T, R]) -> Callable[[S, list[T]], Awaitable[list[R | ItemFailed]]]:
+    """``fn`` as a method whose batch fails item by item (``contracts.batching.run_isolated``)."""
 
-    def __init__(self, fn: BatchFn[S, T, R], max_size: int, wait_s: float) -> None:
-        self.fn, self.max_size, self.wait_s = fn, max_size, wait_s
-        self.pending: list[tuple[T, asyncio.Future[R]]] = []
-        self.drainer: asyncio.Task[None] | None = None
-
-    async def submit(self, owner: S, item: T) -> R:
-        fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        self.pending.append((item, fut))
-        if self.drainer is None or self.drainer.done():
-            self.drainer = asyncio.ensure_future(self._drain(owner))
-        return await fut
-
-    async def _drain(self, owner: S) -> None:
-        while self.pending:
-            if len(self.pending) < self.max_size:
-                await asyncio.sleep(self.wait_s)  # let a batch gather
-            batch, self.pending = self.pending[: self.max_size], self.pending[self.max_size :]
-            await self._run(owner, batch)
-
-    async def _run(self, owner: S, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
-        try:
-            results = await self.fn(owner, [item for item, _ in batch])
-            for (_, fut), res in zip(batch, results):
-                if not fut.done():
-                    fut.set_result(res)
-        except Exception as exc:  # noqa: BLE001 - every waiter gets the error
-            for _, fut in batch:
-                if not fut.done():
-                    fut.set_exception(exc)
-
-
-_UNSET: Any = object()
-
-
-class _Failed:
-    """One item's exception, carried in the batch's result list (``serve.batch`` hands results out one per caller)."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-
-def _isolating(fn: BatchFn[S, T, R]) -> Callable[[S, list[T]], Awaitable[list[R | _Failed]]]:
-    """``fn`` over the batch; if it raises (or answers the wrong number of results), ``fn`` over each item alone,
-    so one bad item fails only its own caller."""
-
-    async def run(owner: S, items: list[T]) -> list[R | _Failed]:
-        try:
-            results = await fn(owner, items)
-            if len(results) != len(items):
-                raise RuntimeError(f"{fn.__name__} answered {len(results)} results for {len(items)} items")
-            return list(results)
-        except Exception as exc:  # noqa: BLE001 - isolated below, per item
-            if len(items) == 1:
-                return [_Failed(exc)]
-        out: list[R | _Failed] = []
-        for item in items:
-            try:
-                single = await fn(owner, [item])
-                out.append(single[0] if len(single) == 1 else _Failed(RuntimeError(f"{fn.__name__} failed")))
-            except Exception as exc:  # noqa: BLE001 - this caller's own error
-                out.append(_Failed(exc))
-        return out
+    async def run(owner: S, items: list[T]) -> list[R | ItemFailed]:
+        return await run_isolated(functools.partial(fn, owner), items)
 
     run.__name__ = run.__qualname__ = fn.__name__
     return run
 
 
-def _unwrap(result: R | _Failed) -> R:
-    if isinstance(result, _Failed):
-        raise result.error
-    return result
+_UNSET: Any = object()
 
 
 def batched(
@@ -127,15 +63,18 @@ def batched(
         @functools.wraps(fn)
         async def wrapper(self: S, item: T) -> R:
             # decided once per instance: inside a replica Serve batches, elsewhere the local batcher does
-            batcher: _LocalBatcher[S, T, R | _Failed] | None = self.__dict__.get(attr, _UNSET)
+            batcher: MicroBatcher[T, R] | None = self.__dict__.get(attr, _UNSET)
             if batcher is _UNSET:
                 batcher = self.__dict__[attr] = (
-                    None if _in_replica() else _LocalBatcher(isolated, max_batch_size, batch_wait_timeout_s)
+                    None
+                    if _in_replica()
+                    # one batch at a time, gathering for the same wait, like serve.batch
+                    else MicroBatcher(functools.partial(isolated, self), max_batch_size, batch_wait_timeout_s)
                 )
             if batcher is None:
-                result: R | _Failed = await served(self, item)
-                return _unwrap(result)
-            return _unwrap(await batcher.submit(self, item))
+                result: R | ItemFailed = await served(self, item)
+                return unwrap(result)
+            return await batcher.submit(item)
 
         # serve.batch finds ``self`` by checking that the instance's attribute wraps the function it batches
         wrapper.__wrapped__ = isolated  # type: ignore[assignment]

@@ -20,6 +20,7 @@ import numpy as np
 
 from cluster.metrics import model_timer
 from contracts import languages
+from contracts.batching import ItemFailed, run_isolated
 from contracts.capabilities import CapabilityInfo, LanguageSupport
 from contracts.embeddings import EmbeddingsClient, EmbeddingSource, Vectors
 from contracts.text import (
@@ -67,6 +68,9 @@ class TextAnalysis:
         self.cache = EmbeddingCache()
         self.temperature = DEFAULT_TEMPERATURE
         self.top_k = DEFAULT_TOP_K
+        # A caller's batches of one kind run one after the other: the ingress keeps a second one here, ready to
+        # start the moment the first ends (two at once split the cores between smaller, costlier batches)
+        self.turns = {kind: asyncio.Lock() for kind in ("entities", "sentiment", "classify")}
 
     # --- lifecycle -----------------------------------------------------------------------------------------
 
@@ -90,8 +94,16 @@ class TextAnalysis:
     async def entities(self, request: TextInput) -> list[Entity]:
         return await self._entities_batch(request.text)
 
+    async def entities_many(self, requests: list[TextInput]) -> list[list[Entity] | ItemFailed]:
+        """One caller's batch (the ingress groups concurrent requests): one model pass, each item's own result."""
+        async with self.turns["entities"]:
+            return await run_isolated(self._entities_run, [r.text for r in requests])
+
     @batched(max_batch_size=32, batch_wait_timeout_s=0.01)
     async def _entities_batch(self, texts: list[str]) -> list[list[Entity]]:
+        return await self._entities_run(texts)
+
+    async def _entities_run(self, texts: list[str]) -> list[list[Entity]]:
         return await asyncio.to_thread(self._entities_sync, texts)
 
     def _entities_sync(self, texts: list[str]) -> list[list[Entity]]:
@@ -107,8 +119,16 @@ class TextAnalysis:
     async def sentiment(self, request: TextInput) -> list[SentenceSentiment]:
         return await self._sentiment_batch(request.text)
 
+    async def sentiment_many(self, requests: list[TextInput]) -> list[list[SentenceSentiment] | ItemFailed]:
+        """One caller's batch: one language-ID pass and one embeddings call, each item's own result."""
+        async with self.turns["sentiment"]:
+            return await run_isolated(self._sentiment_run, [r.text for r in requests])
+
     @batched(max_batch_size=32, batch_wait_timeout_s=0.01)
     async def _sentiment_batch(self, texts: list[str]) -> list[list[SentenceSentiment]]:
+        return await self._sentiment_run(texts)
+
+    async def _sentiment_run(self, texts: list[str]) -> list[list[SentenceSentiment]]:
         per_text = [[s.text for s in split_sentences(t)] or [t] for t in texts]
         text_langs = [g.language for g in await asyncio.to_thread(self.langid.detect_many, texts)]
         sentences = [s for group in per_text for s in group]
@@ -131,14 +151,25 @@ class TextAnalysis:
     # --- intent classification -----------------------------------------------------------------------------
 
     async def classify(self, request: ClassifyRequest) -> list[ClassificationResult]:
+        return (await self._classify_run([request]))[0]
+
+    async def classify_many(self, requests: list[ClassifyRequest]) -> list[list[ClassificationResult] | ItemFailed]:
+        """One caller's batch: the texts of every request not cached yet are embedded in one model call."""
+        async with self.turns["classify"]:
+            return await run_isolated(self._classify_run, requests)
+
+    async def _classify_run(self, requests: list[ClassifyRequest]) -> list[list[ClassificationResult]]:
+        texts = [t for r in requests for t in [e.example for e in r.examples] + r.inputs]
+        vectors = await self._cached_embed(texts)
+        return [self._classify_one(r, vectors) for r in requests]
+
+    def _classify_one(self, request: ClassifyRequest, vectors: dict[str, np.ndarray]) -> list[ClassificationResult]:
         intents = list(dict.fromkeys(e.intent for e in request.examples))  # first-seen order, as answered
-        example_texts = [e.example for e in request.examples]
-        vectors = await self._cached_embed(example_texts + request.inputs)
         probs = intent_probabilities(
             intents,
             [e.intent for e in request.examples],
-            vectors[: len(example_texts)],
-            vectors[len(example_texts) :],
+            np.stack([vectors[e.example] for e in request.examples]),
+            np.stack([vectors[t] for t in request.inputs]),
             self.temperature,
             self.top_k,
         )
@@ -149,14 +180,15 @@ class TextAnalysis:
             for row in probs
         ]
 
-    async def _cached_embed(self, texts: list[str]) -> Vectors:
-        """Example sets repeat across requests: their embeddings come from the LRU after the first time."""
+    async def _cached_embed(self, texts: list[str]) -> dict[str, np.ndarray]:
+        """Each text's vector. Example sets repeat across requests: their embeddings come from the LRU after the
+        first time; the texts missing from it are embedded in one call."""
         found, missing = self.cache.lookup(texts)
         if missing:
             fresh = await self._embed(missing)
             self.cache.store(missing, fresh)
             found.update(zip(missing, fresh))
-        return np.stack([found[t] for t in texts])
+        return found
 
     # --- language identification ---------------------------------------------------------------------------
 

@@ -42,9 +42,16 @@ class Clients:
     batch: BatchClient | None = None
 
     @classmethod
-    def from_handles(cls, **handles: Any) -> Clients:
-        """Wrap Serve ``DeploymentHandle``s, keyed like the fields, each in its typed handle."""
-        return cls(**{name: _TYPED_HANDLES[name](h) for name, h in handles.items() if h is not None})
+    def from_handles(cls, settings: Settings | None = None, **handles: Any) -> Clients:
+        """Wrap Serve ``DeploymentHandle``s, keyed like the fields, each in its typed handle (tuned by ``settings``
+        where it has options; without them, its defaults)."""
+        return cls(
+            **{
+                name: _TYPED_HANDLES[name].configured(h, settings) if settings else _TYPED_HANDLES[name](h)
+                for name, h in handles.items()
+                if h is not None
+            }
+        )
 
     def deployed(self) -> list[tuple[str, DeploymentClient]]:
         """(capability, typed handle) of every deployment in this service, as /api/v1/health names them."""

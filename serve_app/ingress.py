@@ -19,7 +19,7 @@ class Ingress:
     def __init__(self, settings: dict[str, Any], **handles: Any) -> None:
         self.settings = Settings.from_bound(settings)
         configure_logging("Ingress", current_request_id, self.settings.log_level)
-        self.context = build_context(self.settings, Clients.from_handles(**handles))
+        self.context = build_context(self.settings, Clients.from_handles(self.settings, **handles))
         self.context.db.require_current_schema()  # migrations run once before the app starts, never here
 
     def __del__(self) -> None:

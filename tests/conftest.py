@@ -75,7 +75,7 @@ def local_app(settings: Settings):
 
 def client_for(settings: Settings, handles: dict[str, Any]) -> TestClient:
     """A TestClient of the ingress app whose routes see these settings and deployment handles."""
-    context = build_context(settings, Clients.from_handles(**handles))
+    context = build_context(settings, Clients.from_handles(settings, **handles))
     app = create_app(settings)
     app.dependency_overrides[get_context] = lambda: context
     client = TestClient(app, raise_server_exceptions=False)

@@ -102,7 +102,7 @@ def serve(settings_json: str, capabilities: str, port: int) -> None:
     wanted = [c for c in capabilities.split(",") if c]
     handles = build_local(settings, wanted) if wanted else {}
     app = create_app(settings)
-    app.state.context = build_context(settings, Clients.from_handles(**handles))
+    app.state.context = build_context(settings, Clients.from_handles(settings, **handles))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 

@@ -103,7 +103,7 @@ def main() -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     hook = f"http://127.0.0.1:{server.server_port}/hook"
 
-    context = build_context(settings, Clients.from_handles(**handles))
+    context = build_context(settings, Clients.from_handles(settings, **handles))
     app = create_app(settings)
     app.dependency_overrides[get_context] = lambda: context
     client = TestClient(app)

@@ -218,7 +218,7 @@ def serve(config_path: str) -> None:
     settings.ensure_dirs()
     migrate(settings.db_url)  # as `khuluma serve` does before anything starts
     handles = build_local(settings, ["knowledge"])  # Serve's local testing mode, in this process
-    ctx = build_context(settings, Clients.from_handles(**handles))
+    ctx = build_context(settings, Clients.from_handles(settings, **handles))
     token, info = create_token(ctx.db, "bench", "default")
     # add_precomputed and count are the benchmark's own calls (the ingress never makes them): on the raw handle
     store = handles["knowledge"]

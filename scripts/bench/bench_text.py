@@ -10,6 +10,10 @@ uvicorn with the deployments in Serve's local testing mode
 p50/p99 and the ratio service/bare.
 
     .venv/bin/python scripts/bench/bench_text.py [--duration 10] [--concurrency 16] [--ray] [--embedder deployment]
+        [--routes ner,sentiment,classify] [--settings '{"text": {"ingress_catch_up_ms": 0}}'] [--no-uvicorn]
+
+A closed loop of N clients cannot see a p50 below N / (bare req/s) (Little's law), so each route also prints that
+floor: a latency target under it needs a faster machine, not a faster service.
 """
 
 from __future__ import annotations
@@ -130,12 +134,24 @@ def main() -> None:
         default="local",
         help="embeddings.placement: in the TextAnalysis replica (the default) or the Embeddings deployment.",
     )
+    ap.add_argument("--routes", default="ner,sentiment,classify", help="Comma-separated routes to measure.")
+    ap.add_argument(
+        "--settings",
+        type=json.loads,
+        default={},
+        help='Settings fields to override, nested per section, as JSON (e.g. \'{"text": {"ingress_batch_max": 1}}\').',
+    )
+    ap.add_argument("--no-uvicorn", action="store_true", help="Skip the in-process uvicorn run (with --ray).")
     json_option(ap)
     args = ap.parse_args()
+    if args.no_uvicorn and not args.ray:
+        ap.error("--no-uvicorn measures only through Ray Serve: add --ray")
 
     data = tempfile.mkdtemp(prefix="khuluma-bench-text-")
     # Settings fields, nested per section (e.g. {"text": {"max_tokens": 4000}})
-    settings = {"data_dir": data, "embeddings": {"placement": args.embedder}}
+    settings: dict = {"data_dir": data, "embeddings": {"placement": args.embedder}}
+    for section, fields in args.settings.items():
+        settings[section] = {**settings.get(section, {}), **fields} if isinstance(fields, dict) else fields
     from contracts.settings import Settings
     from persistence.session import Database
     from serve_app.tokens import create_token
@@ -148,11 +164,12 @@ def main() -> None:
     cls_items = [
         {"examples": CLASSIFY["examples"], "inputs": [f"{x} {i}" for x in CLASSIFY["inputs"]]} for i in range(512)
     ]
-    routes = {
+    all_routes = {
         "ner": ("/api/v1/entity_recognition/process", [{"encoded_text": t} for t in ner_items]),
         "sentiment": ("/api/v1/sentiment_analysis/process", [{"encoded_text": t} for t in sent_items]),
         "classify": ("/api/v1/classify", cls_items),
     }
+    routes = {name: all_routes[name] for name in args.routes.split(",")}
 
     engines = BareEngines()
     bare_fns = {
@@ -175,23 +192,30 @@ def main() -> None:
         )
 
     results: dict[str, dict] = {name: {} for name in routes}
-    with plain_server(settings, ["text"]) as url:
-        for name in routes:
-            fn, items = bare_fns[name]
-            before = engines.requests_per_s(fn, items, args.concurrency)
-            results[name]["service"] = through(url, name)
-            after = engines.requests_per_s(fn, items, args.concurrency)
-            results[name]["bare"] = (before + after) / 2  # the machine is shared: average out drift
+    if not args.no_uvicorn:
+        with plain_server(settings, ["text"]) as url:
+            for name in routes:
+                fn, items = bare_fns[name]
+                before = engines.requests_per_s(fn, items, args.concurrency)
+                results[name]["service"] = through(url, name)
+                after = engines.requests_per_s(fn, items, args.concurrency)
+                results[name]["bare"] = (before + after) / 2  # the machine is shared: average out drift
     if args.ray:
         with ray_server(settings, ["text"]) as url:
             for name in routes:
+                fn, items = bare_fns[name]
+                before = engines.requests_per_s(fn, items, args.concurrency) if args.no_uvicorn else None
                 results[name]["ray"] = through(url, name)
+                if before is not None:  # bare measured around this run instead of the uvicorn one
+                    results[name]["bare"] = (before + engines.requests_per_s(fn, items, args.concurrency)) / 2
 
     blank = {"p50 ms": "", "p99 ms": "", "errors": ""}
     rows = []
     for name, r in results.items():
         bare = r["bare"]
         rows.append((f"{name}: bare engines, batches of {args.concurrency}", {"req/s": round(bare, 1), **blank}))
+        floor = {**blank, "req/s": "", "p50 ms": round(1000 * args.concurrency / bare, 1)}
+        rows.append((f"{name}: latency floor, {args.concurrency} clients / bare req/s", floor))
         for key, label in (("service", "service (uvicorn, local testing mode)"), ("ray", "service (Ray Serve)")):
             if key in r:
                 row = r[key].row()
@@ -212,6 +236,9 @@ def main() -> None:
     for name, r in results.items():
         if "ray" in r:
             print(f"{name}: ray/bare {r['ray'].rps / r['bare']:.2f}x")
+    for name, r in results.items():
+        floor_ms = 1000 * args.concurrency / r["bare"]
+        print(f"{name}: no service can answer {args.concurrency} clients at a p50 under {floor_ms:.0f} ms here")
     write_json(
         args.json,
         {

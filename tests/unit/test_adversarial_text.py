@@ -247,7 +247,8 @@ def test_one_bad_item_fails_only_its_own_caller():
 
 def test_isolation_also_covers_serve_batch_results():
     """Inside a replica ``serve.batch`` hands out the isolating function's results: failures travel as values."""
-    from deployments.batching import _Failed, _isolating, _unwrap
+    from contracts.batching import ItemFailed, unwrap
+    from deployments.batching import _isolating
 
     async def fn(_owner: object, items: list[int]) -> list[int]:
         if any(i < 0 for i in items):
@@ -255,9 +256,9 @@ def test_isolation_also_covers_serve_batch_results():
         return [i * 10 for i in items]
 
     out = asyncio.run(_isolating(fn)(None, [1, -1, 2]))
-    assert out[0] == 10 and out[2] == 20 and isinstance(out[1], _Failed)
+    assert out[0] == 10 and out[2] == 20 and isinstance(out[1], ItemFailed)
     with pytest.raises(ValueError):
-        _unwrap(out[1])
+        unwrap(out[1])
 
 
 # --- 3. usage report dates -----------------------------------------------------------------------------------------

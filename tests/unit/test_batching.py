@@ -55,3 +55,158 @@ def test_an_error_reaches_only_the_caller_whose_item_raised():
     assert second == 6
     with pytest.raises(ValueError):
         asyncio.run(d.double(-5))
+
+
+# --- the shared MicroBatcher (contracts/batching.py): what the ingress's typed handles group requests with --------
+
+
+class Recorder:
+    """A batch function that records each list it is given and how many lists run at once."""
+
+    def __init__(self, delay: float = 0.02) -> None:
+        self.lists: list[list[int]] = []
+        self.running = 0
+        self.max_running = 0
+        self.delay = delay
+
+    async def __call__(self, items: list[int]) -> list[object]:
+        from contracts.batching import ItemFailed
+
+        self.lists.append(list(items))
+        self.running += 1
+        self.max_running = max(self.max_running, self.running)
+        await asyncio.sleep(self.delay)
+        self.running -= 1
+        return [ItemFailed(ValueError(f"bad {i}")) if i < 0 else i * 10 for i in items]
+
+
+def test_micro_batcher_sends_a_lone_item_at_once_and_groups_what_arrives_while_lists_run():
+    from contracts.batching import MicroBatcher
+
+    rec = Recorder()
+    batcher = MicroBatcher(rec, max_size=8, max_in_flight=2)
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        alone = await batcher.submit(7)
+        lone_s = loop.time() - start
+        together = await asyncio.gather(*(batcher.submit(i) for i in range(20)))
+        return alone, lone_s, together
+
+    alone, lone_s, together = asyncio.run(run())
+    assert alone == 70 and lone_s < 0.02 + 0.015  # no wait for a list to fill
+    assert together == [i * 10 for i in range(20)]  # every caller its own result, in order
+    # submitted together: lists of at most 8, two open at once, the third formed while they ran
+    assert rec.lists[0] == [7] and [len(x) for x in rec.lists[1:]] == [8, 8, 4]
+    assert rec.max_running == 2
+
+
+def test_micro_batcher_fails_only_the_item_that_failed_and_a_broken_list_fails_its_callers():
+    from contracts.batching import MicroBatcher
+
+    rec = Recorder()
+    batcher = MicroBatcher(rec, max_size=8)
+
+    async def broken(items: list[int]) -> list[int]:
+        raise ConnectionError("replica gone")
+
+    async def run():
+        mixed = await asyncio.gather(*(batcher.submit(i) for i in (1, -2, 3)), return_exceptions=True)
+        lost = MicroBatcher(broken, max_size=8)
+        gone = await asyncio.gather(*(lost.submit(i) for i in range(3)), return_exceptions=True)
+        return mixed, gone
+
+    mixed, gone = asyncio.run(run())
+    assert mixed[0] == 10 and mixed[2] == 30
+    assert isinstance(mixed[1], ValueError) and "bad -2" in str(mixed[1])
+    assert all(isinstance(g, ConnectionError) for g in gone)
+
+
+def test_micro_batcher_leaves_out_a_caller_that_stopped_waiting():
+    from contracts.batching import MicroBatcher
+
+    rec = Recorder(delay=0.05)
+    batcher = MicroBatcher(rec, max_size=8)
+
+    async def run():
+        first = asyncio.ensure_future(batcher.submit(1))  # occupies the only slot
+        await asyncio.sleep(0)
+        impatient = asyncio.ensure_future(batcher.submit(2))
+        patient = asyncio.ensure_future(batcher.submit(3))
+        await asyncio.sleep(0.01)
+        impatient.cancel()
+        return await first, await patient
+
+    assert asyncio.run(run()) == (10, 30)
+    assert rec.lists == [[1], [3]]
+
+
+def test_micro_batcher_catch_up_regroups_callers_that_come_back_a_moment_apart():
+    """Closed-loop clients send their next requests a few milliseconds apart. With ``catch_up_s`` the next list
+    waits (boundedly) for as many items as the previous one had; without it the lists fragment."""
+    from contracts.batching import MicroBatcher
+
+    async def rounds(batcher: MicroBatcher, sizes: list[int], gap_s: float) -> list[float]:
+        loop = asyncio.get_running_loop()
+        waited = []
+        for n in sizes:
+
+            async def one(i: int) -> int:
+                await asyncio.sleep(i * gap_s)
+                return await batcher.submit(i)
+
+            start = loop.time()
+            assert await asyncio.gather(*(one(i) for i in range(n))) == [i * 10 for i in range(n)]
+            waited.append(loop.time() - start)
+        return waited
+
+    patient, hasty = Recorder(delay=0.005), Recorder(delay=0.005)
+    with_catch_up = MicroBatcher(patient, max_size=8, catch_up_s=0.1)
+    asyncio.run(rounds(with_catch_up, [4], gap_s=0))  # a burst: one list of 4
+    waited = asyncio.run(rounds(with_catch_up, [4, 2, 1, 1], gap_s=0.004))
+    # 4 staggered over 12 ms: one list; 2 of the 4 expected: sent when the 0.1 s bound ran out; then alone at once
+    assert [len(x) for x in patient.lists] == [4, 4, 2, 1, 1]
+    assert waited[0] < 0.09 and waited[1] >= 0.09 and waited[3] < 0.05
+
+    asyncio.run(rounds(MicroBatcher(hasty, max_size=8), [4, 4], gap_s=0.004))
+    assert len(hasty.lists) > 3  # the same staggered arrivals without catch-up: fragmented lists
+
+
+def test_text_handle_groups_concurrent_requests_into_one_call_per_list():
+    """The ingress's TextClient sends TextAnalysis one ``*_many`` call per group, and hands each caller its own
+    answer or its own error (Ray's DeploymentHandle is replaced by an object answering like it)."""
+    from contracts.batching import ItemFailed
+    from contracts.errors import InvalidInput
+    from contracts.text import TextClient, TextInput
+
+    class Response:
+        def __init__(self, value: object) -> None:
+            self.value = value
+
+        def __await__(self):
+            yield from asyncio.sleep(0.01).__await__()
+            return self.value
+
+    class Method:
+        def __init__(self) -> None:
+            self.calls: list[list[str]] = []
+
+        def remote(self, requests: list[TextInput]) -> Response:
+            self.calls.append([r.text for r in requests])
+            return Response([ItemFailed(InvalidInput("no")) if r.text == "bad" else [r.text] for r in requests])
+
+    class Handle:
+        entities_many = Method()
+
+    handle = Handle()
+    client = TextClient(handle, batch_max=4, batches_in_flight=1)
+
+    async def run():
+        texts = [f"t{i}" for i in range(9)] + ["bad"]
+        return await asyncio.gather(*(client.entities(TextInput(text=t)) for t in texts), return_exceptions=True)
+
+    out = asyncio.run(run())
+    assert out[:9] == [[f"t{i}"] for i in range(9)]
+    assert isinstance(out[9], InvalidInput)
+    assert [len(c) for c in handle.entities_many.calls] == [4, 4, 2]

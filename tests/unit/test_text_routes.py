@@ -176,3 +176,63 @@ def test_the_app_builder_deploys_what_a_deployment_needs(settings):
     remote = handles["embeddings"].embed.remote(texts, "query").result()
     local = asyncio.run(LocalEmbeddings(settings).embed(texts, "query"))
     assert np.allclose(remote, local, atol=1e-6)
+
+
+def test_text_analysis_answers_a_group_as_it_answers_each_request_alone(settings):
+    """The ingress sends TextAnalysis groups of requests (``*_many``): every member gets what a call of its own
+    gets, classify requests with different example sets included, and an item that fails fails alone."""
+    import asyncio
+
+    from contracts.batching import ItemFailed
+    from contracts.text import ClassifyRequest, IntentExample, TextInput
+    from deployments.text import TextAnalysis
+
+    analysis = TextAnalysis(settings.for_replica(("text", "embeddings")))
+    texts = ["Thandi Nkosi moved to Durban in 2001.", "USipho Dlamini usebenza eGoli.", "The food was awful!"]
+    requests = [TextInput(text=t) for t in texts]
+
+    def examples(pairs: dict[str, list[str]]) -> list[IntentExample]:
+        return [IntentExample(intent=i, example=e) for i, es in pairs.items() for e in es]
+
+    banking = examples({"balance": ["What is my balance?", "Ngimalini?"], "hello": ["Sawubona", "Hello there"]})
+    power = examples({"outage": ["The power is off", "Awukho ugesi"], "hours": ["When do you open?", "Open now?"]})
+    classify = [
+        ClassifyRequest(examples=banking, inputs=["Show my balance", "Hi!"]),
+        ClassifyRequest(examples=power, inputs=["Ugesi ucimile", "Are you open on Sunday?", "No lights here"]),
+    ]
+
+    async def run():
+        return (
+            await analysis.entities_many(requests),
+            [await analysis.entities(r) for r in requests],
+            await analysis.sentiment_many(requests),
+            [await analysis.sentiment(r) for r in requests],
+            await analysis.classify_many(classify),
+            [await analysis.classify(r) for r in classify],
+        )
+
+    ents_many, ents_one, sent_many, sent_one, cls_many, cls_one = asyncio.run(run())
+    assert ents_many == ents_one and any(e.word == "Durban" for e in ents_many[0])
+    assert [[s.text for s in r] for r in sent_many] == [[s.text for s in r] for r in sent_one]
+    for group, alone in zip(sent_many, sent_one):
+        for s, t in zip(group, alone):
+            assert s.sentiment[0].label == t.sentiment[0].label
+            assert abs(s.sentiment[0].score - t.sentiment[0].score) < 1e-3
+    assert [len(r) for r in cls_many] == [2, 3]
+    for group, alone in zip(cls_many, cls_one):
+        for a, b in zip(group, alone):
+            assert [p.intent for p in a.probabilities] == [p.intent for p in b.probabilities]
+            assert np.allclose([p.score for p in a.probabilities], [p.score for p in b.probabilities], atol=1e-3)
+
+    # one request the classifier cannot answer (an input missing from its vectors) fails alone
+    real = analysis._classify_one
+
+    def picky(request, vectors):
+        if "Hi!" in request.inputs:
+            raise ValueError("cannot classify this one")
+        return real(request, vectors)
+
+    analysis._classify_one = picky  # type: ignore[method-assign]
+    mixed = asyncio.run(analysis.classify_many(classify))
+    assert isinstance(mixed[0], ItemFailed) and "cannot classify" in str(mixed[0].error)
+    assert [len(r) for r in mixed[1:]] == [3]
