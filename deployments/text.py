@@ -1,8 +1,10 @@
 """TextAnalysis deployment: entity recognition, sentiment, intent classification and language identification
 (contract: ``contracts/text.py``).
 
-Concurrent requests are grouped with ``@batched`` (``@serve.batch`` inside Serve): one language-ID pass, one
-spaCy ``pipe`` and one embeddings call per batch. The embedder runs in this replica (``embeddings.placement``
+NER, sentiment and classify take a group of requests per call (``entities_many`` and the like): the ingress's
+typed handle groups concurrent requests (``contracts/text.TextClient``), so Serve's per-request work here runs once
+per group, and each group gets one language-ID pass, one spaCy ``pipe`` and one embeddings call. Language ID groups
+single calls with ``@batched``. The embedder runs in this replica (``embeddings.placement``
 local, the default for the offline model), or is the Embeddings deployment, whose handle the app builder then
 passes in (``deployments/app.py``).
 
@@ -91,17 +93,10 @@ class TextAnalysis:
 
     # --- entity recognition --------------------------------------------------------------------------------
 
-    async def entities(self, request: TextInput) -> list[Entity]:
-        return await self._entities_batch(request.text)
-
     async def entities_many(self, requests: list[TextInput]) -> list[list[Entity] | ItemFailed]:
         """One caller's batch (the ingress groups concurrent requests): one model pass, each item's own result."""
         async with self.turns["entities"]:
             return await run_isolated(self._entities_run, [r.text for r in requests])
-
-    @batched(max_batch_size=32, batch_wait_timeout_s=0.01)
-    async def _entities_batch(self, texts: list[str]) -> list[list[Entity]]:
-        return await self._entities_run(texts)
 
     async def _entities_run(self, texts: list[str]) -> list[list[Entity]]:
         return await asyncio.to_thread(self._entities_sync, texts)
@@ -116,17 +111,10 @@ class TextAnalysis:
 
     # --- sentiment -----------------------------------------------------------------------------------------
 
-    async def sentiment(self, request: TextInput) -> list[SentenceSentiment]:
-        return await self._sentiment_batch(request.text)
-
     async def sentiment_many(self, requests: list[TextInput]) -> list[list[SentenceSentiment] | ItemFailed]:
         """One caller's batch: one language-ID pass and one embeddings call, each item's own result."""
         async with self.turns["sentiment"]:
             return await run_isolated(self._sentiment_run, [r.text for r in requests])
-
-    @batched(max_batch_size=32, batch_wait_timeout_s=0.01)
-    async def _sentiment_batch(self, texts: list[str]) -> list[list[SentenceSentiment]]:
-        return await self._sentiment_run(texts)
 
     async def _sentiment_run(self, texts: list[str]) -> list[list[SentenceSentiment]]:
         per_text = [[s.text for s in split_sentences(t)] or [t] for t in texts]
@@ -149,9 +137,6 @@ class TextAnalysis:
         return out
 
     # --- intent classification -----------------------------------------------------------------------------
-
-    async def classify(self, request: ClassifyRequest) -> list[ClassificationResult]:
-        return (await self._classify_run([request]))[0]
 
     async def classify_many(self, requests: list[ClassifyRequest]) -> list[list[ClassificationResult] | ItemFailed]:
         """One caller's batch: the texts of every request not cached yet are embedded in one model call."""
