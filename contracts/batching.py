@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import pickle
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
@@ -27,8 +28,14 @@ class ItemFailed:
     def __init__(self, error: Exception) -> None:
         self.error = error
 
-    def __reduce__(self) -> tuple[type[ItemFailed], tuple[Exception]]:  # picklable despite __slots__
-        return ItemFailed, (self.error,)
+    def __reduce__(self) -> tuple[type[ItemFailed], tuple[Exception]]:
+        # picklable despite __slots__; an error that would not survive the trip (an exception class with a
+        # constructor of its own) travels as its text, so it cannot fail the serialisation of a whole batch
+        try:
+            pickle.loads(pickle.dumps(self.error))
+            return ItemFailed, (self.error,)
+        except Exception:  # noqa: BLE001 - any error pickle raises for this object
+            return ItemFailed, (RuntimeError(f"{type(self.error).__name__}: {self.error}"),)
 
 
 def unwrap(result: R | ItemFailed) -> R:
@@ -70,10 +77,11 @@ class MicroBatcher(Generic[T, R]):
     - ``catch_up_s`` > 0: a list waits, at most that long, only until it has as many items as the previous list.
       Callers whose answers just came back (closed-loop clients, a burst) send their next requests a moment
       apart; without it the first of them would go alone and the lists would fragment into costly small ones. A
-      lone sequential caller (previous list: one item) never waits.
+      lone sequential caller waits at most once, right after a list of several items.
     ``run`` answers one result per item, in order; an :class:`ItemFailed` result raises for its caller alone, and
     an exception of ``run`` raises for every caller of that list. A caller that stops waiting (cancelled) is
-    dropped from a list not yet sent.
+    dropped from a list not yet sent, and a running list whose callers have all gone is cancelled, so a call
+    that hangs holds its slot no longer than its callers wait (the HTTP timeout, a service's own timeout).
     """
 
     def __init__(
@@ -134,17 +142,31 @@ class MicroBatcher(Generic[T, R]):
             self.slot_freed.set_result(None)
 
     async def _run(self, batch: list[tuple[T, asyncio.Future[R | ItemFailed]]]) -> None:
+        futures = [fut for _, fut in batch]
+        this = asyncio.current_task()
+
+        def abandon_if_nobody_waits(_: asyncio.Future[R | ItemFailed]) -> None:
+            if this is not None and not this.done() and all(f.cancelled() for f in futures):
+                this.cancel()
+
+        for fut in futures:
+            fut.add_done_callback(abandon_if_nobody_waits)
         try:
             results = await self.run([item for item, _ in batch])
             if len(results) != len(batch):
                 raise RuntimeError(f"a batch of {len(batch)} items answered {len(results)} results")
-        except BaseException as exc:  # every waiter of this list gets the error (a cancelled batch: cancelled)
-            for _, fut in batch:
+        except BaseException as exc:  # every waiter of this list gets the error
+            error: BaseException = exc
+            if isinstance(exc, asyncio.CancelledError) and not (this is not None and this.cancelling()):
+                # cancelled from elsewhere (the replica's side), not by its callers: they get an error that the
+                # edge renders, not a cancellation that would bypass its error handling
+                error = RuntimeError("the batch call was cancelled")
+            for fut in futures:
                 if not fut.done():
-                    if isinstance(exc, asyncio.CancelledError):
+                    if isinstance(error, asyncio.CancelledError):
                         fut.cancel()
                     else:
-                        fut.set_exception(exc)
+                        fut.set_exception(error)
             if not isinstance(exc, Exception):
                 raise
             return

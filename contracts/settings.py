@@ -82,7 +82,8 @@ class TextSettings(BaseModel):
         ge=0,
         description="Longest a group of requests waits, in milliseconds, for as many requests as the previous group "
         "had. Clients whose answers just came back send again a moment apart; without the wait the first of them "
-        "would go alone and groups would fragment. A lone client never waits. 0: never wait.",
+        "would go alone and groups would fragment. A lone sequential client waits at most once, right after a "
+        "group of several. 0: never wait.",
     )
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from cluster.metrics import model_timer
 from contracts import languages
-from contracts.batching import ItemFailed, run_isolated
+from contracts.batching import ItemFailed, run_isolated, unwrap
 from contracts.capabilities import CapabilityInfo, LanguageSupport
 from contracts.embeddings import EmbeddingsClient, EmbeddingSource, Vectors
 from contracts.text import (
@@ -70,8 +70,9 @@ class TextAnalysis:
         self.cache = EmbeddingCache()
         self.temperature = DEFAULT_TEMPERATURE
         self.top_k = DEFAULT_TOP_K
-        # A caller's batches of one kind run one after the other: the ingress keeps a second one here, ready to
-        # start the moment the first ends (two at once split the cores between smaller, costlier batches)
+        # Groups of one kind run here one after the other, whichever ingress replica sent them: each ingress keeps
+        # a second one waiting, ready to start the moment the first ends (two at once split the cores between
+        # smaller, costlier groups)
         self.turns = {kind: asyncio.Lock() for kind in ("entities", "sentiment", "classify")}
 
     # --- lifecycle -----------------------------------------------------------------------------------------
@@ -93,6 +94,11 @@ class TextAnalysis:
 
     # --- entity recognition --------------------------------------------------------------------------------
 
+    async def entities(self, request: TextInput) -> list[Entity]:
+        """One request alone: for an ingress of the previous release during a rolling update, and for other
+        applications composing with this deployment. The ingress itself sends groups."""
+        return unwrap((await self.entities_many([request]))[0])
+
     async def entities_many(self, requests: list[TextInput]) -> list[list[Entity] | ItemFailed]:
         """One caller's batch (the ingress groups concurrent requests): one model pass, each item's own result."""
         async with self.turns["entities"]:
@@ -110,6 +116,10 @@ class TextAnalysis:
             ]
 
     # --- sentiment -----------------------------------------------------------------------------------------
+
+    async def sentiment(self, request: TextInput) -> list[SentenceSentiment]:
+        """One request alone (see ``entities``)."""
+        return unwrap((await self.sentiment_many([request]))[0])
 
     async def sentiment_many(self, requests: list[TextInput]) -> list[list[SentenceSentiment] | ItemFailed]:
         """One caller's batch: one language-ID pass and one embeddings call, each item's own result."""
@@ -137,6 +147,10 @@ class TextAnalysis:
         return out
 
     # --- intent classification -----------------------------------------------------------------------------
+
+    async def classify(self, request: ClassifyRequest) -> list[ClassificationResult]:
+        """One request alone (see ``entities``)."""
+        return unwrap((await self.classify_many([request]))[0])
 
     async def classify_many(self, requests: list[ClassifyRequest]) -> list[list[ClassificationResult] | ItemFailed]:
         """One caller's batch: the texts of every request not cached yet are embedded in one model call."""

@@ -85,20 +85,22 @@ def test_micro_batcher_sends_a_lone_item_at_once_and_groups_what_arrives_while_l
 
     rec = Recorder()
     batcher = MicroBatcher(rec, max_size=8, max_in_flight=2)
+    # even with a long catch-up allowed, a lone sequential caller never waits for company
+    lone = MicroBatcher(Recorder(), max_size=8, catch_up_s=1.0)
 
     async def run():
         loop = asyncio.get_running_loop()
         start = loop.time()
-        alone = await batcher.submit(7)
+        alone = [await lone.submit(i) for i in (7, 8, 9)]
         lone_s = loop.time() - start
         together = await asyncio.gather(*(batcher.submit(i) for i in range(20)))
         return alone, lone_s, together
 
     alone, lone_s, together = asyncio.run(run())
-    assert alone == 70 and lone_s < 0.02 + 0.015  # no wait for a list to fill
+    assert alone == [70, 80, 90] and lone_s < 0.5  # 3 x 20 ms of work, no second of waiting
     assert together == [i * 10 for i in range(20)]  # every caller its own result, in order
     # submitted together: lists of at most 8, two open at once, the third formed while they ran
-    assert rec.lists[0] == [7] and [len(x) for x in rec.lists[1:]] == [8, 8, 4]
+    assert [len(x) for x in rec.lists] == [8, 8, 4]
     assert rec.max_running == 2
 
 
@@ -111,16 +113,66 @@ def test_micro_batcher_fails_only_the_item_that_failed_and_a_broken_list_fails_i
     async def broken(items: list[int]) -> list[int]:
         raise ConnectionError("replica gone")
 
+    async def cancelled_remotely(items: list[int]) -> list[int]:
+        raise asyncio.CancelledError  # as a call whose far side was cancelled ends
+
     async def run():
         mixed = await asyncio.gather(*(batcher.submit(i) for i in (1, -2, 3)), return_exceptions=True)
         lost = MicroBatcher(broken, max_size=8)
         gone = await asyncio.gather(*(lost.submit(i) for i in range(3)), return_exceptions=True)
-        return mixed, gone
+        far = MicroBatcher(cancelled_remotely, max_size=8)
+        stopped = await asyncio.gather(*(far.submit(i) for i in range(2)), return_exceptions=True)
+        return mixed, gone, stopped
 
-    mixed, gone = asyncio.run(run())
+    mixed, gone, stopped = asyncio.run(run())
     assert mixed[0] == 10 and mixed[2] == 30
     assert isinstance(mixed[1], ValueError) and "bad -2" in str(mixed[1])
     assert all(isinstance(g, ConnectionError) for g in gone)
+    # callers that did not cancel get an error the edge renders, not a cancellation
+    assert all(isinstance(x, RuntimeError) and "cancelled" in str(x) for x in stopped), stopped
+
+
+def test_a_list_whose_callers_all_gave_up_is_cancelled_and_frees_its_slot():
+    """A call that hangs (a wedged replica) holds a slot only as long as its callers wait for it."""
+    from contracts.batching import MicroBatcher
+
+    ended = []
+
+    async def run(items: list[str]) -> list[str]:
+        try:
+            if "hang" in items:
+                await asyncio.Event().wait()
+            return [f"{i}!" for i in items]
+        finally:
+            ended.append(list(items))
+
+    batcher = MicroBatcher(run, max_size=8, max_in_flight=1)
+
+    async def scenario():
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(batcher.submit("hang"), 0.05)
+        return await asyncio.wait_for(batcher.submit("ok"), 2.0)  # forever without the cancellation
+
+    assert asyncio.run(scenario()) == "ok!"
+    assert ended == [["hang"], ["ok"]]  # the hanging call was cancelled, not left running
+
+
+class ErrorWithItsOwnConstructor(Exception):
+    def __init__(self, code: int, where: str) -> None:
+        super().__init__(f"{code} at {where}")
+
+
+def test_an_item_error_that_cannot_travel_becomes_its_text_and_domain_errors_travel_as_themselves():
+    import pickle
+
+    from contracts.batching import ItemFailed
+    from contracts.errors import InvalidInput
+
+    odd = pickle.loads(pickle.dumps([ItemFailed(ErrorWithItsOwnConstructor(7, "spaCy")), "fine"]))
+    assert isinstance(odd[0].error, RuntimeError) and "ErrorWithItsOwnConstructor: 7 at spaCy" in str(odd[0].error)
+    assert odd[1] == "fine"  # the rest of the batch's results are intact
+    domain = pickle.loads(pickle.dumps(ItemFailed(InvalidInput("encoded_text is empty"))))
+    assert isinstance(domain.error, InvalidInput) and "encoded_text" in str(domain.error)
 
 
 def test_micro_batcher_leaves_out_a_caller_that_stopped_waiting():
@@ -161,15 +213,16 @@ def test_micro_batcher_catch_up_regroups_callers_that_come_back_a_moment_apart()
             waited.append(loop.time() - start)
         return waited
 
-    patient, hasty = Recorder(delay=0.005), Recorder(delay=0.005)
-    with_catch_up = MicroBatcher(patient, max_size=8, catch_up_s=0.1)
+    patient, hasty = Recorder(delay=0.03), Recorder(delay=0.03)
+    with_catch_up = MicroBatcher(patient, max_size=8, catch_up_s=0.5)
     asyncio.run(rounds(with_catch_up, [4], gap_s=0))  # a burst: one list of 4
-    waited = asyncio.run(rounds(with_catch_up, [4, 2, 1, 1], gap_s=0.004))
-    # 4 staggered over 12 ms: one list; 2 of the 4 expected: sent when the 0.1 s bound ran out; then alone at once
+    waited = asyncio.run(rounds(with_catch_up, [4, 2, 1, 1], gap_s=0.02))
+    # 4 staggered over 60 ms: one list; 2 of the 4 expected: sent when the 0.5 s bound ran out; the next lone
+    # caller waits once more (the previous list had 2), the one after it goes at once
     assert [len(x) for x in patient.lists] == [4, 4, 2, 1, 1]
-    assert waited[0] < 0.09 and waited[1] >= 0.09 and waited[3] < 0.05
+    assert waited[0] < 0.4 and waited[1] >= 0.49 and waited[3] < 0.4
 
-    asyncio.run(rounds(MicroBatcher(hasty, max_size=8), [4, 4], gap_s=0.004))
+    asyncio.run(rounds(MicroBatcher(hasty, max_size=8), [4, 4], gap_s=0.02))
     assert len(hasty.lists) > 3  # the same staggered arrivals without catch-up: fragmented lists
 
 

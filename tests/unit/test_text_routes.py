@@ -204,11 +204,11 @@ def test_text_analysis_answers_a_group_as_it_answers_each_request_alone(settings
     async def run():
         return (
             await analysis.entities_many(requests),
-            [(await analysis.entities_many([r]))[0] for r in requests],
+            [await analysis.entities(r) for r in requests],
             await analysis.sentiment_many(requests),
-            [(await analysis.sentiment_many([r]))[0] for r in requests],
+            [await analysis.sentiment(r) for r in requests],
             await analysis.classify_many(classify),
-            [(await analysis.classify_many([r]))[0] for r in classify],
+            [await analysis.classify(r) for r in classify],
         )
 
     ents_many, ents_one, sent_many, sent_one, cls_many, cls_one = asyncio.run(run())
