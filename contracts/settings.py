@@ -75,7 +75,7 @@ class TextSettings(BaseModel):
         ge=1,
         description="Calls of one kind (NER, sentiment, classify) an ingress replica keeps open to TextAnalysis at "
         "once. Requests arriving while they run form the next call, so a group's size follows the load and a lone "
-        "request is sent at once. About twice the TextAnalysis replicas one ingress replica feeds.",
+        "request is sent at once. One to two per TextAnalysis replica that one ingress replica feeds.",
     )
     ingress_catch_up_ms: float = Field(
         default=5.0,

@@ -25,6 +25,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _load import json_option, load, table, write_json  # noqa: E402
 from _plain import plain_server, ray_server  # noqa: E402
 
+DISTINCT = 4096  # bodies per route; more than a route sends in a run at today's rates
 NER_TEXTS = [
     "President Cyril Ramaphosa visited Durban on Monday with officials from Eskom.",
     "UMongameli uCyril Ramaphosa uvakashele eThekwini ngoMsombuluko.",
@@ -142,6 +144,14 @@ def main() -> None:
         help='Settings fields to override, nested per section, as JSON (e.g. \'{"text": {"ingress_batch_max": 1}}\').',
     )
     ap.add_argument("--no-uvicorn", action="store_true", help="Skip the in-process uvicorn run (with --ray).")
+    ap.add_argument(
+        "--ray-warmup",
+        type=float,
+        default=40,
+        help="Seconds of load (every route in turn) before measuring through Ray Serve, unmeasured: time for Serve's "
+        "autoscaler to add, and start, the replicas that configs/serve.yaml allows under sustained load (about 30 s "
+        "here). 0: measure at once.",
+    )
     json_option(ap)
     args = ap.parse_args()
     if args.no_uvicorn and not args.ray:
@@ -158,11 +168,12 @@ def main() -> None:
 
     token = create_token(Database.migrated(Settings(data_dir=data).db_url), "bench")[0]
     headers = {"X-CLIENT-TOKEN": token, "Content-Type": "application/json"}
-    # distinct inputs per request (a number appended) so nothing is answered from a cache
-    ner_items = [f"{t} Ref {i}." for i, t in zip(range(512), itertools.cycle(NER_TEXTS))]
-    sent_items = [f"{t} {i}" for i, t in zip(range(512), itertools.cycle(SENTIMENT_TEXTS))]
+    # distinct inputs per request (a number appended) so nothing is answered from a cache: each service gets every
+    # body once before any repeats, its warm-up included
+    ner_items = [f"{t} Ref {i}." for i, t in zip(range(DISTINCT), itertools.cycle(NER_TEXTS))]
+    sent_items = [f"{t} {i}" for i, t in zip(range(DISTINCT), itertools.cycle(SENTIMENT_TEXTS))]
     cls_items = [
-        {"examples": CLASSIFY["examples"], "inputs": [f"{x} {i}" for x in CLASSIFY["inputs"]]} for i in range(512)
+        {"examples": CLASSIFY["examples"], "inputs": [f"{x} {i}" for x in CLASSIFY["inputs"]]} for i in range(DISTINCT)
     ]
     all_routes = {
         "ner": ("/api/v1/entity_recognition/process", [{"encoded_text": t} for t in ner_items]),
@@ -178,14 +189,16 @@ def main() -> None:
         "classify": (engines.classify_batch, cls_items),
     }
 
-    def through(url: str, name: str):
+    sending: dict[str, Iterator[bytes]] = {}  # per route, carried from the warm-up to the measured run
+
+    def through(url: str, name: str, duration: float | None = None):
         path, bodies = routes[name]
-        it = itertools.cycle([json.dumps(b).encode() for b in bodies])
+        it = sending.setdefault(name, itertools.cycle([json.dumps(b).encode() for b in bodies]))
         return load(
             "POST",
             f"{url}{path}",
             concurrency=args.concurrency,
-            duration=args.duration,
+            duration=duration or args.duration,
             headers=headers,
             data_factory=lambda: next(it),
             warmup=16,
@@ -201,7 +214,11 @@ def main() -> None:
                 after = engines.requests_per_s(fn, items, args.concurrency)
                 results[name]["bare"] = (before + after) / 2  # the machine is shared: average out drift
     if args.ray:
+        sending.clear()  # a new service: the same bodies are new to it
         with ray_server(settings, ["text"]) as url:
+            if args.ray_warmup:  # a steady state first: what a service under sustained load runs with
+                for name in routes:
+                    through(url, name, duration=args.ray_warmup / len(routes))
             for name in routes:
                 fn, items = bare_fns[name]
                 before = engines.requests_per_s(fn, items, args.concurrency) if args.no_uvicorn else None
