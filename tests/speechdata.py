@@ -5,6 +5,8 @@ No audio is shipped: every test makes what it needs (a few seconds each) in a te
 
 from __future__ import annotations
 
+import difflib
+import re
 import shutil
 import subprocess
 from fractions import Fraction
@@ -119,6 +121,24 @@ CALL_PHRASES = [
     "my account number is one two three four five",
     "we will deliver the parcel on friday afternoon",
 ]
+
+
+def similarity(said: str, heard: str) -> float:
+    """How alike a phrase and a transcript read, 0 to 1: the characters of their lower-cased words, punctuation
+    dropped. One misheard word ("sunny" as "sun", "today" as "today's") costs a little, where a word-set overlap
+    counts it wholly wrong, and how a given CPU's kernels round decides such words (the same model and audio
+    gave "the weather today is sunny" on one machine and "but when are today's sun" on another)."""
+
+    def words(text: str) -> str:
+        return " ".join(re.sub(r"[^a-z0-9' ]", " ", text.lower()).split())
+
+    return difflib.SequenceMatcher(None, words(said), words(heard)).ratio()
+
+
+def closest_phrase(heard: str, phrases: list[str]) -> int:
+    """The index of the phrase a transcript reads most like."""
+    return max(range(len(phrases)), key=lambda i: similarity(phrases[i], heard))
+
 
 # The fields of the spec's transcription record (every route that answers one carries them all).
 SPEC_FIELDS = {

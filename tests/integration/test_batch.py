@@ -26,7 +26,9 @@ from serve_app.cli.batch import upload_directory, upload_file
 pytestmark = pytest.mark.integration
 
 API = "/api/v2alpha/transcribe/batch"
+RESTART_COPIES = 4  # copies of each phrase's file in the restart test
 from tests.speechdata import CALL_PHRASES as PHRASES  # noqa: E402
+from tests.speechdata import closest_phrase, similarity  # noqa: E402
 
 
 def _speak(text: str, path: Path) -> None:
@@ -71,10 +73,6 @@ def _wait_status(url: str, token: str, batch_id: str, wanted: set[str], timeout:
 def _items(db, batch_id: str) -> list[BatchItem]:
     with db.session() as s:
         return list(s.scalars(select(BatchItem).where(BatchItem.batch_id == batch_id)))
-
-
-def _words(text: str) -> set[str]:
-    return {w.strip(".,?!'").lower() for w in text.split() if w.strip(".,?!'")}
 
 
 def _upload(created: dict, folder: Path) -> None:
@@ -133,8 +131,9 @@ def test_batch_end_to_end(serve_url: str, make_token, db, audio_dir: Path, tmp_p
         assert rec["container_name"] and rec["storage_url"].endswith(rec["blob_name"])
         assert rec["language_code"] == "eng" and 1.0 < rec["audio_length_seconds"] < 10.0
         assert rec["upload_file_size"] == (folder / f"call-{i}.wav").stat().st_size
-        spoken, heard = _words(PHRASES[i]), _words(rec["transcription_text"])
-        assert len(spoken & heard) >= len(spoken) / 2, (PHRASES[i], rec["transcription_text"])
+        heard = rec["transcription_text"]
+        # its own file's words: closer to its phrase than to any other (other phrases read about 0.2-0.35 alike)
+        assert closest_phrase(heard, PHRASES) == i and similarity(PHRASES[i], heard) >= 0.5, (PHRASES[i], heard)
     failed = records[f"batches/{batch_id}/notes.txt"]
     assert failed["transcription_status"] == "FAILED" and failed["error_message"]
 
@@ -221,7 +220,7 @@ def test_worker_killed_mid_batch_still_yields_each_result_once(serve_url: str, m
 
 
 def test_service_restart_during_batch_loses_nothing(
-    serve_url: str, make_token, db, settings, seaweedfs: str, audio_dir: Path
+    serve_url: str, make_token, db, settings, seaweedfs: str, audio_dir: Path, tmp_path: Path
 ):
     from ray import serve
 
@@ -231,7 +230,15 @@ def test_service_restart_during_batch_loses_nothing(
     token = make_token("batch-restart")
     created = _create(serve_url, token)
     batch_id = created["batch_id"]
-    _upload(created, audio_dir)
+    # Enough files that the batch cannot finish while the application shuts down (its replicas get a graceful
+    # period, during which the runner's tasks go on): on a fast machine six short files all did.
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for copy in range(RESTART_COPIES):
+        for i in range(len(PHRASES)):
+            shutil.copy(audio_dir / f"call-{i}.wav", folder / f"call-{i}-{copy}.wav")
+    files = len(PHRASES) * RESTART_COPIES
+    _upload(created, folder)
     assert httpx.post(f"{serve_url}{API}/{batch_id}/process", headers=_headers(token)).status_code == 202
 
     deadline = time.time() + 300
@@ -240,10 +247,11 @@ def test_service_restart_during_batch_loses_nothing(
         if done_before:
             break
         time.sleep(0.2)
-    assert done_before and len(done_before) < len(PHRASES), "restart must happen mid-batch"
+    assert done_before and len(done_before) < files, "restart must happen mid-batch"
 
     serve.delete("khuluma")  # the whole application goes away: ingress, runner and the tasks it owns
-    assert any(i.status == "PENDING" for i in _items(db, batch_id))
+    left = [i.status for i in _items(db, batch_id)]
+    assert "PENDING" in left, f"the batch finished during the shutdown: {sorted(left)}"
     cfg = load_serve_config(Path(__file__).resolve().parents[2] / "configs" / "serve.yaml")
     app_settings = settings.updated({"s3": {"endpoint_url": seaweedfs}})
     serve.run(
@@ -254,6 +262,6 @@ def test_service_restart_during_batch_loses_nothing(
     )
 
     assert _wait_status(serve_url, token, batch_id, {"COMPLETE", "PARTIAL", "FAILED"})["status"] == "COMPLETE"
-    items = _assert_exactly_once(db, batch_id, len(PHRASES))
+    items = _assert_exactly_once(db, batch_id, files)
     after = {i.blob_name: i.record["id"] for i in items}
     assert all(after[name] == record_id for name, record_id in done_before.items())  # nothing redone
