@@ -135,6 +135,7 @@ class MicroBatcher(Generic[T, R]):
         while len(self.pending) < target and (left := deadline - loop.time()) > 0:
             self.arrived = loop.create_future()
             await asyncio.wait({self.arrived}, timeout=left)
+        self.arrived = None  # none left behind for a later submit (or another loop) to resolve
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self.in_flight.discard(task)
