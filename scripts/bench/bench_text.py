@@ -193,7 +193,9 @@ def main() -> None:
 
     def through(url: str, name: str, duration: float | None = None):
         path, bodies = routes[name]
-        it = sending.setdefault(name, itertools.cycle([json.dumps(b).encode() for b in bodies]))
+        if name not in sending:  # encoded once per service, not on every call
+            sending[name] = itertools.cycle([json.dumps(b).encode() for b in bodies])
+        it = sending[name]
         return load(
             "POST",
             f"{url}{path}",
