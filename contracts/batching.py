@@ -104,13 +104,24 @@ class MicroBatcher(Generic[T, R]):
         self.slot_freed: asyncio.Future[None] | None = None  # made on the running loop when the drainer waits
 
     async def submit(self, item: T) -> R:
-        fut: asyncio.Future[R | ItemFailed] = asyncio.get_running_loop().create_future()
-        self.pending.append((item, fut))
+        (fut,) = self._enqueue([item])
+        return unwrap(await fut)
+
+    async def submit_many(self, items: list[T]) -> list[R | ItemFailed]:
+        """Several items at once (a caller's own group): they may share a list with other callers' items or span
+        two lists. Each gets its own result or :class:`ItemFailed`, an error of ``run`` included."""
+        results = await asyncio.gather(*self._enqueue(items), return_exceptions=True)
+        return [ItemFailed(r) if isinstance(r, Exception) else r for r in results]  # type: ignore[misc]
+
+    def _enqueue(self, items: list[T]) -> list[asyncio.Future[R | ItemFailed]]:
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[R | ItemFailed]] = [loop.create_future() for _ in items]
+        self.pending.extend(zip(items, futures))
         if self.arrived is not None and not self.arrived.done():
             self.arrived.set_result(None)
         if self.drainer is None or self.drainer.done():
             self.drainer = asyncio.ensure_future(self._drain())
-        return unwrap(await fut)
+        return futures
 
     async def _drain(self) -> None:
         while self.pending:

@@ -3,7 +3,10 @@
 Measures requests/s and p50/p99 for /api/v1/health (no token) and an authenticated route
 (GET /ws/stream-transcribe: token check, no model) with N concurrent clients. Prints the ratio.
 
-    .venv/bin/python scripts/bench/bench_serve_overhead.py [--duration 10] [--concurrency 16]
+    .venv/bin/python scripts/bench/bench_serve_overhead.py [--duration 10] [--concurrency 16] [--warmup 5]
+
+Serve gets ``--warmup`` seconds of the same load first, unmeasured (plain uvicorn gets a few requests: it has no
+pools or actors to warm), and the run ends with the number of Ingress replicas Serve was running.
 """
 
 from __future__ import annotations
@@ -25,6 +28,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=5,
+        help="Seconds of unmeasured load through Serve first. 0: measure at once.",
+    )
     json_option(ap)
     args = ap.parse_args()
 
@@ -63,7 +72,9 @@ def main() -> None:
     try:
         with plain_server({"data_dir": data}) as plain_url:
             rows = _compare(plain_url, serve_url, headers, args)
-        print(f"\nconcurrency={args.concurrency} duration={args.duration}s cores={os.cpu_count()}")
+        ingress = serve.status().applications["khuluma"].deployments["Ingress"].replica_states
+        print(f"\nconcurrency={args.concurrency} duration={args.duration}s cores={os.cpu_count()}", end=" ")
+        print(f"Ingress replicas at the end: {dict(ingress)}")
         print(table(rows))
         write_json(args.json, dict(rows))
     finally:
@@ -73,6 +84,14 @@ def main() -> None:
 
 def _compare(plain_url: str, serve_url: str, headers: dict[str, str], args: argparse.Namespace) -> list:
     """Rows of the table: each route through plain uvicorn, through Serve, and their ratio."""
+    if args.warmup:
+        load(
+            "GET",
+            serve_url + "/ws/stream-transcribe",
+            concurrency=args.concurrency,
+            duration=args.warmup,
+            headers=headers,
+        )
     rows = []
     for label, path, hdrs in (("health", "/api/v1/health", None), ("auth route", "/ws/stream-transcribe", headers)):
         plain_res = load("GET", plain_url + path, concurrency=args.concurrency, duration=args.duration, headers=hdrs)

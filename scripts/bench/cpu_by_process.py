@@ -4,6 +4,8 @@ the same 16 closed-loop clients and requests as ``bench_text.py --ray``.
 
     .venv/bin/python scripts/bench/cpu_by_process.py [--routes ner,sentiment,classify] [--embedder local]
 
+``--routes health,auth`` looks at Serve's own cost instead (the routes of bench_serve_overhead.py, no model).
+
 A process's share of a core is its CPU seconds over the wall time; "idle" is what none of them used.
 """
 
@@ -67,21 +69,26 @@ def main() -> None:
     classify = [
         {"examples": CLASSIFY["examples"], "inputs": [f"{x} {i}" for x in CLASSIFY["inputs"]]} for i in range(512)
     ]
-    routes = {
+    routes: dict[str, tuple[str, list | None]] = {
+        "health": ("/api/v1/health", None),  # Serve's own cost: no token, no model (bench_serve_overhead.py)
+        "auth": ("/ws/stream-transcribe", None),  # the token check, no model
         "ner": ("/api/v1/entity_recognition/process", ner),
         "sentiment": ("/api/v1/sentiment_analysis/process", sentiment),
         "classify": ("/api/v1/classify", classify),
     }
     settings = {"data_dir": data, "embeddings": {"placement": args.embedder}}
-    with ray_server(settings, ["text"]) as url:
-        for name in args.routes.split(","):
+    names = args.routes.split(",")
+    capabilities = ["text"] if set(names) - {"health", "auth"} else ["none"]
+    with ray_server(settings, capabilities) as url:
+        for name in names:
             path, bodies = routes[name]
-            cycle = itertools.cycle([json.dumps(b).encode() for b in bodies])
-            body = cycle.__next__
-            load("POST", url + path, concurrency=16, duration=3, headers=headers, data_factory=body)
+            method, body = "GET", None
+            if bodies is not None:
+                method, body = "POST", itertools.cycle([json.dumps(b).encode() for b in bodies]).__next__
+            load(method, url + path, concurrency=16, duration=3, headers=headers, data_factory=body)
             before, started = cpu_seconds(), time.monotonic()
             result = load(
-                "POST", url + path, concurrency=16, duration=args.duration, headers=headers, data_factory=body, warmup=0
+                method, url + path, concurrency=16, duration=args.duration, headers=headers, data_factory=body, warmup=0
             )
             after, wall = cpu_seconds(), time.monotonic() - started
             used: dict[str, float] = {}

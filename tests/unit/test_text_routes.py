@@ -236,3 +236,42 @@ def test_text_analysis_answers_a_group_as_it_answers_each_request_alone(settings
     mixed = asyncio.run(analysis.classify_many(classify))
     assert isinstance(mixed[0], ItemFailed) and "cannot classify" in str(mixed[0].error)
     assert [len(r) for r in mixed[1:]] == [3]
+
+
+def test_text_analysis_merges_groups_that_arrive_during_a_pass(settings):
+    """Groups of one kind that reach TextAnalysis while a model pass runs (two ingress replicas, or a second group
+    from one) run together in the next pass, and each group gets exactly its own answers."""
+    import asyncio
+    import threading
+
+    from contracts.text import TextInput
+    from deployments.text import TextAnalysis
+
+    analysis = TextAnalysis(settings.for_replica(("text", "embeddings")))
+    texts = [f"Thandi Nkosi moved to Durban in {2000 + i}." for i in range(6)] + ["USipho Dlamini usebenza eGoli."]
+    alone = asyncio.run(analysis.entities_many([TextInput(text=t) for t in texts]))
+    passes: list[int] = []
+    started, release = threading.Event(), threading.Event()
+    real = analysis._entities_sync
+
+    def recorded(batch: list[str]):
+        passes.append(len(batch))
+        if len(passes) == 1:
+            started.set()
+            release.wait(5)  # the first pass runs until every later group has arrived
+        return real(batch)
+
+    analysis._entities_sync = recorded  # type: ignore[method-assign]
+
+    async def run():
+        first = asyncio.ensure_future(analysis.entities_many([TextInput(text=texts[0])]))
+        assert await asyncio.to_thread(started.wait, 5)
+        groups = [texts[1:3], texts[3:4], texts[4:]]
+        later = [asyncio.ensure_future(analysis.entities_many([TextInput(text=t) for t in g])) for g in groups]
+        await asyncio.sleep(0.05)
+        release.set()
+        return [await first] + [await g for g in later]
+
+    answers = asyncio.run(run())
+    assert passes == [1, 6]
+    assert [a for group in answers for a in group] == alone
