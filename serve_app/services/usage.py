@@ -6,7 +6,8 @@ request path (``KHULUMA_USAGE_FLUSH_SECONDS``); the usage report flushes it firs
 from __future__ import annotations
 
 from cluster.metrics import record_audio
-from persistence.models import UsageRecord, utcnow
+from persistence.models import utcnow
+from persistence.usage_meter import UsageRow
 from serve_app.context import AppContext
 from serve_app.tokens import Principal
 
@@ -21,16 +22,16 @@ async def record_usage(
     tokens: int = 0,
     reference_id: str | None = None,
 ) -> None:
-    row = UsageRecord(
-        customer_id=principal.customer_id,
-        project_id=principal.project_id,
-        route=route,
-        status=status,
-        seconds_transcribed=float(seconds),
-        tokens=int(tokens),
-        reference_id=reference_id,
-        created_at=utcnow(),  # when it was answered, not when the meter writes it
-    )
+    row: UsageRow = {
+        "customer_id": principal.customer_id,
+        "project_id": principal.project_id,
+        "route": route,
+        "status": status,
+        "seconds_transcribed": float(seconds),
+        "tokens": int(tokens),
+        "reference_id": reference_id,
+        "created_at": utcnow(),  # when it was answered, not when the meter writes it
+    }
     await ctx.usage.add(row)
     if status == "successful":
         record_audio(route, seconds)

@@ -11,7 +11,7 @@ from sqlalchemy import event, func, select
 
 from persistence.models import UsageRecord, utcnow
 from persistence.session import Database
-from persistence.usage_meter import UsageMeter
+from persistence.usage_meter import UsageMeter, UsageRow
 
 
 @pytest.fixture()
@@ -19,8 +19,8 @@ def db(tmp_path: Path) -> Database:
     return Database.migrated(f"sqlite:///{tmp_path / 'usage.db'}")
 
 
-def row(i: int) -> UsageRecord:
-    return UsageRecord(customer_id=1, route="ner", tokens=i, created_at=utcnow())
+def row(i: int) -> UsageRow:
+    return {"customer_id": 1, "route": "ner", "tokens": i, "created_at": utcnow()}
 
 
 def stored(db: Database) -> list[int]:
@@ -61,6 +61,9 @@ def test_flush_writes_what_is_pending_at_once(db: Database) -> None:
 
     assert asyncio.run(go()) == [0, 1, 2]
     assert meter.pending == 0
+    with db.engine.connect() as conn:  # the columns a row leaves out take the model's defaults
+        rows = conn.execute(select(UsageRecord.status, UsageRecord.seconds_transcribed, UsageRecord.project_id))
+        assert set(rows) == {("successful", 0.0, None)}
 
 
 def test_close_writes_the_rest_and_later_rows_directly(db: Database) -> None:
