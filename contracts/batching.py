@@ -111,7 +111,12 @@ class MicroBatcher(Generic[T, R]):
         """Several items at once (a caller's own group): they may share a list with other callers' items or span
         two lists. Each gets its own result or :class:`ItemFailed`, an error of ``run`` included."""
         results = await asyncio.gather(*self._enqueue(items), return_exceptions=True)
-        return [ItemFailed(r) if isinstance(r, Exception) else r for r in results]  # type: ignore[misc]
+        # (a cancellation of this caller raises here; one of an item alone, which only a loop shutting down does,
+        # becomes that item's error)
+        return [
+            r if not isinstance(r, BaseException) else ItemFailed(r if isinstance(r, Exception) else _cancelled())
+            for r in results
+        ]
 
     def _enqueue(self, items: list[T]) -> list[asyncio.Future[R | ItemFailed]]:
         loop = asyncio.get_running_loop()
@@ -172,7 +177,7 @@ class MicroBatcher(Generic[T, R]):
             if isinstance(exc, asyncio.CancelledError) and not (this is not None and this.cancelling()):
                 # cancelled from elsewhere (the replica's side), not by its callers: they get an error that the
                 # edge renders, not a cancellation that would bypass its error handling
-                error = RuntimeError("the batch call was cancelled")
+                error = _cancelled()
             for fut in futures:
                 if not fut.done():
                     if isinstance(error, asyncio.CancelledError):
@@ -185,3 +190,8 @@ class MicroBatcher(Generic[T, R]):
         for (_, fut), res in zip(batch, results):
             if not fut.done():
                 fut.set_result(res)
+
+
+def _cancelled() -> RuntimeError:
+    """What a caller gets for a list cancelled by anything but its callers: an error the edge renders."""
+    return RuntimeError("the batch call was cancelled")

@@ -76,7 +76,7 @@ class TextAnalysis:
         # One model pass of a kind at a time, whichever ingress replica sent the groups (two at once would split
         # the cores between smaller, costlier passes); the groups that arrive meanwhile are merged into the next
         # pass, so its size follows the load. Measured on NER: spaCy costs 2.0 ms of CPU per text in passes of 4,
-        # 1.6 in passes of 8 and 1.3 in passes of 16 (docs/performance.md, "Merging groups in the replica").
+        # 1.6 in passes of 8 and 1.3 in passes of 16 (docs/performance.md, fourth round).
         self.passes: dict[str, MicroBatcher[Any, Any]] = {
             "entities": MicroBatcher(self._isolated(self._entities_run), REPLICA_PASS_MAX),
             "sentiment": MicroBatcher(self._isolated(self._sentiment_run), REPLICA_PASS_MAX),
