@@ -108,15 +108,41 @@ class RayNode:
     def _signal(self, sig: signal.Signals) -> None:
         if self.proc is None:
             return
+        # Serve's HAProxy manager starts HAProxy in a session of its own, which a signal to the node's process group
+        # misses: without this every stopped head left an HAProxy process behind, holding its ports
+        strays = _descendants(self.proc.pid)
         try:
             os.killpg(self.proc.pid, sig)
         except ProcessLookupError:
             pass
+        for pid in strays:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
         if sig == signal.SIGKILL:
             try:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 pass
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process below ``root`` (Linux ``/proc``), whatever its process group or session."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 @dataclass
