@@ -93,33 +93,38 @@ class RayNode:
 
     def kill(self) -> None:
         """Stop the node at once, as a crash would: SIGKILL to its whole process group."""
-        self._signal(signal.SIGKILL)
+        self._signal(signal.SIGKILL, self._descendants())
 
     def stop(self, grace_s: float = 20) -> None:
         """Stop the node (SIGTERM, then SIGKILL after ``grace_s``), and everything it started."""
-        self._signal(signal.SIGTERM)
+        # Serve's HAProxy manager starts HAProxy in a session of its own, which a signal to the node's process group
+        # misses (every stopped head used to leave an HAProxy behind, holding its ports). The processes below the
+        # node are listed once, while the node still runs: after it exits they belong to init
+        started = self._descendants()
+        self._signal(signal.SIGTERM, started)
         if self.proc is not None:
             try:
                 self.proc.wait(grace_s)
             except subprocess.TimeoutExpired:
                 pass
-        self._signal(signal.SIGKILL)
+        self._signal(signal.SIGKILL, started)
 
-    def _signal(self, sig: signal.Signals) -> None:
+    def _descendants(self) -> list[tuple[int, str]]:
+        return _descendants(self.proc.pid) if self.proc is not None and self.proc.poll() is None else []
+
+    def _signal(self, sig: signal.Signals, started: list[tuple[int, str]]) -> None:
         if self.proc is None:
             return
-        # Serve's HAProxy manager starts HAProxy in a session of its own, which a signal to the node's process group
-        # misses: without this every stopped head left an HAProxy process behind, holding its ports
-        strays = _descendants(self.proc.pid)
         try:
             os.killpg(self.proc.pid, sig)
         except ProcessLookupError:
             pass
-        for pid in strays:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
+        for pid, born in started:
+            if _start_time(pid) == born:  # still that process, not a new one under a reused id
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
         if sig == signal.SIGKILL:
             try:
                 self.proc.wait(10)
@@ -127,21 +132,37 @@ class RayNode:
                 pass
 
 
-def _descendants(root: int) -> list[int]:
-    """Every live process below ``root`` (Linux ``/proc``), whatever its process group or session."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue  # gone meanwhile
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [root]
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name, or None when the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _start_time(pid: int) -> str | None:
+    fields = _stat_fields(pid)
+    return fields[19] if fields and len(fields) > 19 else None  # starttime, in clock ticks since boot
+
+
+def _descendants(root: int) -> list[tuple[int, str]]:
+    """Every live process below ``root`` with its start time (Linux ``/proc``; none elsewhere), whatever its
+    process group or session."""
+    children: dict[int, list[tuple[int, str]]] = {}
+    try:
+        entries = [e.name for e in Path("/proc").iterdir() if e.name.isdigit()]
+    except OSError:
+        return []
+    for name in entries:
+        fields = _stat_fields(name)
+        if fields and len(fields) > 19:
+            children.setdefault(int(fields[1]), []).append((int(name), fields[19]))
+    found: list[tuple[int, str]] = []
+    todo = [root]
     while todo:
         for child in children.get(todo.pop(), []):
             found.append(child)
-            todo.append(child)
+            todo.append(child[0])
     return found
 
 

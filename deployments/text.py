@@ -77,10 +77,12 @@ class TextAnalysis:
         # the cores between smaller, costlier passes); the groups that arrive meanwhile are merged into the next
         # pass, so its size follows the load. Measured on NER: spaCy costs 2.0 ms of CPU per text in passes of 4,
         # 1.6 in passes of 8 and 1.3 in passes of 16 (docs/performance.md, fourth round).
+        # (a pass never splits a group the ingress was configured to send whole)
+        pass_max = max(REPLICA_PASS_MAX, self.settings.text.ingress_batch_max)
         self.passes: dict[str, MicroBatcher[Any, Any]] = {
-            "entities": MicroBatcher(self._isolated(self._entities_run), REPLICA_PASS_MAX),
-            "sentiment": MicroBatcher(self._isolated(self._sentiment_run), REPLICA_PASS_MAX),
-            "classify": MicroBatcher(self._isolated(self._classify_run), REPLICA_PASS_MAX),
+            "entities": MicroBatcher(self._isolated(self._entities_run), pass_max),
+            "sentiment": MicroBatcher(self._isolated(self._sentiment_run), pass_max),
+            "classify": MicroBatcher(self._isolated(self._classify_run), pass_max),
         }
 
     @staticmethod

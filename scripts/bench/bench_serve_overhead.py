@@ -72,11 +72,11 @@ def main() -> None:
     try:
         with plain_server({"data_dir": data}) as plain_url:
             rows = _compare(plain_url, serve_url, headers, args)
-        ingress = serve.status().applications["khuluma"].deployments["Ingress"].replica_states
-        print(f"\nconcurrency={args.concurrency} duration={args.duration}s cores={os.cpu_count()}", end=" ")
-        print(f"Ingress replicas at the end: {dict(ingress)}")
-        print(table(rows))
         write_json(args.json, dict(rows))
+        print(f"\nconcurrency={args.concurrency} duration={args.duration}s cores={os.cpu_count()}")
+        print(table(rows))
+        ingress = serve.status().applications["khuluma"].deployments["Ingress"].replica_states
+        print(f"Ingress replicas at the end: {dict(ingress)}")
     finally:
         serve.shutdown()
         ray.shutdown()

@@ -246,7 +246,7 @@ def main() -> None:
                     )
                 )
                 floor = {**blank, "req/s": "", "p50 ms": round(1000 * args.concurrency / bare, 1)}
-                rows.append((f"{name}: latency floor, {args.concurrency} clients / bare req/s", floor))
+                rows.append((f"{name}: latency floor for the {key} run, {args.concurrency} clients / bare", floor))
                 row = r[key].row()
                 rows.append(
                     (
@@ -266,7 +266,10 @@ def main() -> None:
         if "ray" in r:
             print(f"{name}: ray/bare {r['ray'].rps / r['bare ray']:.2f}x")
     for name, r in results.items():
-        floor_ms = 1000 * args.concurrency / max(r.get("bare ray", 0), r.get("bare service", 0))
+        fastest_bare = max(r.get("bare ray", 0.0), r.get("bare service", 0.0))
+        if not fastest_bare:
+            continue
+        floor_ms = 1000 * args.concurrency / fastest_bare
         print(f"{name}: no service can answer {args.concurrency} clients at a p50 under {floor_ms:.0f} ms here")
     write_json(
         args.json,

@@ -159,7 +159,9 @@ def ray_env() -> dict[str, str]:
         "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
         "RAY_SERVE_ENABLE_HA_PROXY": "1",
         # Serve's per-request HTTP metrics come from the ingress replicas themselves instead of HAProxy's
-        # manager actor, which parsed one log line per request in Python (12% of a core at 2,500 req/s)
+        # manager actor, which parsed one log line per request in Python (12% of a core at 2,500 req/s). The
+        # controller's and the replicas' values must agree, or requests are counted twice or not at all
+        # (docs/performance.md, fourth round)
         "RAY_SERVE_HAPROXY_METRICS_ENABLED": "0",
         # gRPC between handles caps a message at 4 MiB by default; audio and documents up to
         # KHULUMA_INLINE_PAYLOAD_MB travel inside calls (larger ones through object storage: cluster/transfer.py)

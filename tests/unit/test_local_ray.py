@@ -24,20 +24,29 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("stop", ["stop", "kill"])
 def test_stopping_a_node_stops_a_child_that_started_its_own_session(tmp_path: Path, stop: str) -> None:
-    escaped_pid = tmp_path / "escaped.pid"
-    # the node's process: a child in the node's group, and a grandchild in a new session (setsid), like HAProxy
-    script = f"sleep 300 & setsid sh -c 'echo $$ > {escaped_pid}; exec sleep 300' & wait"
+    escaped_pid, stubborn_pid = tmp_path / "escaped.pid", tmp_path / "stubborn.pid"
+    # the node's process: a child in the node's group, and two grandchildren in sessions of their own (setsid), like
+    # HAProxy: one ends on SIGTERM, one ignores it and needs the SIGKILL that follows after the node has exited
+    script = (
+        f"sleep 300 & setsid sh -c 'echo $$ > {escaped_pid}; exec sleep 300' & "
+        f"setsid sh -c 'trap \"\" TERM; echo $$ > {stubborn_pid}; while :; do sleep 1; done' & wait"
+    )
     node = RayNode(args=[], env={}, log_path=tmp_path / "node.log")
     node.proc = subprocess.Popen(["sh", "-c", script], start_new_session=True)
     deadline = time.monotonic() + 10
-    while not (escaped_pid.exists() and escaped_pid.read_text().strip()) and time.monotonic() < deadline:
+    while not all(p.exists() and p.read_text().strip() for p in (escaped_pid, stubborn_pid)):
+        assert time.monotonic() < deadline, "the node's processes did not start"
         time.sleep(0.05)
-    escaped = int(escaped_pid.read_text())
-    assert os.getpgid(escaped) != os.getpgid(node.proc.pid)  # out of reach of a signal to the node's group
-    tree = _descendants(node.proc.pid)
-    assert escaped in tree and len(tree) >= 2
+    escaped, stubborn = int(escaped_pid.read_text()), int(stubborn_pid.read_text())
+    for pid in (escaped, stubborn):
+        assert os.getpgid(pid) != os.getpgid(node.proc.pid)  # out of reach of a signal to the node's group
+    tree = [pid for pid, _ in _descendants(node.proc.pid)]
+    assert {escaped, stubborn} <= set(tree)
 
-    getattr(node, stop)() if stop == "kill" else node.stop(grace_s=2)
+    if stop == "kill":
+        node.kill()
+    else:
+        node.stop(grace_s=2)
 
     deadline = time.monotonic() + 5
     while any(_alive(pid) for pid in tree) and time.monotonic() < deadline:
