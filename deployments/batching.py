@@ -34,7 +34,7 @@ def _in_replica() -> bool:
         return False
 
 
-def _isolating(fn: BatchFn[S, T, R]) -> Callable[[S, list[T]], Awaitable[list[R | ItemFailed]]]:
+def isolating(fn: BatchFn[S, T, R]) -> Callable[[S, list[T]], Awaitable[list[R | ItemFailed]]]:
     """``fn`` as a method whose batch fails item by item (``contracts.batching.run_isolated``)."""
 
     async def run(owner: S, items: list[T]) -> list[R | ItemFailed]:
@@ -54,7 +54,7 @@ def batched(
     their own item's result (or their own item's exception: one item never fails the others)."""
 
     def deco(fn: BatchFn[S, T, R]) -> Callable[[S, T], Awaitable[R]]:
-        isolated = _isolating(fn)
+        isolated = isolating(fn)
         # serve.batch's annotations describe plain functions only; on a method it works the same at run time
         serve_batch: Any = serve.batch(max_batch_size=max_batch_size, batch_wait_timeout_s=batch_wait_timeout_s)
         served = serve_batch(isolated)

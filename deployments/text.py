@@ -15,6 +15,7 @@ requests before they get here (``serve_app/services/text.py``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from cluster.metrics import model_timer
 from contracts import languages
-from contracts.batching import ItemFailed, MicroBatcher, run_isolated, unwrap
+from contracts.batching import ItemFailed, MicroBatcher, unwrap
 from contracts.capabilities import CapabilityInfo, LanguageSupport
 from contracts.embeddings import EmbeddingsClient, EmbeddingSource, Vectors
 from contracts.text import (
@@ -38,7 +39,7 @@ from contracts.text import (
     SentimentScore,
     TextInput,
 )
-from deployments.batching import batched
+from deployments.batching import batched, isolating
 from deployments.common import configure_replica_logging, load_settings
 from deployments.embeddings import LocalEmbeddings
 from engines.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, EmbeddingCache, intent_probabilities
@@ -79,21 +80,15 @@ class TextAnalysis:
         # 1.6 in passes of 8 and 1.3 in passes of 16 (docs/performance.md, fourth round).
         # (a pass never splits a group the ingress was configured to send whole)
         pass_max = max(REPLICA_PASS_MAX, self.settings.text.ingress_batch_max)
+        # each pass fails item by item (``deployments.batching.isolating``, as ``@batched`` methods do)
         self.passes: dict[str, MicroBatcher[Any, Any]] = {
-            "entities": MicroBatcher(self._isolated(self._entities_run), pass_max),
-            "sentiment": MicroBatcher(self._isolated(self._sentiment_run), pass_max),
-            "classify": MicroBatcher(self._isolated(self._classify_run), pass_max),
+            kind: MicroBatcher(functools.partial(isolating(run), self), pass_max)
+            for kind, run in (
+                ("entities", TextAnalysis._entities_run),
+                ("sentiment", TextAnalysis._sentiment_run),
+                ("classify", TextAnalysis._classify_run),
+            )
         }
-
-    @staticmethod
-    def _isolated(run: Any) -> Any:
-        """``run`` over a pass, each item failing alone (``contracts.batching.run_isolated``)."""
-
-        async def isolated(items: list[Any]) -> list[Any]:
-            return await run_isolated(run, items)
-
-        isolated.__name__ = run.__name__
-        return isolated
 
     # --- lifecycle -----------------------------------------------------------------------------------------
 

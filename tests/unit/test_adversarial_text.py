@@ -248,14 +248,14 @@ def test_one_bad_item_fails_only_its_own_caller():
 def test_isolation_also_covers_serve_batch_results():
     """Inside a replica ``serve.batch`` hands out the isolating function's results: failures travel as values."""
     from contracts.batching import ItemFailed, unwrap
-    from deployments.batching import _isolating
+    from deployments.batching import isolating
 
     async def fn(_owner: object, items: list[int]) -> list[int]:
         if any(i < 0 for i in items):
             raise ValueError("negative")
         return [i * 10 for i in items]
 
-    out = asyncio.run(_isolating(fn)(None, [1, -1, 2]))
+    out = asyncio.run(isolating(fn)(None, [1, -1, 2]))
     assert out[0] == 10 and out[2] == 20 and isinstance(out[1], ItemFailed)
     with pytest.raises(ValueError):
         unwrap(out[1])
