@@ -2,8 +2,10 @@
 
 Files travel by path: the ingress saves uploads under ``<data_dir>/uploads`` on a disk every replica shares (one
 machine, or a shared volume on a cluster), so audio is never pickled through Ray. Work runs in worker threads;
-CTranslate2 decodes one batch at a time per model, so concurrent requests queue inside the model rather than
-multiplying memory.
+a model runs ``whisper.parallel_decodes`` decodes at once (one per core on CPU) and queues the rest, so memory
+grows with the cores, not with the requests. Once the replica has been idle for
+``IDLE_TRIM_SECONDS``, the decoders' freed buffers go back to the OS (about 100 MB after two concurrent
+transcriptions; docs/performance.md, idle memory).
 
 ``user_config`` (Serve) / :meth:`reconfigure`: ``{"model": ..., "language_models": {...}}`` swaps the default
 Whisper model and the per-language map without a restart (the new pipeline is loaded before it is swapped in).
@@ -23,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from cluster.memory import IdleTrim
 from cluster.metrics import model_timer
 from cluster.transfer import materialise
 from contracts.capabilities import CapabilityInfo
@@ -48,6 +51,7 @@ _NOTE = (
 
 
 BATCHING_THREADS = 32  # at least the deployment's max_ongoing_requests (16 by default, serve.yaml)
+IDLE_TRIM_SECONDS = 2.0  # longer than the pause between a live stream's steps
 
 
 class Transcription:
@@ -61,9 +65,10 @@ class Transcription:
         self._reload = asyncio.Lock()
         # Batching: a thread per request the replica admits, so requests wait in the batcher, where their windows
         # can share a batch, not in front of a thread pool. Without it, asyncio's default size (cores + 4): every
-        # running request holds its decoded audio, and the model decodes one window at a time anyway.
+        # running request holds its decoded audio, and the model decodes at most parallel_decodes at once anyway.
         threads = BATCHING_THREADS if self.pipeline.recognizer.batching else min(32, (os.cpu_count() or 1) + 4)
         self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="transcribe")
+        self._idle = IdleTrim(IDLE_TRIM_SECONDS)
 
     def _pipeline(self, whisper: WhisperSettings) -> TranscriptionPipeline:
         return get_pipeline(whisper, self.settings.transcription, self.settings.data_dir)
@@ -116,7 +121,8 @@ class Transcription:
     async def transcribe(self, request: TranscribeRequest) -> TranscriptionResult:
         """What transcribing the request's audio produced; ``translate`` adds an English ``translation``
         (or a warning when no translation model is installed)."""
-        result = await asyncio.get_running_loop().run_in_executor(self._threads, self._transcribe_file, request)
+        with self._idle.busy():
+            result = await asyncio.get_running_loop().run_in_executor(self._threads, self._transcribe_file, request)
         if request.translate:
             await self._translate(result)
         return result
@@ -148,7 +154,8 @@ class Transcription:
             offset=request.offset,
             commit_before=request.commit_before,
         )
-        return await asyncio.get_running_loop().run_in_executor(self._threads, step)
+        with self._idle.busy():
+            return await asyncio.get_running_loop().run_in_executor(self._threads, step)
 
     async def _translate(self, result: TranscriptionResult) -> None:
         text, language, warnings = result.text, result.language_code, result.warnings

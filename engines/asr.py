@@ -124,7 +124,8 @@ class Detection:
 
 
 class SpeechRecognizer:
-    """Whisper models by language; thread-safe (CTranslate2 serialises decoding inside one model)."""
+    """Whisper models by language; thread-safe (a model runs ``parallel_decodes`` decodes at once, each on
+    ``cpu_threads`` threads, and queues the rest)."""
 
     def __init__(
         self,
@@ -135,6 +136,7 @@ class SpeechRecognizer:
         device: str = "cpu",
         compute_type: str = "int8",
         cpu_threads: int = 0,
+        parallel_decodes: int = 1,  # decodes of one model at once (CTranslate2 workers sharing its weights)
         beam_size: int = 5,
         temperature_fallback: bool = False,
         seed: int = 1234,
@@ -148,6 +150,7 @@ class SpeechRecognizer:
         self.device = device
         self.compute_type = compute_type
         self.cpu_threads = cpu_threads or (os.cpu_count() or 1)
+        self.parallel_decodes = max(1, parallel_decodes)
         self.beam_size = beam_size
         # The fallback samples; off by default so the same audio always gives the same transcript.
         self.temperatures = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0) if temperature_fallback else (0.0,)
@@ -243,6 +246,7 @@ class SpeechRecognizer:
                 device=self.device,
                 compute_type=self.compute_type,
                 cpu_threads=self.cpu_threads,
+                num_workers=self.parallel_decodes,
                 download_root=str(self.download_root) if self.download_root else None,
                 local_files_only=True,  # never download weights at run time
             )

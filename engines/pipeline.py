@@ -29,6 +29,7 @@ Translation of the transcript is not done here: the Transcription deployment ask
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -406,34 +407,54 @@ class TranscriptionPipeline:
 GPU_BATCH_SIZE = 8
 
 
+def _on_gpu(device: str) -> bool:
+    if device == "auto":
+        import ctranslate2
+
+        return ctranslate2.get_cuda_device_count() > 0
+    return device == "cuda"
+
+
 def batch_size(setting: int, device: str) -> int:
     """``whisper.batch_size``, with 0 resolved: batches on a GPU, where they pay; one window at a time on CPU."""
     if setting:
         return setting
-    if device == "cuda":
-        return GPU_BATCH_SIZE
-    if device == "auto":
-        import ctranslate2
+    return GPU_BATCH_SIZE if _on_gpu(device) else 1
 
-        return GPU_BATCH_SIZE if ctranslate2.get_cuda_device_count() > 0 else 1
-    return 1
+
+MAX_AUTO_PARALLEL_DECODES = 8  # a decode holds its window's activations: bounded on a node with many cores
+
+
+def decode_layout(whisper: WhisperSettings, batch: int, cores: int | None = None) -> tuple[int, int]:
+    """``(parallel decodes, threads per decode)`` for ``whisper.parallel_decodes`` and ``whisper.cpu_threads``,
+    0 resolved. Batches (``batch`` > 1) or a GPU: one decode at a time on every core. On CPU otherwise, one decode
+    per core on one thread each: a lone decode barely uses a second core, while side by side each has its own."""
+    cores = cores or os.cpu_count() or 1
+    alone_on_cpu = batch <= 1 and not _on_gpu(whisper.device)
+    automatic = min(cores, MAX_AUTO_PARALLEL_DECODES) if alone_on_cpu else 1
+    decodes = whisper.parallel_decodes or automatic
+    threads = whisper.cpu_threads or (1 if decodes > 1 else cores)
+    return decodes, threads
 
 
 def build_recognizer(whisper: WhisperSettings, data_dir: Path) -> SpeechRecognizer:
     from engines.whisper_weights import ensure_whisper_base
 
     model = whisper.model or ensure_whisper_base(data_dir)
+    batch = batch_size(whisper.batch_size, whisper.device)
+    decodes, threads = decode_layout(whisper, batch)
     return SpeechRecognizer(
         model,
         whisper.language_models,
         default_model_name=whisper.model or BASE_MODEL_NAME,
         device=whisper.device,
         compute_type=whisper.compute_type,
-        cpu_threads=whisper.cpu_threads,
+        cpu_threads=threads,
+        parallel_decodes=decodes,
         beam_size=whisper.beam_size,
         temperature_fallback=whisper.temperature_fallback,
         seed=whisper.seed,
-        batch_size=batch_size(whisper.batch_size, whisper.device),
+        batch_size=batch,
         batch_wait_s=whisper.batch_wait_ms / 1000,
     )
 

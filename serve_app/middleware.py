@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import gc
 import json
 import re
 import time
 import uuid
 from contextvars import ContextVar
-from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cluster.memory import release_freed_memory
 from cluster.metrics import record_request
 from cluster.request_context import serve_request_id
 
@@ -139,24 +136,6 @@ class BodyLimitMiddleware:
         finally:
             if refused or received > LARGE_BODY_BYTES:
                 release_freed_memory()  # what the app buffered goes back to the OS, not to the heap
-
-
-def release_freed_memory() -> None:
-    """Hand freed heap memory back to the OS (glibc ``malloc_trim``): a body buffered in small chunks and then
-    dropped would otherwise stay in the process's heap. A no-op where glibc is not there."""
-    global _libc
-    if _libc is None:
-        try:
-            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            _libc.malloc_trim.argtypes = [ctypes.c_size_t]
-        except (OSError, AttributeError):
-            _libc = False
-    if _libc:
-        gc.collect()
-        _libc.malloc_trim(0)
-
-
-_libc: Any = None
 
 
 async def _refuse(send: Send, detail: str) -> None:

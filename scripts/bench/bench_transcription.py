@@ -4,13 +4,17 @@ Every system transcribes the same set of files (espeak-ng English speech, severa
 file) with the same model files (Whisper base, CTranslate2 int8 on CPU) and the same decoding options (beam 5,
 word timestamps, Silero VAD), with 1 and with 8 concurrent clients. Printed per run: wall time, real-time factor
 (wall seconds per second of audio, aggregate: lower is better), files per minute, mean latency, and the ratio of
-each system's files/minute to bare faster-whisper's.
+each system's files/minute to bare faster-whisper's at the same concurrency and to bare faster-whisper's
+sequential (1 client) figure.
 
 Systems:
-  bare       faster_whisper.WhisperModel.transcribe in this process (threads for concurrency)
+  bare       faster_whisper.WhisperModel.transcribe in this process (threads for concurrency), its defaults: one
+             decode at a time on every core
+  bare-parallel  the same model with one CTranslate2 worker per core, one thread each: decodes side by side, the
+             layout the service uses on CPU (whisper.parallel_decodes), so service / bare-parallel is Serve's cost
   pipeline   engines.pipeline.TranscriptionPipeline in this process (our engine, no HTTP, no Ray)
   service    POST /api/v2alpha/transcribe/sync/file on a Ray Serve app started here (configs/serve.yaml), with
-             the default settings (on CPU each request decodes alone)
+             the default settings (on CPU: one decode per core side by side, each request's windows alone)
   service-batched  the same with KHULUMA_WHISPER_BATCH_SIZE=--batch-size (8): concurrent requests' 30 s windows
              are decoded in one batch (engines/asr_batching.py)
   fws        faster-whisper-server (PyPI) from .venv-fws on the same model directory, if installed there:
@@ -93,10 +97,10 @@ def run(name: str, fn: Callable[[Path], Any], files: list[tuple[Path, float]], c
     return row
 
 
-def bare_system(model_dir: Path, threads: int) -> Callable[[Path], Any]:
+def bare_system(model_dir: Path, threads: int, workers: int = 1) -> Callable[[Path], Any]:
     from faster_whisper import WhisperModel
 
-    model = WhisperModel(str(model_dir), device="cpu", compute_type="int8", cpu_threads=threads)
+    model = WhisperModel(str(model_dir), device="cpu", compute_type="int8", cpu_threads=threads, num_workers=workers)
 
     def transcribe(path: Path) -> str:
         segments, _ = model.transcribe(str(path), language=None, **DECODE)
@@ -234,7 +238,9 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=4, help="sentences per file (about 4 s each)")
     parser.add_argument("--clients", default="1,8")
     parser.add_argument(
-        "--skip", default="", help="comma list of systems to skip: bare,pipeline,service,service-batched,fws"
+        "--skip",
+        default="",
+        help="comma list of systems to skip: bare,bare-parallel,pipeline,service,service-batched,fws",
     )
     parser.add_argument("--batch-size", type=int, default=8, help="whisper.batch_size of service-batched")
     json_option(parser)
@@ -259,6 +265,7 @@ def main() -> None:
     try:
         systems: list[tuple[str, Callable[[], Any]]] = [
             ("bare", lambda: bare_system(model_dir, threads)),
+            ("bare-parallel", lambda: bare_system(model_dir, 1, workers=threads)),
             ("pipeline", lambda: pipeline_system(settings)),
             ("service", lambda: ServiceSystem(settings)),
             ("service-batched", lambda: ServiceSystem(settings.updated({"whisper": {"batch_size": args.batch_size}}))),
@@ -282,12 +289,16 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
     base = {r["clients"]: r["files_per_min"] for r in rows if r["system"] == "bare"}
-    print(f"\n{'system':15} {'clients':>7} {'wall s':>8} {'RTF':>7} {'files/min':>10} {'latency s':>10} {'vs bare':>8}")
+    sequential = base.get(1, float("nan"))
+    print(
+        f"\n{'system':15} {'clients':>7} {'wall s':>8} {'RTF':>7} {'files/min':>10} {'latency s':>10} {'vs bare':>8} "
+        f"{'vs bare sequential':>19}"
+    )
     for r in rows:
         ratio = r["files_per_min"] / base[r["clients"]] if r["clients"] in base else float("nan")
         print(
             f"{r['system']:15} {r['clients']:7d} {r['wall_s']:8.1f} {r['rtf']:7.3f} {r['files_per_min']:10.2f} "
-            f"{r['mean_latency_s']:10.2f} {ratio:8.2f}"
+            f"{r['mean_latency_s']:10.2f} {ratio:8.2f} {r['files_per_min'] / sequential:19.2f}"
         )
     write_json(args.json, {"rows": rows})
 

@@ -3,9 +3,14 @@
 The same 30 s windows (espeak-ng English, as in bench_transcription.py) are decoded by the recognizer's batched
 decoder (engines/asr_batching.py, faster-whisper's batched pipeline) with batches of 1, 4 and 8, each size
 ``--rounds`` times in turn so that the machine's other load falls on every size alike. Printed: seconds per
-round and throughput relative to batches of 1. ``--threads`` sets CTranslate2's threads (default: every core).
+round, CPU seconds per window (all threads), and throughput relative to batches of 1. ``--threads`` sets
+CTranslate2's threads (default: every core this process may run on).
 
     .venv/bin/python scripts/bench/bench_whisper_batch.py [--windows 8] [--rounds 3] [--threads 2]
+
+Fewer cores, to see how batching's gain moves with the cores a replica has (docs/speech.md):
+
+    taskset -c 0 .venv/bin/python scripts/bench/bench_whisper_batch.py --threads 1
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=8)
     parser.add_argument("--sentences", type=int, default=4, help="sentences per window (about 4 s each)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--sizes", default="1,4,8")
     json_option(parser)
     args = parser.parse_args()
@@ -57,20 +62,34 @@ def main() -> None:
 
     recognizer._decode_batch(key, np.stack(features[:1]), metadata[:1])  # warm-up
     times: dict[int, list[float]] = {size: [] for size in sizes}
+    cpu: dict[int, list[float]] = {size: [] for size in sizes}
     for _ in range(args.rounds):
         for size in sizes:
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             for i in range(0, len(features), size):
                 recognizer._decode_batch(key, np.stack(features[i : i + size]), metadata[i : i + size])
             times[size].append(time.perf_counter() - started)
-    print(f"{len(features)} windows, {args.threads} CTranslate2 threads, {args.rounds} rounds")
+            cpu[size].append(time.process_time() - cpu_started)
+    cores = len(os.sched_getaffinity(0))
+    print(f"{len(features)} windows, {args.threads} CTranslate2 threads on {cores} core(s), {args.rounds} rounds")
     base = statistics.median(times[sizes[0]])
     rows = []
     for size in sizes:
         median = statistics.median(times[size])
-        rows.append({"batch": size, "median_s": round(median, 2), "rounds_s": [round(t, 2) for t in times[size]]})
-        print(f"batch {size}: {median:.2f} s per round (rounds {rows[-1]['rounds_s']}); {base / median:.2f}x batch 1")
-    write_json(args.json, {"threads": args.threads, "rows": rows})
+        cpu_per_window = statistics.median(cpu[size]) / len(features)
+        rows.append(
+            {
+                "batch": size,
+                "median_s": round(median, 2),
+                "rounds_s": [round(t, 2) for t in times[size]],
+                "cpu_s_per_window": round(cpu_per_window, 3),
+            }
+        )
+        print(
+            f"batch {size}: {median:.2f} s per round (rounds {rows[-1]['rounds_s']}); {base / median:.2f}x batch 1; "
+            f"{cpu_per_window:.2f} CPU s per window"
+        )
+    write_json(args.json, {"threads": args.threads, "cores": cores, "rows": rows})
 
 
 if __name__ == "__main__":

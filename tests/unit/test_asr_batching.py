@@ -3,6 +3,7 @@ path on the real Whisper base model with concurrent callers (no Ray)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Hashable
@@ -180,3 +181,60 @@ def test_batch_size_zero_batches_on_a_gpu_only_and_a_set_size_wins(settings: Set
     # the sampling fallback is per window: with it on, windows are decoded alone whatever the batch size
     sampling = settings.whisper.model_copy(update={"batch_size": 4, "temperature_fallback": True})
     assert not build_recognizer(sampling, settings.data_dir).batching
+
+
+def test_decode_layout_runs_one_decode_per_core_on_cpu_without_batches() -> None:
+    from contracts.settings import WhisperSettings
+    from engines.pipeline import MAX_AUTO_PARALLEL_DECODES, decode_layout
+
+    cpu = WhisperSettings(device="cpu")
+    assert decode_layout(cpu, batch=1, cores=2) == (2, 1)  # (decodes at once, threads each)
+    assert decode_layout(cpu, batch=1, cores=64) == (MAX_AUTO_PARALLEL_DECODES, 1)
+    assert decode_layout(cpu, batch=8, cores=2) == (1, 2)  # batches: one at a time, on every core
+    assert decode_layout(WhisperSettings(device="cuda"), batch=1, cores=16) == (1, 16)
+    assert decode_layout(cpu.model_copy(update={"parallel_decodes": 3}), batch=1, cores=2) == (3, 1)
+    assert decode_layout(cpu.model_copy(update={"cpu_threads": 2}), batch=1, cores=4) == (4, 2)
+    assert decode_layout(cpu.model_copy(update={"parallel_decodes": 1}), batch=1, cores=4) == (1, 4)
+
+
+@pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
+def test_concurrent_transcriptions_decode_side_by_side_with_the_same_words(settings: Settings, tmp_path: Path) -> None:
+    """The default on this CPU machine: a model with a CTranslate2 worker per core (they run side by side; the
+    gain is measured in scripts/bench/bench_transcription.py), and callers that reach it together each get
+    exactly the transcript a model decoding one at a time gives the same audio."""
+    from engines.pipeline import build_recognizer
+
+    side_by_side = build_recognizer(settings.whisper, settings.data_dir)
+    one_at_a_time = build_recognizer(settings.whisper.model_copy(update={"parallel_decodes": 1}), settings.data_dir)
+    audios = [speech_16k(" ".join(SENTENCES[i : i + 2]), tmp_path, f"p{i}") for i in (0, 2)]
+    route = side_by_side.route("eng")
+    cores = os.cpu_count() or 1
+    assert side_by_side.model(route.model_key).model.num_workers == min(cores, 8)
+    assert side_by_side.cpu_threads == (1 if cores > 1 else cores)
+    assert one_at_a_time.model(route.model_key).model.num_workers == 1 and one_at_a_time.cpu_threads == cores
+    start = threading.Barrier(len(audios))
+
+    def words(
+        recognizer: SpeechRecognizer, audio: np.ndarray, together: bool = False
+    ) -> list[tuple[str, float, float]]:
+        chunks = recognizer.speech_chunks(audio)
+        if together:
+            start.wait()  # both callers reach the model at the same moment
+        return [(w.word, w.start, w.end) for s in recognizer.transcribe(audio, route, chunks) for w in s.words]
+
+    with ThreadPoolExecutor(len(audios)) as pool:
+        together = list(pool.map(lambda audio: words(side_by_side, audio, together=True), audios))
+    assert all(together)
+    assert together == [words(one_at_a_time, audio) for audio in audios]
+
+
+def test_batch_tasks_decode_one_file_at_a_time_on_their_share_of_the_cores(settings: Settings) -> None:
+    from cluster.batch import BatchCoordinator
+    from persistence.session import Database
+
+    tasks = settings.updated({"batch": {"max_parallel": 1}})
+    task = Settings.from_bound(BatchCoordinator(tasks, Database(settings.db_url), use_ray=False).task_settings)
+    assert task.whisper.parallel_decodes == 1 and task.whisper.cpu_threads == (os.cpu_count() or 1)
+    chosen = tasks.updated({"whisper": {"parallel_decodes": 3}})
+    kept = Settings.from_bound(BatchCoordinator(chosen, Database(settings.db_url), use_ray=False).task_settings)
+    assert kept.whisper.parallel_decodes == 3  # an operator's setting is kept
