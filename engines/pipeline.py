@@ -428,12 +428,15 @@ MAX_AUTO_PARALLEL_DECODES = 8  # a decode holds its window's activations: bounde
 def decode_layout(whisper: WhisperSettings, batch: int, cores: int | None = None) -> tuple[int, int]:
     """``(parallel decodes, threads per decode)`` for ``whisper.parallel_decodes`` and ``whisper.cpu_threads``,
     0 resolved. Batches (``batch`` > 1) or a GPU: one decode at a time on every core. On CPU otherwise, one decode
-    per core on one thread each: a lone decode barely uses a second core, while side by side each has its own."""
+    per core, each on twice its share of the cores: a lone decode still uses the cores the others would, and
+    when all run the cores are shared two threads each. On 2 cores (2 decodes of 2 threads) a lone request kept
+    the speed of one decode on both cores (1.06x), and 8 concurrent ones got 1.41x, against 1.54x with one thread
+    per decode, which cost a lone request 12% (scripts/bench/bench_whisper_layout.py, docs/speech.md)."""
     cores = cores or os.cpu_count() or 1
     alone_on_cpu = batch <= 1 and not _on_gpu(whisper.device)
     automatic = min(cores, MAX_AUTO_PARALLEL_DECODES) if alone_on_cpu else 1
     decodes = whisper.parallel_decodes or automatic
-    threads = whisper.cpu_threads or (1 if decodes > 1 else cores)
+    threads = whisper.cpu_threads or min(cores, 2 * max(1, cores // decodes))
     return decodes, threads
 
 

@@ -10,11 +10,12 @@ sequential (1 client) figure.
 Systems:
   bare       faster_whisper.WhisperModel.transcribe in this process (threads for concurrency), its defaults: one
              decode at a time on every core
-  bare-parallel  the same model with one CTranslate2 worker per core, one thread each: decodes side by side, the
-             layout the service uses on CPU (whisper.parallel_decodes), so service / bare-parallel is Serve's cost
+  bare-parallel  the same model with the service's decode layout on CPU (engines.pipeline.decode_layout: one
+             CTranslate2 worker per core, decodes side by side), so service / bare-parallel is what Serve and the
+             service add
   pipeline   engines.pipeline.TranscriptionPipeline in this process (our engine, no HTTP, no Ray)
   service    POST /api/v2alpha/transcribe/sync/file on a Ray Serve app started here (configs/serve.yaml), with
-             the default settings (on CPU: one decode per core side by side, each request's windows alone)
+             the default settings (on CPU: decodes side by side, each request's windows alone)
   service-batched  the same with KHULUMA_WHISPER_BATCH_SIZE=--batch-size (8): concurrent requests' 30 s windows
              are decoded in one batch (engines/asr_batching.py)
   fws        faster-whisper-server (PyPI) from .venv-fws on the same model directory, if installed there:
@@ -249,6 +250,7 @@ def main() -> None:
     clients = [int(c) for c in args.clients.split(",")]
 
     from contracts.settings import Settings
+    from engines.pipeline import decode_layout
     from engines.whisper_weights import ensure_whisper_base
 
     workdir = Path(tempfile.mkdtemp(prefix="khuluma-bench-asr-"))
@@ -261,11 +263,12 @@ def main() -> None:
         f"decoding {DECODE}",
         flush=True,
     )
+    layout = decode_layout(settings.whisper, 1)  # (decodes side by side, threads each), as the service on CPU
     rows: list[dict[str, Any]] = []
     try:
         systems: list[tuple[str, Callable[[], Any]]] = [
             ("bare", lambda: bare_system(model_dir, threads)),
-            ("bare-parallel", lambda: bare_system(model_dir, 1, workers=threads)),
+            ("bare-parallel", lambda: bare_system(model_dir, layout[1], workers=layout[0])),
             ("pipeline", lambda: pipeline_system(settings)),
             ("service", lambda: ServiceSystem(settings)),
             ("service-batched", lambda: ServiceSystem(settings.updated({"whisper": {"batch_size": args.batch_size}}))),

@@ -86,7 +86,7 @@ def _speech(d: dict[str, Any]) -> list[Row]:
             # at the same concurrency; bare-parallel is the service's own decode layout without Serve
             for other, other_clients, label, goal in (
                 ("bare", 1, "bare faster-whisper, sequential", "≥ 1.3x"),
-                ("bare-parallel", clients, "bare faster-whisper, one decode per core", ""),
+                ("bare-parallel", clients, "bare faster-whisper, the service's decode layout", ""),
                 ("fws", clients, "faster-whisper-server", "≥ 1.2x"),
             ):
                 if service and fpm.get((other, other_clients)):

@@ -188,11 +188,13 @@ def test_decode_layout_runs_one_decode_per_core_on_cpu_without_batches() -> None
     from engines.pipeline import MAX_AUTO_PARALLEL_DECODES, decode_layout
 
     cpu = WhisperSettings(device="cpu")
-    assert decode_layout(cpu, batch=1, cores=2) == (2, 1)  # (decodes at once, threads each)
-    assert decode_layout(cpu, batch=1, cores=64) == (MAX_AUTO_PARALLEL_DECODES, 1)
+    assert decode_layout(cpu, batch=1, cores=2) == (2, 2)  # (decodes at once, threads each)
+    assert decode_layout(cpu, batch=1, cores=64) == (MAX_AUTO_PARALLEL_DECODES, 16)  # 2x the cores when all run
+    assert decode_layout(cpu, batch=1, cores=1) == (1, 1)
     assert decode_layout(cpu, batch=8, cores=2) == (1, 2)  # batches: one at a time, on every core
     assert decode_layout(WhisperSettings(device="cuda"), batch=1, cores=16) == (1, 16)
-    assert decode_layout(cpu.model_copy(update={"parallel_decodes": 3}), batch=1, cores=2) == (3, 1)
+    assert decode_layout(cpu.model_copy(update={"parallel_decodes": 3}), batch=1, cores=2) == (3, 2)
+    assert decode_layout(cpu.model_copy(update={"parallel_decodes": 4}), batch=1, cores=16) == (4, 8)
     assert decode_layout(cpu.model_copy(update={"cpu_threads": 2}), batch=1, cores=4) == (4, 2)
     assert decode_layout(cpu.model_copy(update={"parallel_decodes": 1}), batch=1, cores=4) == (1, 4)
 
@@ -210,7 +212,7 @@ def test_concurrent_transcriptions_decode_side_by_side_with_the_same_words(setti
     route = side_by_side.route("eng")
     cores = os.cpu_count() or 1
     assert side_by_side.model(route.model_key).model.num_workers == min(cores, 8)
-    assert side_by_side.cpu_threads == (1 if cores > 1 else cores)
+    assert side_by_side.cpu_threads == min(cores, 2 * max(1, cores // min(cores, 8)))
     assert one_at_a_time.model(route.model_key).model.num_workers == 1 and one_at_a_time.cpu_threads == cores
     start = threading.Barrier(len(audios))
 
