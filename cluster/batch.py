@@ -181,19 +181,18 @@ class BatchCoordinator:
         self._running: dict[str, threading.Thread] = {}
 
     def _task_settings(self) -> dict[str, Any]:
-        """What the tasks are handed (no secrets). ``whisper.cpu_threads`` 0 (all cores) would make every file of
-        a batch fight for every core: a task then uses ``batch.task_cpus`` threads when that is >= 1, else its
-        share of this machine's cores among the files transcribed at once. A task decodes one file at a time, so
-        ``whisper.parallel_decodes`` 0 is 1 there."""
+        """What the tasks are handed (no secrets). A task decodes one file at a time: one decode
+        (``whisper.parallel_decodes`` is the Transcription replicas'), on ``batch.task_cpus`` threads when that is
+        >= 1 (the CPUs Ray reserves for it), else on ``whisper.cpu_threads``, else on its share of this machine's
+        cores among the files transcribed at once (every core for every file would make them fight)."""
         settings = self.settings
-        if settings.whisper.cpu_threads == 0:
-            if settings.batch.task_cpus >= 1:
-                threads = int(settings.batch.task_cpus)
-            else:
-                threads = (os.cpu_count() or 1) // self.max_parallel()
-            settings = settings.updated({"whisper": {"cpu_threads": max(1, threads)}})
-        if settings.whisper.parallel_decodes == 0:
-            settings = settings.updated({"whisper": {"parallel_decodes": 1}})
+        if settings.batch.task_cpus >= 1:
+            threads = int(settings.batch.task_cpus)
+        elif settings.whisper.cpu_threads:
+            threads = settings.whisper.cpu_threads
+        else:
+            threads = (os.cpu_count() or 1) // self.max_parallel()
+        settings = settings.updated({"whisper": {"cpu_threads": max(1, threads), "parallel_decodes": 1}})
         return settings.for_replica(TASK_SECTIONS)
 
     # -- public ------------------------------------------------------------------------------------------------

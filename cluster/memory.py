@@ -12,8 +12,11 @@ import contextlib
 import ctypes
 import ctypes.util
 import gc
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _libc: Any = None
 
@@ -33,33 +36,46 @@ def release_freed_memory() -> None:
 
 
 class IdleTrim:
-    """Releases freed memory once the work marked with :meth:`busy` has stopped for ``after_s`` seconds.
+    """Releases freed memory once the work it runs has stopped for ``after_s`` seconds.
 
-    Only when idle, so a trim (tens of milliseconds on a large heap) never runs between back-to-back requests,
-    and in a worker thread, so the event loop keeps serving. Use it from one event loop."""
+    Work counts as busy until its thread is done, even when its caller gives up (cancelling an awaited executor
+    future does not stop the thread). A trim runs only when idle, never between back-to-back requests, and off
+    the event loop's thread (its ``gc.collect`` still holds the GIL for a moment). Use it from one event loop."""
 
-    def __init__(self, after_s: float = 2.0, release: Callable[[], None] = release_freed_memory) -> None:
+    def __init__(self, after_s: float, release: Callable[[], None] = release_freed_memory) -> None:
         self.after_s = after_s
         self._release = release
         self._busy = 0
         self._pending: asyncio.TimerHandle | None = None
         self.trims = 0
 
-    @contextlib.contextmanager
-    def busy(self) -> Iterator[None]:
+    def run(self, executor: Executor, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """``fn(*args)`` on ``executor``, as ``loop.run_in_executor`` runs it."""
+        loop = asyncio.get_running_loop()
         self._busy += 1
         if self._pending is not None:
             self._pending.cancel()
             self._pending = None
-        try:
-            yield
-        finally:
-            self._busy -= 1
-            if self._busy == 0:
-                self._pending = asyncio.get_running_loop().call_later(self.after_s, self._start)
+        submitted = executor.submit(fn, *args)
+        submitted.add_done_callback(lambda _: self._finished(loop))
+        return asyncio.wrap_future(submitted, loop=loop)
 
-    def _start(self) -> None:
-        self._pending = None
+    def _finished(self, loop: asyncio.AbstractEventLoop) -> None:  # on the worker thread
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the replica is going away
+            loop.call_soon_threadsafe(self._idle_after_work, loop)
+
+    def _idle_after_work(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._busy -= 1
         if self._busy == 0:
-            self.trims += 1
-            asyncio.get_running_loop().run_in_executor(None, self._release)
+            self._pending = loop.call_later(self.after_s, self._start, loop)
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._pending = None
+        if self._busy:
+            return
+        try:
+            trim = loop.run_in_executor(None, self._release)
+        except RuntimeError:  # the loop's executor is shutting down with the replica: nothing left to trim for
+            return
+        self.trims += 1
+        trim.add_done_callback(lambda done: done.cancelled() or done.exception())  # a failed trim changes nothing

@@ -267,8 +267,9 @@ class WhisperSettings(BaseModel):
     cpu_threads: int = Field(
         default=0,
         ge=0,
-        description="CPU threads per Whisper decode. 0: every core for one decode at a time; with decodes side "
-        "by side (`parallel_decodes` above 1), twice each one's share of the cores (2 each on 2 cores).",
+        description="CPU threads per Whisper decode. 0: every core when one decode runs at a time; when several run "
+        "side by side (`parallel_decodes` resolved above 1, the default on CPU), twice each one's share of the "
+        "cores, at most every core (2 each on 2 cores).",
     )
     parallel_decodes: int = Field(
         default=0,
@@ -276,9 +277,9 @@ class WhisperSettings(BaseModel):
         le=64,
         description="Decodes of one Whisper model that run at the same time (CTranslate2 workers; they share the "
         "weights). 0: automatic, one per core of the machine (at most 8) on CPU without batching, else 1. One "
-        "decode cannot keep two cores busy: on 2 cores, 2 decodes of 2 threads took 8 concurrent transcriptions "
-        "from 56 to 79 files/min and left a lone one as fast (docs/speech.md). On a large node, set it (and "
-        "`cpu_threads`) from the Transcription replica's CPUs.",
+        "decode cannot keep two cores busy: on 2 cores, bare faster-whisper with 2 decodes of 2 threads made 79 "
+        "files/min with 8 concurrent transcriptions instead of 56, and a lone one as fast (docs/speech.md). On a "
+        "large node, set it (and `cpu_threads`) from the Transcription replica's CPUs.",
     )
     beam_size: int = Field(default=5, ge=1, description="Beam size for Whisper decoding (1: greedy).")
     temperature_fallback: bool = Field(

@@ -4,8 +4,8 @@ Files travel by path: the ingress saves uploads under ``<data_dir>/uploads`` on 
 machine, or a shared volume on a cluster), so audio is never pickled through Ray. Work runs in worker threads;
 a model runs ``whisper.parallel_decodes`` decodes at once (one per core on CPU) and queues the rest, so memory
 grows with the cores, not with the requests. Once the replica has been idle for
-``IDLE_TRIM_SECONDS``, the decoders' freed buffers go back to the OS (about 100 MB after two concurrent
-transcriptions; docs/performance.md, idle memory).
+``IDLE_TRIM_SECONDS``, the decoders' freed buffers go back to the OS (about 70 MB after one transcription;
+docs/performance.md, idle memory).
 
 ``user_config`` (Serve) / :meth:`reconfigure`: ``{"model": ..., "language_models": {...}}`` swaps the default
 Whisper model and the per-language map without a restart (the new pipeline is loaded before it is swapped in).
@@ -51,7 +51,7 @@ _NOTE = (
 
 
 BATCHING_THREADS = 32  # at least the deployment's max_ongoing_requests (16 by default, serve.yaml)
-IDLE_TRIM_SECONDS = 2.0  # longer than the pause between a live stream's steps
+IDLE_TRIM_SECONDS = 5.0  # well past the pause between a live stream's steps (one every 2 s of audio)
 
 
 class Transcription:
@@ -121,8 +121,7 @@ class Transcription:
     async def transcribe(self, request: TranscribeRequest) -> TranscriptionResult:
         """What transcribing the request's audio produced; ``translate`` adds an English ``translation``
         (or a warning when no translation model is installed)."""
-        with self._idle.busy():
-            result = await asyncio.get_running_loop().run_in_executor(self._threads, self._transcribe_file, request)
+        result = await self._idle.run(self._threads, self._transcribe_file, request)
         if request.translate:
             await self._translate(result)
         return result
@@ -154,8 +153,7 @@ class Transcription:
             offset=request.offset,
             commit_before=request.commit_before,
         )
-        with self._idle.busy():
-            return await asyncio.get_running_loop().run_in_executor(self._threads, step)
+        return await self._idle.run(self._threads, step)
 
     async def _translate(self, result: TranscriptionResult) -> None:
         text, language, warnings = result.text, result.language_code, result.warnings

@@ -4,8 +4,9 @@ decoded together, one encoder and one beam search over a batch instead of one ca
 Each caller hands in the 30-second windows of its speech (log-mel features and their place in the packed speech)
 and blocks until they are decoded. One decoder thread gathers what is waiting: it waits up to ``wait_s`` for a
 batch to fill to ``batch_size`` windows of the first caller's key, decodes, and hands every caller its own
-results. CTranslate2 decodes one batch at a time per model anyway, so one thread loses no parallelism; on a
-machine with more cores (or a GPU) a batch of 8 costs far less than 8 calls.
+results, one batch at a time (with batching on, a model's decodes do not run side by side: see
+``engines.pipeline.decode_layout``); on a GPU, or where the decoder has spare cores, a batch of 8 costs far less
+than 8 calls.
 """
 
 from __future__ import annotations

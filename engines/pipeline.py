@@ -425,6 +425,14 @@ def batch_size(setting: int, device: str) -> int:
 MAX_AUTO_PARALLEL_DECODES = 8  # a decode holds its window's activations: bounded on a node with many cores
 
 
+def _usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def decode_layout(whisper: WhisperSettings, batch: int, cores: int | None = None) -> tuple[int, int]:
     """``(parallel decodes, threads per decode)`` for ``whisper.parallel_decodes`` and ``whisper.cpu_threads``,
     0 resolved. Batches (``batch`` > 1) or a GPU: one decode at a time on every core. On CPU otherwise, one decode
@@ -432,7 +440,7 @@ def decode_layout(whisper: WhisperSettings, batch: int, cores: int | None = None
     when all run the cores are shared two threads each. On 2 cores (2 decodes of 2 threads) a lone request kept
     the speed of one decode on both cores (1.06x), and 8 concurrent ones got 1.41x, against 1.54x with one thread
     per decode, which cost a lone request 12% (scripts/bench/bench_whisper_layout.py, docs/speech.md)."""
-    cores = cores or os.cpu_count() or 1
+    cores = cores or _usable_cores()
     alone_on_cpu = batch <= 1 and not _on_gpu(whisper.device)
     automatic = min(cores, MAX_AUTO_PARALLEL_DECODES) if alone_on_cpu else 1
     decodes = whisper.parallel_decodes or automatic
@@ -445,7 +453,8 @@ def build_recognizer(whisper: WhisperSettings, data_dir: Path) -> SpeechRecogniz
 
     model = whisper.model or ensure_whisper_base(data_dir)
     batch = batch_size(whisper.batch_size, whisper.device)
-    decodes, threads = decode_layout(whisper, batch)
+    # the sampling fallback decodes every window alone, whatever the batch size (engines/asr.py)
+    decodes, threads = decode_layout(whisper, 1 if whisper.temperature_fallback else batch)
     return SpeechRecognizer(
         model,
         whisper.language_models,

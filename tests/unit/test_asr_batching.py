@@ -167,7 +167,7 @@ def test_concurrent_transcriptions_are_decoded_in_one_batch_with_their_own_words
 
 
 def test_batch_size_zero_batches_on_a_gpu_only_and_a_set_size_wins(settings: Settings) -> None:
-    from engines.pipeline import GPU_BATCH_SIZE, batch_size, build_recognizer
+    from engines.pipeline import GPU_BATCH_SIZE, batch_size, build_recognizer, decode_layout
 
     assert batch_size(0, "cpu") == 1 and batch_size(0, "cuda") == GPU_BATCH_SIZE
     assert batch_size(4, "cpu") == 4 and batch_size(1, "cuda") == 1
@@ -180,7 +180,10 @@ def test_batch_size_zero_batches_on_a_gpu_only_and_a_set_size_wins(settings: Set
         batched.close()
     # the sampling fallback is per window: with it on, windows are decoded alone whatever the batch size
     sampling = settings.whisper.model_copy(update={"batch_size": 4, "temperature_fallback": True})
-    assert not build_recognizer(sampling, settings.data_dir).batching
+    sampled = build_recognizer(sampling, settings.data_dir)
+    assert not sampled.batching
+    # so its decodes run side by side as without a batch size
+    assert sampled.parallel_decodes == decode_layout(settings.whisper, 1)[0]
 
 
 def test_decode_layout_runs_one_decode_per_core_on_cpu_without_batches() -> None:
@@ -201,20 +204,22 @@ def test_decode_layout_runs_one_decode_per_core_on_cpu_without_batches() -> None
 
 @pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
 def test_concurrent_transcriptions_decode_side_by_side_with_the_same_words(settings: Settings, tmp_path: Path) -> None:
-    """The default on this CPU machine: a model with a CTranslate2 worker per core (they run side by side; the
-    gain is measured in scripts/bench/bench_transcription.py), and callers that reach it together each get
-    exactly the transcript a model decoding one at a time gives the same audio."""
-    from engines.pipeline import build_recognizer
+    """Two decodes of one model side by side (CTranslate2 workers; the gain is measured in
+    scripts/bench/bench_transcription.py): callers that reach it together each get exactly the transcript that a
+    model decoding one at a time, on as many threads, gives the same audio. And the default layout is what loads."""
+    from engines.pipeline import build_recognizer, decode_layout
 
-    side_by_side = build_recognizer(settings.whisper, settings.data_dir)
-    one_at_a_time = build_recognizer(settings.whisper.model_copy(update={"parallel_decodes": 1}), settings.data_dir)
+    two = settings.whisper.model_copy(update={"parallel_decodes": 2, "cpu_threads": 2})
+    side_by_side = build_recognizer(two, settings.data_dir)
+    one_at_a_time = build_recognizer(two.model_copy(update={"parallel_decodes": 1}), settings.data_dir)
     audios = [speech_16k(" ".join(SENTENCES[i : i + 2]), tmp_path, f"p{i}") for i in (0, 2)]
     route = side_by_side.route("eng")
-    cores = os.cpu_count() or 1
-    assert side_by_side.model(route.model_key).model.num_workers == min(cores, 8)
-    assert side_by_side.cpu_threads == min(cores, 2 * max(1, cores // min(cores, 8)))
-    assert one_at_a_time.model(route.model_key).model.num_workers == 1 and one_at_a_time.cpu_threads == cores
-    start = threading.Barrier(len(audios))
+    assert side_by_side.model(route.model_key).model.num_workers == 2
+    assert one_at_a_time.model(route.model_key).model.num_workers == 1
+    default = build_recognizer(settings.whisper, settings.data_dir)
+    decodes, threads = decode_layout(settings.whisper, 1)
+    assert default.model(route.model_key).model.num_workers == decodes and default.cpu_threads == threads
+    start = threading.Barrier(len(audios), timeout=120)
 
     def words(
         recognizer: SpeechRecognizer, audio: np.ndarray, together: bool = False
@@ -234,9 +239,13 @@ def test_batch_tasks_decode_one_file_at_a_time_on_their_share_of_the_cores(setti
     from cluster.batch import BatchCoordinator
     from persistence.session import Database
 
-    tasks = settings.updated({"batch": {"max_parallel": 1}})
-    task = Settings.from_bound(BatchCoordinator(tasks, Database(settings.db_url), use_ray=False).task_settings)
-    assert task.whisper.parallel_decodes == 1 and task.whisper.cpu_threads == (os.cpu_count() or 1)
-    chosen = tasks.updated({"whisper": {"parallel_decodes": 3}})
-    kept = Settings.from_bound(BatchCoordinator(chosen, Database(settings.db_url), use_ray=False).task_settings)
-    assert kept.whisper.parallel_decodes == 3  # an operator's setting is kept
+    def task(changes: dict[str, Any]) -> Settings:
+        coordinator = BatchCoordinator(settings.updated(changes), Database(settings.db_url), use_ray=False)
+        return Settings.from_bound(coordinator.task_settings)
+
+    alone = task({"batch": {"max_parallel": 1}})
+    assert alone.whisper.parallel_decodes == 1 and alone.whisper.cpu_threads == (os.cpu_count() or 1)
+    # the Transcription replicas' layout (the cluster profile's) does not reach the tasks; their CPUs decide
+    cluster = task({"batch": {"task_cpus": 1}, "whisper": {"parallel_decodes": 2, "cpu_threads": 2}})
+    assert cluster.whisper.parallel_decodes == 1 and cluster.whisper.cpu_threads == 1
+    assert task({"whisper": {"cpu_threads": 3}}).whisper.cpu_threads == 3  # without task CPUs, the setting
