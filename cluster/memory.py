@@ -21,8 +21,8 @@ T = TypeVar("T")
 _libc: Any = None
 
 
-def release_freed_memory() -> None:
-    """Hand freed heap memory back to the OS. A no-op where glibc is not there."""
+def trim_heap() -> None:
+    """Hand the heap's free memory back to the OS (the GIL is released meanwhile). A no-op without glibc."""
     global _libc
     if _libc is None:
         try:
@@ -31,18 +31,27 @@ def release_freed_memory() -> None:
         except (OSError, AttributeError):
             _libc = False
     if _libc:
-        gc.collect()
         _libc.malloc_trim(0)
+
+
+def release_freed_memory() -> None:
+    """Collect unreachable Python objects, then :func:`trim_heap`. The collection holds the GIL: for the end of a
+    large request, not for a busy process's idle moments."""
+    gc.collect()
+    trim_heap()
 
 
 class IdleTrim:
     """Releases freed memory once the work it runs has stopped for ``after_s`` seconds.
 
     Work counts as busy until its thread is done, even when its caller gives up (cancelling an awaited executor
-    future does not stop the thread). A trim runs only when idle, never between back-to-back requests, and off
-    the event loop's thread (its ``gc.collect`` still holds the GIL for a moment). Use it from one event loop."""
+    future does not stop the thread). A trim runs only when idle, never between back-to-back requests, off the
+    event loop's thread, and without a garbage collection: what it returns (a decode's C++ buffers) was freed
+    when the work ended, and a full collection holds the GIL for as long as it takes in a large process (one
+    during a live stream's test, all in one process, is the likely cause of a stream once closed as idle). Use
+    it from one event loop."""
 
-    def __init__(self, after_s: float, release: Callable[[], None] = release_freed_memory) -> None:
+    def __init__(self, after_s: float, release: Callable[[], None] = trim_heap) -> None:
         self.after_s = after_s
         self._release = release
         self._busy = 0
