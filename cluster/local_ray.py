@@ -11,6 +11,7 @@ behaves and what proves that no code path hands a local file path to another nod
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -23,6 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+
+import psutil
 
 from cluster.ports import free_port
 
@@ -109,61 +112,31 @@ class RayNode:
                 pass
         self._signal(signal.SIGKILL, started)
 
-    def _descendants(self) -> list[tuple[int, str]]:
-        return _descendants(self.proc.pid) if self.proc is not None and self.proc.poll() is None else []
+    def _descendants(self) -> list[psutil.Process]:
+        """Every live process below the node, whatever its process group or session."""
+        if self.proc is None or self.proc.poll() is not None:
+            return []
+        try:
+            return list(psutil.Process(self.proc.pid).children(recursive=True))
+        except psutil.NoSuchProcess:
+            return []
 
-    def _signal(self, sig: signal.Signals, started: list[tuple[int, str]]) -> None:
+    def _signal(self, sig: signal.Signals, started: list[psutil.Process]) -> None:
         if self.proc is None:
             return
         try:
             os.killpg(self.proc.pid, sig)
         except ProcessLookupError:
             pass
-        for pid, born in started:
-            if _start_time(pid) == born:  # still that process, not a new one under a reused id
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
+        for process in started:
+            # psutil refuses a process whose id now names another one (it compares start times)
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.send_signal(sig)
         if sig == signal.SIGKILL:
             try:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 pass
-
-
-def _stat_fields(pid: int | str) -> list[str] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command name, or None when the process is gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def _start_time(pid: int) -> str | None:
-    fields = _stat_fields(pid)
-    return fields[19] if fields and len(fields) > 19 else None  # starttime, in clock ticks since boot
-
-
-def _descendants(root: int) -> list[tuple[int, str]]:
-    """Every live process below ``root`` with its start time (Linux ``/proc``; none elsewhere), whatever its
-    process group or session."""
-    children: dict[int, list[tuple[int, str]]] = {}
-    try:
-        entries = [e.name for e in Path("/proc").iterdir() if e.name.isdigit()]
-    except OSError:
-        return []
-    for name in entries:
-        fields = _stat_fields(name)
-        if fields and len(fields) > 19:
-            children.setdefault(int(fields[1]), []).append((int(name), fields[19]))
-    found: list[tuple[int, str]] = []
-    todo = [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child[0])
-    return found
 
 
 @dataclass

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.local_ray import RayNode, _descendants
+from cluster.local_ray import RayNode
 
 
 def _alive(pid: int) -> bool:
@@ -40,7 +40,7 @@ def test_stopping_a_node_stops_a_child_that_started_its_own_session(tmp_path: Pa
     escaped, stubborn = int(escaped_pid.read_text()), int(stubborn_pid.read_text())
     for pid in (escaped, stubborn):
         assert os.getpgid(pid) != os.getpgid(node.proc.pid)  # out of reach of a signal to the node's group
-    tree = [pid for pid, _ in _descendants(node.proc.pid)]
+    tree = [process.pid for process in node._descendants()]
     assert {escaped, stubborn} <= set(tree)
 
     if stop == "kill":
