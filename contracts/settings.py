@@ -298,8 +298,8 @@ class WhisperSettings(BaseModel):
         le=64,
         description="At most this many 30 s windows of concurrent transcriptions and live streams (same model and "
         "language) are decoded together in one batch. 1: each request decodes alone, with Whisper's seek across "
-        "windows. 0: automatic, 8 on a GPU and 1 on CPU (on 2 CPU cores batches measured no faster: "
-        "docs/speech.md). Ignored while `temperature_fallback` is on (its sampling is per window).",
+        "windows. 0: automatic, 4 on a GPU (measured best on an H100) and 1 on CPU (where decodes side by side "
+        "pay more: docs/speech.md). Ignored while `temperature_fallback` is on (its sampling is per window).",
     )
     batch_wait_ms: float = Field(
         default=10.0,

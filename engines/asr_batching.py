@@ -5,8 +5,8 @@ Each caller hands in the 30-second windows of its speech (log-mel features and t
 and blocks until they are decoded. One decoder thread gathers what is waiting: it waits up to ``wait_s`` for a
 batch to fill to ``batch_size`` windows of the first caller's key, decodes, and hands every caller its own
 results, one batch at a time (with batching on, a model's decodes do not run side by side: see
-``engines.pipeline.decode_layout``); on a GPU, or where the decoder has spare cores, a batch of 8 costs far less
-than 8 calls.
+``engines.pipeline.decode_layout``); on a GPU, or where the decoder has spare cores, a batch of a few windows costs
+less than as many calls.
 """
 
 from __future__ import annotations
