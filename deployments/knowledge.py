@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -49,6 +50,8 @@ from engines.fusion import FusionConfig, Hit, fuse, rank_by_similarity
 log = logging.getLogger("khuluma.knowledge")
 T = TypeVar("T")
 UNDETERMINED = "und"
+WARM_UP_BEFORE_READY_S = 5.0  # at most this long a starting replica waits for the warm-up before it is ready
+WARM_UP_JOIN_S = 10.0  # how long a closing replica waits for the warm-up to finish its current knowledge base
 EMBED_BATCH = 32  # chunks per embedding call: bounded memory, and queries interleave with a long ingest
 DESCRIBE_TIMEOUT_S = 10.0
 
@@ -94,12 +97,34 @@ class KnowledgeStore:
             save_delay_s=s.bm25_snapshot_delay_seconds,
         )
         self._write_lock = asyncio.Lock()  # one writer at a time inside this replica
+        # the indexes of the knowledge bases used last, read before their first query asks for them: the replica
+        # is ready once they are, or after WARM_UP_BEFORE_READY_S, and goes on in the background (a query that
+        # comes first waits for the same load, not a second one)
+        self._warming = threading.Thread(
+            target=self._warm_up, args=(min(s.warm_kbs, s.bm25_cache_kbs),), name="khuluma-kb-warm-up", daemon=True
+        )
+        self._warming.start()
+        self._warming.join(WARM_UP_BEFORE_READY_S)
+
+    def _warm_up(self, count: int) -> None:
+        for kb_id in self.bm25.recently_saved(count):
+            if self._closed:
+                return
+            try:
+                if self.store.exists(kb_id):
+                    self.bm25.get(kb_id).prepare_lookups()
+                    self.store.warm(kb_id)
+            except Exception:  # a cache: the query loads it instead
+                log.warning("could not load knowledge base %s ahead of its first query", kb_id, exc_info=True)
 
     def close(self) -> None:
         """Close the Chroma client (the embedded store stops with its last in-process user) and the lock."""
         store = getattr(self, "store", None)
         if store is not None and not self._closed:
             self._closed = True
+            warming = getattr(self, "_warming", None)
+            if warming is not None and warming is not threading.current_thread():
+                warming.join(WARM_UP_JOIN_S)  # it stops after the knowledge base it is reading
             bm25 = getattr(self, "bm25", None)
             if bm25 is not None:
                 with contextlib.suppress(Exception):  # a snapshot is a cache: never fail a shutdown for it

