@@ -579,7 +579,7 @@ class Settings(BaseSettings):
 
     def updated(self, changes: dict[str, Any]) -> Settings:
         """A validated copy with ``changes`` deep-merged: ``{"whisper": {"model": "x"}, "port": 9000}``."""
-        return type(self).model_validate(_deep_merge(self.model_dump(), changes))
+        return type(self).model_validate(deep_merge(self.model_dump(), changes))
 
     def for_replica(self, sections: tuple[str, ...] | None = None) -> dict[str, Any]:
         """What a replica (or a Ray task, or the app builder) is handed: the service-wide fields and the named
@@ -616,7 +616,8 @@ class Settings(BaseSettings):
         return list(self.secret_env().values())
 
 
-def _deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes``: a settings section given as a mapping updates that section field by field."""
     out = dict(base)
     for key, value in changes.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict) and key in Settings.model_fields:

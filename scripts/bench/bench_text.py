@@ -161,10 +161,9 @@ def main() -> None:
 
     data = tempfile.mkdtemp(prefix="khuluma-bench-text-")
     # Settings fields, nested per section (e.g. {"text": {"max_tokens": 4000}})
-    settings: dict = {"data_dir": data, "embeddings": {"placement": args.embedder}}
-    for section, fields in args.settings.items():
-        settings[section] = {**settings.get(section, {}), **fields} if isinstance(fields, dict) else fields
-    from contracts.settings import Settings
+    from contracts.settings import Settings, deep_merge
+
+    settings = deep_merge({"data_dir": data, "embeddings": {"placement": args.embedder}}, args.settings)
     from persistence.session import Database
     from serve_app.tokens import create_token
 
