@@ -208,11 +208,11 @@ class SearchSettings(BaseModel):
     warm_kbs: int = Field(
         default=4,
         ge=0,
-        description="Knowledge bases whose indexes a KnowledgeStore replica loads when it starts (the most recently "
-        "saved BM25 snapshots first, at most `bm25_cache_kbs`): their first query after a restart does not wait "
-        "for its BM25 snapshot and vector index to be read (half a second at 100k chunks). The replica reports "
-        "ready once they are loaded, or after 5 s, and loads the rest in the background. 0: load each on its "
-        "first query. Each costs its memory from the start.",
+        description="Knowledge bases whose indexes a KnowledgeStore replica loads when it starts (those used last, "
+        "at most `bm25_cache_kbs`, each from a BM25 snapshot of its current generation): their first query after a "
+        "restart does not wait for its BM25 snapshot and vector index to be read (half a second at 100k chunks). "
+        "The replica reports ready once they are loaded, or after 5 s, and loads the rest in the background. 0: "
+        "load each on its first query. Each costs its memory from the start.",
     )
     bm25_snapshot_dir: Path | None = Field(
         default=None,

@@ -107,13 +107,21 @@ class KnowledgeStore:
         self._warming.join(WARM_UP_BEFORE_READY_S)
 
     def _warm_up(self, count: int) -> None:
-        for kb_id in self.bm25.recently_saved(count):
-            if self._closed:
+        """Load the BM25 index (from a current snapshot only: rebuilding from the store is left to a query), its
+        chunk-id map and the vector index of up to ``count`` knowledge bases, the most recently used first."""
+        warmed = 0
+        for kb_id in self.bm25.by_recent_use():
+            if warmed >= count or self._closed:
                 return
             try:
-                if self.store.exists(kb_id):
-                    self.bm25.get(kb_id).prepare_lookups()
+                index = self.bm25.load_saved(kb_id) if self.store.exists(kb_id) else None
+                if index is None or self._closed:
+                    continue
+                if self.hybrid:  # vector candidates are looked up in it
+                    index.prepare_lookups()
+                if not self._closed:
                     self.store.warm(kb_id)
+                    warmed += 1
             except Exception:  # a cache: the query loads it instead
                 log.warning("could not load knowledge base %s ahead of its first query", kb_id, exc_info=True)
 
@@ -124,7 +132,9 @@ class KnowledgeStore:
             self._closed = True
             warming = getattr(self, "_warming", None)
             if warming is not None and warming is not threading.current_thread():
-                warming.join(WARM_UP_JOIN_S)  # it stops after the knowledge base it is reading
+                warming.join(WARM_UP_JOIN_S)  # it stops after the step it is in (a snapshot read, at most ~1 s)
+                if warming.is_alive():
+                    log.warning("closing while the knowledge-base warm-up still runs")
             bm25 = getattr(self, "bm25", None)
             if bm25 is not None:
                 with contextlib.suppress(Exception):  # a snapshot is a cache: never fail a shutdown for it

@@ -22,6 +22,7 @@ import os
 import tempfile
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -375,6 +376,13 @@ class Bm25Index:
             return None
 
 
+def _is_uuid(name: str) -> bool:
+    try:
+        return str(uuid.UUID(name)) == name
+    except ValueError:
+        return False
+
+
 def _bytes(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
 
@@ -431,17 +439,30 @@ class Bm25Cache:
     def snapshot_path(self, kb_id: str) -> Path | None:
         return None if self.snapshot_dir is None else self.snapshot_dir / f"{kb_id}.npz"
 
-    def recently_saved(self, count: int) -> list[str]:
-        """Up to ``count`` knowledge bases with a snapshot on disk, the most recently saved first."""
-        if self.snapshot_dir is None or count <= 0:
+    def by_recent_use(self) -> list[str]:
+        """The knowledge bases with a snapshot on disk, the most recently used first: a clean stop stamps the
+        snapshots of the indexes in memory in their order of use; otherwise this is the order they were saved in."""
+        if self.snapshot_dir is None:
             return []
         saved = []
         for path in self.snapshot_dir.glob("*.npz"):
+            if not _is_uuid(path.stem):  # not a snapshot of ours
+                continue
             with contextlib.suppress(OSError):  # removed meanwhile
-                saved.append((path.stat().st_mtime, path.stem))
-        return [kb_id for _, kb_id in sorted(saved, reverse=True)[:count]]
+                saved.append((path.stat().st_mtime_ns, path.stem))
+        return [kb_id for _, kb_id in sorted(saved, reverse=True)]
 
     def get(self, kb_id: str) -> Bm25Index:
+        index = self._obtain(kb_id, rebuild=True)
+        assert index is not None
+        return index
+
+    def load_saved(self, kb_id: str) -> Bm25Index | None:
+        """The index read from its snapshot and kept in memory, or None where the snapshot is missing or not of
+        the collection's current generation (a warm-up leaves rebuilding from the store to the first query)."""
+        return self._obtain(kb_id, rebuild=False)
+
+    def _obtain(self, kb_id: str, rebuild: bool) -> Bm25Index | None:
         generation = str(self.store.generation(kb_id))  # read before the texts: a later write changes it again
         with self._lock:
             entry = self._entries.get(kb_id)
@@ -457,8 +478,12 @@ class Bm25Cache:
             path = self.snapshot_path(kb_id)
             index = Bm25Index.load(path, generation) if path is not None else None
             if index is None:
+                if not rebuild:
+                    return None
                 index = Bm25Index(*self.store.all_chunks(kb_id))
                 self._put(kb_id, generation, index, changed=len(index) > 0)  # worth a snapshot
+            elif not rebuild and str(self.store.generation(kb_id)) != generation:
+                return None  # written or deleted while it was read: not worth keeping ahead of a query
             else:
                 self._put(kb_id, generation, index, changed=False)
             return index
@@ -505,6 +530,19 @@ class Bm25Cache:
                 path.unlink()
 
     # --- snapshots ----------------------------------------------------------------------------------------------
+    def _stamp_order_of_use(self) -> None:
+        """Give the snapshots of the indexes in memory modification times in their order of use (the least
+        recently used oldest), so that the next start warms the ones used last (``by_recent_use``)."""
+        with self._lock:
+            order = list(self._entries)  # least recently used first
+        now = time.time_ns()
+        for n, kb_id in enumerate(order):
+            path = self.snapshot_path(kb_id)
+            assert path is not None
+            stamp = now + n * 1_000_000  # a millisecond apart: coarse file-system clocks keep the order
+            with contextlib.suppress(OSError):  # an empty index has no snapshot
+                os.utime(path, ns=(stamp, stamp))
+
     def _save_loop(self) -> None:
         while True:
             with self._lock:
@@ -541,9 +579,10 @@ class Bm25Cache:
             self._rest_until = time.monotonic() + SAVE_REST_FACTOR * (time.monotonic() - started)
 
     def close(self) -> None:
-        """Save what changed and stop the saver thread."""
+        """Save what changed, stamp the snapshots in their order of use, and stop the saver thread."""
         if self.snapshot_dir is not None:
             self.save_due(force=True)
+            self._stamp_order_of_use()
         with self._lock:
             self._closed = True
             self._wake.notify_all()

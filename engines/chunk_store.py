@@ -1,7 +1,7 @@
 """The vector side of search: chunks of each knowledge base in their own Chroma collection.
 
 One collection per knowledge base, named ``kb-<uuid hex>`` (cosine HNSW). Its metadata carries the owner's customer
-id and a *generation* token that changes on every write: BM25 caches (``engines.lexical.Bm25Cache``) compare it,
+id and a *generation* token that changes on every write: BM25 caches (``engines.bm25.Bm25Cache``) compare it,
 so several replicas on one Chroma server never serve stale text. Embeddings are always passed in: Chroma's default
 embedding function is never used (so never downloaded).
 

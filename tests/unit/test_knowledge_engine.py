@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
-import time
 import uuid
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -410,41 +409,58 @@ def test_hybrid_query_reads_vector_candidates_from_the_lexical_index(tmp_path: P
         store.close()
 
 
-def test_a_restarted_store_loads_the_latest_indexes_before_their_first_query(
+def test_a_restarted_store_loads_the_indexes_used_last_before_their_first_query(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A new replica reads the BM25 snapshots (and builds the chunk-id maps) of the ``warm_kbs`` knowledge bases
-    saved last, in the background: their first query reads nothing from the store. With 0 it loads none."""
+    used last before it is ready: their first query reads nothing from disk or the store. A stale snapshot is left
+    to the first query (no rebuild ahead of it), and with ``warm_kbs: 0`` nothing is loaded."""
     from deployments.knowledge import KnowledgeStore
 
-    kbs = [str(uuid.uuid4()) for _ in range(2)]
+    kbs = [str(uuid.uuid4()) for _ in range(3)]
     text = "Refuse is collected in Ward 12 on Mondays.\n\nThe Mamelodi clinic opens at 08:00 on weekdays."
-    first = KnowledgeStore(_store_settings(tmp_path, chunk_chars=120, chunk_overlap_chars=0))
+    settings = partial(_store_settings, tmp_path, chunk_chars=120, chunk_overlap_chars=0)
+    first = KnowledgeStore(settings())
     try:
         for n, kb in enumerate(kbs):
             asyncio.run(first.add_document(_document(tmp_path, kb, f"doc-{n}", "notices.txt", text, 7)))
-        expected = asyncio.run(first.query(SearchQuery(kb_id=kbs[1], text="clinic hours", top_k=2)))
+        # kbs[1] is used last, kbs[2] before it, kbs[0] first
+        for kb in (kbs[0], kbs[2], kbs[1]):
+            expected = asyncio.run(first.query(SearchQuery(kb_id=kb, text="clinic hours", top_k=2)))
     finally:
-        first.close()  # saves both snapshots
-    snapshots = tmp_path / "bm25"
-    for age, kb in ((100, kbs[0]), (10, kbs[1])):  # kbs[1] saved last
-        os.utime(snapshots / f"{kb}.npz", (time.time() - age, time.time() - age))
+        first.close()  # saves the snapshots and stamps them in their order of use
 
-    restarted = KnowledgeStore(_store_settings(tmp_path, chunk_chars=120, chunk_overlap_chars=0, warm_kbs=1))
+    loads: list[Path] = []
+    reads: list[str] = []
+    real_load, real_all_chunks = Bm25Index.load, ChunkStore.all_chunks
+    monkeypatch.setattr(
+        Bm25Index, "load", classmethod(lambda cls, path, gen: (loads.append(path), real_load(path, gen))[1])
+    )
+    monkeypatch.setattr(
+        ChunkStore, "all_chunks", lambda self, kb_id: (reads.append(kb_id), real_all_chunks(self, kb_id))[1]
+    )
+    restarted = KnowledgeStore(settings(warm_kbs=1))
     try:
-        restarted._warming.join(60)
-        assert list(restarted.bm25._entries) == [kbs[1]]  # the newest only
+        assert not restarted._warming.is_alive()  # ready only once loaded
+        assert list(restarted.bm25._entries) == [kbs[1]] and reads == []  # the one used last, from its snapshot
         assert restarted.bm25._entries[kbs[1]][1]._where is not None  # chunk ids mapped ahead of the query
-        reads: list[str] = []
-        monkeypatch.setattr(restarted.store, "all_chunks", lambda kb_id: reads.append(kb_id))
-        again = asyncio.run(restarted.query(SearchQuery(kb_id=kbs[1], text="clinic hours", top_k=2)))
-        assert again == expected and reads == []
+        loads.clear()
+        assert asyncio.run(restarted.query(SearchQuery(kb_id=kbs[1], text="clinic hours", top_k=2))) == expected
+        assert loads == [] and reads == []
+        # a write the index does not see (as from another replica): its snapshot is now stale
+        vector = asyncio.run(restarted.embeddings.embed(["Ward 99"], "passage"))
+        restarted.store.add(kbs[1], 7, ["dx:0"], vector, ["Ward 99 water"], [{"document_id": "dx", "language": "eng"}])
     finally:
         restarted.close()
 
-    cold = KnowledgeStore(_store_settings(tmp_path, warm_kbs=0))
+    stale_skipped = KnowledgeStore(settings(warm_kbs=1))
+    try:  # kbs[1]'s snapshot is stale: not rebuilt ahead of a query; the next used, kbs[2], is loaded instead
+        assert list(stale_skipped.bm25._entries) == [kbs[2]] and reads == []
+    finally:
+        stale_skipped.close()
+
+    cold = KnowledgeStore(settings(warm_kbs=0))
     try:
-        cold._warming.join(60)
         assert not cold._warming.is_alive() and dict(cold.bm25._entries) == {}
     finally:
         cold.close()
