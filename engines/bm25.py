@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 K1, B = 1.5, 0.75  # Lucene's (and bm25s's) defaults
 SNAPSHOT_FORMAT = 1  # bump when the tokenizer or the layout changes: older snapshots are then ignored
 MAX_SEGMENTS = 8  # more than this after a write: the small segments are merged
+USE_STAMP_INTERVAL_S = 60.0  # how often a knowledge base in use has its snapshot's modification time renewed
 SAVE_REST_FACTOR = 20.0  # after a background save of t seconds, the next waits at least 20 t
 
 
@@ -429,6 +430,7 @@ class Bm25Cache:
         self._entries: OrderedDict[str, tuple[str, Bm25Index]] = OrderedDict()
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}
+        self._used: dict[str, float] = {}  # kb id -> when its snapshot's time was last renewed (monotonic)
         self._dirty: dict[str, float] = {}  # kb id -> when it last changed
         self._wake = threading.Condition(self._lock)
         self._saver: threading.Thread | None = None
@@ -440,8 +442,8 @@ class Bm25Cache:
         return None if self.snapshot_dir is None else self.snapshot_dir / f"{kb_id}.npz"
 
     def by_recent_use(self) -> list[str]:
-        """The knowledge bases with a snapshot on disk, the most recently used first: a clean stop stamps the
-        snapshots of the indexes in memory in their order of use; otherwise this is the order they were saved in."""
+        """The knowledge bases with a snapshot on disk, the most recently used first (to the minute: a query or a
+        write renews its snapshot's time; a clean stop stamps the indexes in memory in their exact order of use)."""
         if self.snapshot_dir is None:
             return []
         saved = []
@@ -455,7 +457,22 @@ class Bm25Cache:
     def get(self, kb_id: str) -> Bm25Index:
         index = self._obtain(kb_id, rebuild=True)
         assert index is not None
+        self._note_use(kb_id)
         return index
+
+    def _note_use(self, kb_id: str) -> None:
+        """Renew the snapshot's modification time, at most every ``USE_STAMP_INTERVAL_S``: ``by_recent_use``
+        then follows use also after a stop that never ran :meth:`close`."""
+        path = self.snapshot_path(kb_id)
+        if path is None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            if now - self._used.get(kb_id, float("-inf")) < USE_STAMP_INTERVAL_S:
+                return
+            self._used[kb_id] = now
+        with contextlib.suppress(OSError):  # not saved yet
+            os.utime(path)
 
     def load_saved(self, kb_id: str) -> Bm25Index | None:
         """The index read from its snapshot and kept in memory, or None where the snapshot is missing or not of
@@ -524,6 +541,7 @@ class Bm25Cache:
         with self._lock:
             self._entries.pop(kb_id, None)
             self._dirty.pop(kb_id, None)
+            self._used.pop(kb_id, None)
         path = self.snapshot_path(kb_id)
         if path is not None:
             with self._saving, contextlib.suppress(FileNotFoundError):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
+import time
 import uuid
 from functools import partial
 from pathlib import Path
@@ -224,6 +226,42 @@ def test_bm25_cache_reads_its_snapshot_after_a_restart_not_the_store(tmp_path: P
     restarted.drop(kb)
     restarted.close()
     assert not (snapshots / f"{kb}.npz").exists()
+
+
+def test_bm25_cache_orders_snapshots_by_use(tmp_path: Path) -> None:
+    """A query renews its knowledge base's snapshot time (at most once a minute), so the order of use survives a
+    stop that never closed the cache; a clean close stamps the indexes in memory in their exact order of use."""
+    store = ChunkStore(connect_chroma(path=str(tmp_path / "chroma")))
+    kbs = [str(uuid.uuid4()) for _ in range(3)]
+    rng = np.random.default_rng(0)
+    for n, kb in enumerate(kbs):
+        ids = [f"d{n}:{i}" for i in range(3)]
+        texts = [f"Clinic {i} in Ward {n} opens at 08:00." for i in range(3)]
+        metas = [{"document_id": f"d{n}", "language": "eng"} for _ in ids]
+        store.add(kb, 1, ids, rng.normal(size=(3, 8)).astype(np.float32), texts, metas)
+    snapshots = tmp_path / "bm25"
+    saving = Bm25Cache(store, snapshot_dir=snapshots, save_delay_s=0.0)
+    for kb in kbs:
+        saving.get(kb)
+    saving.close()
+    long_ago = time.time() - 3600
+    for age, kb in enumerate(kbs):  # kbs[0] newest by file time
+        os.utime(snapshots / f"{kb}.npz", (long_ago - age, long_ago - age))
+    (snapshots / "not-a-knowledge-base.npz").write_bytes(b"")  # ignored
+    assert Bm25Cache(store, snapshot_dir=snapshots).by_recent_use() == kbs
+
+    crashed = Bm25Cache(store, snapshot_dir=snapshots)  # used, then never closed
+    crashed.get(kbs[2])
+    assert crashed.by_recent_use() == [kbs[2], kbs[0], kbs[1]]
+    os.utime(snapshots / f"{kbs[2]}.npz", (long_ago - 9, long_ago - 9))
+    crashed.get(kbs[2])  # again within the minute: not renewed
+    assert crashed.by_recent_use() == [kbs[0], kbs[1], kbs[2]]
+
+    closing = Bm25Cache(store, snapshot_dir=snapshots)
+    for kb in (kbs[1], kbs[2], kbs[0], kbs[1]):
+        closing.get(kb)
+    closing.close()
+    assert closing.by_recent_use() == [kbs[1], kbs[0], kbs[2]]
 
 
 def test_bm25_corpus_deltas_match_a_fresh_index() -> None:
