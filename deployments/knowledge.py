@@ -114,7 +114,7 @@ class KnowledgeStore:
             if warmed >= count or self._closed:
                 return
             try:
-                index = self.bm25.load_saved(kb_id) if self.store.exists(kb_id) else None
+                index = self.bm25.load_saved(kb_id)  # None too where the collection is gone (no generation)
                 if index is None or self._closed:
                     continue
                 if self.hybrid:  # vector candidates are looked up in it

@@ -62,29 +62,25 @@ def _busy_child(seconds: float) -> None:
         n += 1
 
 
-def _scenario(env: dict[str, str], measured: int, others: list[str], seconds: float) -> list[list[float]]:
-    """``measured`` single-query embedders, started together with ``others`` ("busy" or "batch16")."""
+def _scenario(children: list[tuple[str, dict[str, str]]], seconds: float) -> list[list[float]]:
+    """Start ``children`` (kind: "query", "busy" or "batch16"; environment) together; the latencies of each
+    "query" child, in order."""
     args = [sys.executable, __file__, "--child"]
     procs = [
-        subprocess.Popen([*args, "query"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        for _ in range(measured)
+        (kind, subprocess.Popen([*args, kind], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+        for kind, env in children
     ]
-    procs += [
-        subprocess.Popen([*args, kind], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        for kind in others
-    ]
-    for proc in procs:
+    for _, proc in procs:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    for proc in procs:
+    for _, proc in procs:
         assert proc.stdin is not None
         proc.stdin.write("go\n")
         proc.stdin.flush()
     results = []
-    for proc in procs[:measured]:
+    for kind, proc in procs:
         out, _ = proc.communicate(timeout=seconds + 120)
-        results.append(json.loads(out.strip().splitlines()[-1]))
-    for proc in procs[measured:]:
-        proc.communicate(timeout=seconds + 120)
+        if kind == "query":
+            results.append(json.loads(out.strip().splitlines()[-1]))
     return results
 
 
@@ -126,36 +122,17 @@ def main() -> None:
     table: dict[str, dict[str, list[str]]] = {}
     for name, env in policies.items():
         cells = []
+        passive_env = {k: v for k, v in env.items() if k != "GOMP_SPINCOUNT"}
         for scenario, (measured, others) in scenarios.items():
-            if "batch16" in others:  # the batch embedder keeps the service's passive threads
-                others_env = {**env}
-                others_env.pop("GOMP_SPINCOUNT", None)
-                results = _scenario_mixed(env, others_env, args.seconds)
-            else:
-                results = _scenario(env, measured, others, args.seconds)
+            # the batch embedder keeps the service's passive threads; the busy loop has no OpenMP
+            others_with_env = [(kind, passive_env if kind == "batch16" else env) for kind in others]
+            children = [("query", env)] * measured + others_with_env
+            results = _scenario(children, args.seconds)
             cell = [_summary(r) for r in results]
             table.setdefault(name, {})[scenario] = cell
             cells.append(", ".join(cell))
         print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
     write_json(args.json, table)
-
-
-def _scenario_mixed(env: dict[str, str], other_env: dict[str, str], seconds: float) -> list[list[float]]:
-    """One single-query embedder with ``env`` beside a batch-of-16 embedder with ``other_env``."""
-    args = [sys.executable, __file__, "--child"]
-    measured = subprocess.Popen([*args, "query"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    other = subprocess.Popen(
-        [*args, "batch16"], env=other_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    for proc in (measured, other):
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    for proc in (measured, other):
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    out, _ = measured.communicate(timeout=seconds + 120)
-    other.communicate(timeout=seconds + 120)
-    return [json.loads(out.strip().splitlines()[-1])]
 
 
 if __name__ == "__main__":

@@ -500,8 +500,14 @@ def test_a_restarted_store_loads_the_indexes_used_last_before_their_first_query(
     cold = KnowledgeStore(settings(warm_kbs=0))
     try:
         assert not cold._warming.is_alive() and dict(cold.bm25._entries) == {}
+        assert cold.store.delete_kb(kbs[2])  # deleted elsewhere (a shared Chroma server): its snapshot stays here
     finally:
         cold.close()
+    after_delete = KnowledgeStore(settings(warm_kbs=3))
+    try:  # kbs[1] stale, kbs[2] gone: only kbs[0] is loaded, and nothing is rebuilt from the store
+        assert list(after_delete.bm25._entries) == [kbs[0]] and reads == []
+    finally:
+        after_delete.close()
 
 
 def test_failed_ingest_leaves_no_vectors(tmp_path: Path, embeddings, monkeypatch: pytest.MonkeyPatch) -> None:
