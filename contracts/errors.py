@@ -57,6 +57,11 @@ def _rebuild_language_error(code: str, reason: str, field: str | None, unknown: 
     return UnsupportedLanguage(code, reason, field, unknown=unknown)
 
 
+class LanguageNotServed(InvalidInput):
+    """Auto-detection found the audio most likely in a language that has no speech model here (never answered as a
+    served language with a confident transcript). The message names what was detected and the setting to add."""
+
+
 class NotFound(DomainError):
     """The resource does not exist, or belongs to another customer (never told apart)."""
 

@@ -349,6 +349,30 @@ class TranscriptionSettings(BaseModel):
         "holds at most one message and its socket buffers, never a growing queue.",
     )
     fast_timeout_seconds: float = Field(default=60.0, description="Fast transcription limit (503 beyond it).")
+    unserved_language: Literal["refuse", "warn"] = Field(
+        default="refuse",
+        description="What auto-detection does when the audio is most likely in a language without a speech model "
+        "(isiZulu, isiXhosa, Setswana, Sepedi... on Whisper base): `refuse` answers 400 naming what was detected and "
+        "the setting that adds a model (sync routes; async jobs and batch files fail with the same message; live "
+        "streams get an `error` event and close 1008); `warn` transcribes it anyway as the likeliest served language, "
+        "with a warning that the transcript is unreliable.",
+    )
+    served_language_floor: float = Field(
+        default=0.2,
+        ge=0,
+        le=1,
+        description="Auto-detection: below this probability mass on the served languages (Whisper's detector over "
+        "all its languages, before any renormalising; a served language's kin such as Dutch for Afrikaans counts "
+        "for it), the audio is taken to be in a language without a model. Real isiZulu telephone speech scores "
+        "0.02 to 0.06; real English and Afrikaans 0.6 and up (docs/speech.md, scripts/eval_real.py).",
+    )
+    served_language_confident: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Auto-detection: between `served_language_floor` and this, the served language is used but the "
+        "record warns that the audio may be in a language without a model.",
+    )
     diarisation_threshold: float = Field(
         default=0.45,
         gt=0,

@@ -42,6 +42,9 @@ class TimelineItem(BaseModel):
     speaker_id: str | None = None
     text: str = ""
     words: list[Word] = Field(default_factory=list)
+    confidence: float | None = Field(
+        default=None, description="Speech items: the geometric mean of the segment's token probabilities."
+    )
 
 
 class DiarisationResult(BaseModel):
@@ -59,6 +62,9 @@ class Segment(BaseModel):
     end_time: float
     text: str
     words: list[Word] = Field(default_factory=list)
+    confidence: float | None = Field(
+        default=None, description="The geometric mean of the segment's token probabilities (engines.guards)."
+    )
 
 
 # ---------------------------------------------------------------------------------------------- requests
@@ -89,6 +95,7 @@ class StreamRequest(BaseModel):
         description="Seconds into the buffer: segments that end before the last pause before it "
         "are final (None: nothing is committed).",
     )
+    final: bool = Field(default=False, description="The stream ended: this is its last step.")
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -120,10 +127,14 @@ class StreamStep(BaseModel):
 
     language_code: str
     language_probability: float | None = None
+    language_settled: bool = Field(
+        default=True, description="False: too little speech yet to decide the language; ask again with more."
+    )
     cut_seconds: float = Field(description="Where the caller may drop audio (0: keep it all).")
     final: list[Segment] = Field(default_factory=list)
     pending: list[Segment] = Field(default_factory=list)
     pending_text: str = ""
+    warnings: list[str] = Field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------- the record

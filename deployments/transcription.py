@@ -152,6 +152,7 @@ class Transcription:
             request.language,
             offset=request.offset,
             commit_before=request.commit_before,
+            final=request.final,
         )
         return await self._idle.run(self._threads, step)
 

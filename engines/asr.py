@@ -21,10 +21,12 @@ by every thread of the process.
 Codes, names, aliases and Whisper tokens come from the language registry (``contracts.languages``). A request
 for a code without a model is an :class:`UnsupportedLanguage` that names the setting to configure.
 
-Auto-detection (:meth:`SpeechRecognizer.detect`) runs Whisper's language detection on up to 30 s of speech and
-keeps only the languages that have a model (afr/eng/fra with Whisper base, plus configured languages that have a
-Whisper language token). Languages without a Whisper token (zul, sot) can be reached only by the text language
-identifier's confirmation in :mod:`engines.pipeline`.
+Auto-detection (:meth:`SpeechRecognizer.detect`) runs Whisper's language detection on up to 30 s of speech over
+every language Whisper knows, and reports the likeliest served language with the probability mass of all served
+ones, never renormalised: audio in a language without a model (isiZulu, isiXhosa, Setswana...) leaves little mass
+on the served languages, and :mod:`engines.pipeline` refuses it instead of answering a confident wrong language.
+Configured languages without a Whisper token (zul, sot) are recognised by their own model's transcript, checked by
+the text language identifier, in :mod:`engines.pipeline`.
 
 Long audio: :meth:`speech_chunks` runs Silero VAD (faster-whisper's bundled ONNX model) and
 :meth:`transcribe` decodes only the speech, packed into 30 s windows, mapping times back to the original audio.
@@ -76,6 +78,19 @@ def _whisper_token(code: str) -> str | None:
     return lang.whisper if lang else None
 
 
+def whisper_language_name(token: str) -> str:
+    """English name of a Whisper language token ('sw' -> 'Swahili'): the registry's, else CLDR's (babel)."""
+    for lang in languages.LANGUAGES.values():
+        if lang.whisper == token:
+            return lang.name
+    try:
+        from babel import Locale
+
+        return str(Locale.parse(token).english_name)
+    except Exception:  # noqa: BLE001 - a token CLDR does not know ('haw' is known; 'jw' is not)
+        return token
+
+
 # The transcription languages in the order the service has always listed them (error texts, /api/v1/models):
 # those Whisper base covers, then those that need a configured model.
 LISTED_CODES: tuple[str, ...] = tuple(c for c in TRANSCRIPTION_CODES if _on_base(c)) + tuple(
@@ -118,9 +133,14 @@ class SpeechSegment:
 
 @dataclass(frozen=True)
 class Detection:
+    """Auto-detected language. Probabilities are Whisper's over every language it knows, never renormalised over
+    the served ones: a served language's probability includes its kin (Dutch for Afrikaans)."""
+
     code: str
-    probability: float  # renormalised over the candidate languages
-    candidates: list[tuple[str, float]]  # best first
+    probability: float  # of ``code``
+    candidates: list[tuple[str, float]]  # served languages, best first
+    served: float = 1.0  # mass of all served languages (1.0 when the language was decided otherwise)
+    heard: list[tuple[str, float]] = field(default_factory=list)  # Whisper's own top languages (its tokens)
 
 
 class SpeechRecognizer:
@@ -214,11 +234,15 @@ class SpeechRecognizer:
         )
 
     def detectable(self) -> dict[str, str]:
-        """Whisper token -> code, for the languages auto-detection may answer."""
+        """Whisper token -> code, for the languages auto-detection may answer (a served language's kin too)."""
         out: dict[str, str] = {}
         for code, route in self.routes().items():
             if route.whisper_language and code != CODE_SWITCHED_ZULU:
                 out.setdefault(route.whisper_language, code)
+        for code in list(out.values()):
+            lang = _registry(code)
+            for kin in lang.whisper_kin if lang else ():
+                out.setdefault(kin, code)
         return out
 
     # ------------------------------------------------------------------ models
@@ -288,7 +312,9 @@ class SpeechRecognizer:
     # ------------------------------------------------------------------ detection
 
     def detect(self, speech: np.ndarray) -> Detection | None:
-        """Language of ``speech`` (16 kHz, speech only) among the languages that have a model; None if none."""
+        """Language of ``speech`` (16 kHz, speech only) by Whisper's detector over every language it knows: the
+        likeliest served language and the mass of all served ones (low when the audio is in a language without a
+        model: real isiZulu scores 0.02 to 0.06). None: too little speech, no multilingual model, nothing served."""
         allowed = self.detectable()
         if not allowed or speech.size < SAMPLE_RATE // 4:
             return None
@@ -296,12 +322,15 @@ class SpeechRecognizer:
         if not model.model.is_multilingual:
             return None
         _, _, all_probs = model.detect_language(audio=np.ascontiguousarray(speech[: 30 * SAMPLE_RATE]))
-        scores = {allowed[token]: float(p) for token, p in all_probs if token in allowed}
+        scores: dict[str, float] = {}
+        for token, p in all_probs:
+            if token in allowed:
+                scores[allowed[token]] = scores.get(allowed[token], 0.0) + float(p)
         if not scores:
             return None
-        total = sum(scores.values()) or 1.0
-        ranked = sorted(((c, s / total) for c, s in scores.items()), key=lambda kv: kv[1], reverse=True)
-        return Detection(ranked[0][0], ranked[0][1], ranked)
+        ranked = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)
+        heard = [(token, round(float(p), 4)) for token, p in all_probs[:5]]
+        return Detection(ranked[0][0], ranked[0][1], ranked, served=min(1.0, sum(scores.values())), heard=heard)
 
     # ------------------------------------------------------------------ transcription
 

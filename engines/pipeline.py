@@ -40,14 +40,24 @@ from typing import Any
 import numpy as np
 
 from contracts.capabilities import LanguageSupport
-from contracts.errors import InvalidInput, TimedOut
+from contracts.errors import InvalidInput, LanguageNotServed, TimedOut
 from contracts.languages import CODE_SWITCHED_ZULU
 from contracts.languages import speech_name as language_name
 from contracts.settings import TranscriptionSettings, WhisperSettings
 from contracts.speech import StreamStep, TranscriptionResult
 from engines import diarise as diarisation
+from engines import guards
 from engines import music as music_detection
-from engines.asr import DEFAULT_MODEL, LISTED_CODES, SETTING, Detection, Route, SpeechRecognizer, SpeechSegment
+from engines.asr import (
+    DEFAULT_MODEL,
+    LISTED_CODES,
+    SETTING,
+    Detection,
+    Route,
+    SpeechRecognizer,
+    SpeechSegment,
+    whisper_language_name,
+)
 from engines.audio import SAMPLE_RATE, iter_audio, load_audio, probe
 from engines.timeline import assign_speakers, build_timeline, join_text, outside, segment, word
 from engines.windows import Window, array_blocks, last_pause, speech_only, windows
@@ -55,6 +65,8 @@ from engines.windows import Window, array_blocks, last_pause, speech_only, windo
 log = logging.getLogger("khuluma.pipeline")
 
 LANGID_CONFIDENCE = 0.75  # text-LID confidence needed to overrule an uncertain audio detection
+STREAM_DETECT_SECONDS = 4.0  # speech a live stream's language is decided on (sooner when clearly served)
+NAMED_DETECTION = 0.8  # Whisper's probability for an unserved language before a refusal names it
 UNCERTAIN_DETECTION = 0.75  # audio detections below this are checked against the text
 BASE_MODEL_NAME = "whisper-base"  # what the records and /api/v1/models call the default model
 
@@ -118,6 +130,9 @@ class TranscriptionPipeline:
         self.window_seconds = transcription.window_seconds
         self.diarisation_threshold = transcription.diarisation_threshold
         self.max_whole_audio_seconds = transcription.max_whole_audio_seconds
+        self.unserved_language = transcription.unserved_language
+        self.served_floor = transcription.served_language_floor
+        self.served_confident = transcription.served_language_confident
         self._recognizer = recognizer
         self._lock = threading.Lock()
 
@@ -249,29 +264,53 @@ class TranscriptionPipeline:
     # ------------------------------------------------------------------ streaming (arrays of PCM)
 
     def transcribe_array(
-        self, audio: np.ndarray, language: str | None = None, *, offset: float = 0.0, commit_before: float | None = None
+        self,
+        audio: np.ndarray,
+        language: str | None = None,
+        *,
+        offset: float = 0.0,
+        commit_before: float | None = None,
+        final: bool = False,
     ) -> StreamStep:
         """Transcribe an in-memory 16 kHz buffer (streaming). ``commit_before`` (seconds into ``audio``):
         segments ending before it are final; the answer says where the caller may cut (``cut_seconds``: the
-        middle of the last silence before ``commit_before``, or 0 when there is none)."""
+        middle of the last silence before ``commit_before``, or 0 when there is none).
+
+        Without ``language``, the language is detected as for files, and refused the same way
+        (:class:`LanguageNotServed`) once there are :data:`STREAM_DETECT_SECONDS` of speech or the stream ended
+        (``final``); before that, audio that does not sound like a served language is not decoded and the step is
+        not ``language_settled``. The hallucination guards run on every step."""
         route = self.recognizer.route(language) if language else None
         chunks = self.recognizer.speech_chunks(audio)
         detection = None
+        warnings: list[str] = []
+        settled = True
         if route is None:
-            detection = self.recognizer.detect(speech_only(audio, chunks)) if chunks else None
-            route = self.recognizer.route(detection.code if detection else "eng")
+            speech = speech_only(audio, chunks) if chunks else np.zeros(0, np.float32)
+            settled = final or speech.size >= STREAM_DETECT_SECONDS * SAMPLE_RATE
+            detection, route = self._decide_language(speech, warnings, settled=settled)
+            if not settled and detection is not None and detection.served < self.served_floor:
+                return StreamStep(
+                    language_code=route.code,
+                    language_probability=round(detection.probability, 4),
+                    language_settled=False,
+                    cut_seconds=0.0,
+                )
+            settled = settled or (detection is not None and detection.served >= self.served_confident)
         cut = last_pause(chunks, int(commit_before * SAMPLE_RATE)) if commit_before is not None else 0
-        segments = list(self.recognizer.transcribe(audio, route, chunks, offset=offset))
+        segments, found = guards.screen(list(self.recognizer.transcribe(audio, route, chunks, offset=offset)))
         cut_s = cut / SAMPLE_RATE
-        final = [s for s in segments if cut and s.end <= offset + cut_s]
+        final_segments = [s for s in segments if cut and s.end <= offset + cut_s]
         pending = [s for s in segments if not (cut and s.end <= offset + cut_s)]
         return StreamStep(
             language_code=route.code,
             language_probability=round(detection.probability, 4) if detection else None,
+            language_settled=settled,
             cut_seconds=round(cut_s, 3),
-            final=[segment(s) for s in final],
+            final=[segment(s) for s in final_segments],
             pending=[segment(s) for s in pending],
             pending_text=join_text(pending),
+            warnings=warnings + found,
         )
 
     # ------------------------------------------------------------------ passes
@@ -299,46 +338,95 @@ class TranscriptionPipeline:
             result.segments += self.recognizer.transcribe(
                 window.audio, result.route, window.chunks, offset=start_s, deadline=deadline
             )
+        result.segments, found = guards.screen(result.segments)
+        result.warnings += found
         return result
 
     # ------------------------------------------------------------------ language choice
 
     def _choose_language(self, window: Window, warnings: list[str]) -> tuple[Detection | None, Route]:
-        """Auto-detection: Whisper's language detection restricted to languages that have a model; when
-        languages Whisper has no token for (isiZulu, Sesotho) are configured, a short unforced first pass is
-        checked by the text language identifier."""
+        """Auto-detection on the first window with speech (see :meth:`_decide_language`)."""
+        return self._decide_language(speech_only(window.audio, window.chunks), warnings)
+
+    def _decide_language(
+        self, speech: np.ndarray, warnings: list[str], *, settled: bool = True
+    ) -> tuple[Detection | None, Route]:
+        """The served language of ``speech``, or :class:`LanguageNotServed`.
+
+        Whisper's detector over all its languages gives the mass of the served ones. Below
+        ``transcription.served_language_floor`` the audio is in a language without a model: refused (or, with
+        ``unserved_language: warn``, transcribed as the likeliest served language with a warning); below
+        ``served_language_confident`` it is used with a warning. Configured languages Whisper has no token for
+        (isiZulu, Sesotho) are tried first when the served Whisper languages are not confident: their own model's
+        transcript must read as that language to the text language identifier. ``settled=False`` (a live stream's
+        first seconds) never refuses: the caller asks again with more audio."""
         recognizer = self.recognizer
-        speech = speech_only(window.audio, window.chunks)
         detection = recognizer.detect(speech)
         routes = recognizer.routes()
         tokenless = [c for c, r in routes.items() if r.whisper_language is None and c != CODE_SWITCHED_ZULU]
-        if tokenless:
-            guess = self._probe_tokenless(speech, tokenless)
+        if tokenless and (detection is None or detection.served < self.served_confident):
+            guess = self._probe_tokenless(speech, tokenless, routes)
             if guess is not None:
                 return Detection(guess[0], guess[1], [guess]), routes[guess[0]]
         if detection is None:
             warnings.append("The language could not be detected; English was assumed.")
             return None, routes["eng"]
+        if detection.served < self.served_floor and settled:
+            message = self._not_served_message(detection, tokenless)
+            if self.unserved_language == "refuse":
+                raise LanguageNotServed(message)
+            warnings.append(
+                f"{message} It was transcribed as {language_name(detection.code)} anyway "
+                "(KHULUMA_TRANSCRIPTION_UNSERVED_LANGUAGE=warn): the transcript is unreliable."
+            )
+        elif detection.served < self.served_confident:
+            warnings.append(
+                f"Language detection was uncertain: the languages served here score {detection.served:.0%} together "
+                f"in Whisper's language detection, so the audio may be in a language without a speech model; it was "
+                f"transcribed as {language_name(detection.code)}."
+            )
         return detection, routes[detection.code]
 
-    def _probe_tokenless(self, speech: np.ndarray, tokenless: list[str]) -> tuple[str, float] | None:
+    def _not_served_message(self, detection: Detection, tokenless: list[str]) -> str:
+        served = ", ".join(sorted(c for c in self.recognizer.routes() if c != CODE_SWITCHED_ZULU))
+        top, top_p = detection.heard[0] if detection.heard else ("", 0.0)
+        if top_p >= NAMED_DETECTION and top not in self.recognizer.detectable():
+            what = f"{whisper_language_name(top)} (Whisper's '{top}', probability {top_p:.2f})"
+        else:
+            what = "a language without a speech model here"
+        heard = ", ".join(f"{t} {p:.2f}" for t, p in detection.heard[:3])
+        lacking = "" if tokenless else f" {self.model_name} knows no isiZulu, isiXhosa, Sesotho, Setswana or Sepedi."
+        return (
+            f"The audio is most likely in {what}: the languages served here ({served}) score "
+            f"{detection.served:.1%} together in Whisper's language detection (its likeliest: {heard}).{lacking} "
+            f"No transcript is returned rather than a wrong one. An operator can add a speech model for the language "
+            f'with {SETTING}=\'{{"zul": "<model directory or Hugging Face id>"}}\' (any code); a caller who knows the '
+            f"audio is in a served language can send its lang_code."
+        )
+
+    def _probe_tokenless(
+        self, speech: np.ndarray, tokenless: list[str], routes: dict[str, Route]
+    ) -> tuple[str, float] | None:
+        """A configured language Whisper has no token for, when its own model's greedy transcript of the first
+        30 s reads as that language to the text language identifier."""
         identifier = _LanguageIdentifier.get()
         if identifier is None:
             return None
-        model = self.recognizer.model(DEFAULT_MODEL)
-        segments, _ = model.transcribe(
-            np.ascontiguousarray(speech[: 30 * SAMPLE_RATE]),
-            beam_size=1,
-            temperature=0.0,
-            condition_on_previous_text=False,
-            vad_filter=False,
-        )
-        text = " ".join(s.text for s in segments).strip()
-        if len(text.split()) < 3:
-            return None
-        guess = identifier.detect(text)
-        if guess.language in tokenless and guess.confidence >= 0.5:
-            return guess.language, float(guess.confidence)
+        for code in tokenless:
+            model = self.recognizer.model(routes[code].model_key)
+            segments, _ = model.transcribe(
+                np.ascontiguousarray(speech[: 30 * SAMPLE_RATE]),
+                beam_size=1,
+                temperature=0.0,
+                condition_on_previous_text=False,
+                vad_filter=False,
+            )
+            text = " ".join(s.text for s in segments).strip()
+            if len(text.split()) < 3 or guards.repeats(text):
+                continue
+            guess = identifier.detect(text)
+            if guess.language == code and guess.confidence >= 0.5:
+                return code, float(guess.confidence)
         return None
 
     def _confirm_language(
@@ -473,7 +561,7 @@ def build_recognizer(whisper: WhisperSettings, data_dir: Path) -> SpeechRecogniz
     )
 
 
-_pipelines: dict[tuple[str, str, float, float, float], TranscriptionPipeline] = {}
+_pipelines: dict[tuple[str, str, str], TranscriptionPipeline] = {}
 _pipelines_lock = threading.Lock()
 
 
@@ -482,13 +570,15 @@ def get_pipeline(
 ) -> TranscriptionPipeline:
     """One pipeline per process and model configuration (what Ray tasks and deployments use). Only what the
     pipeline reads is part of the key: a change of time limits reuses the loaded models."""
-    key = (
-        str(data_dir),
-        whisper.model_dump_json(),
-        transcription.window_seconds,
-        transcription.diarisation_threshold,
-        transcription.max_whole_audio_seconds,
-    )
+    read = {
+        "window_seconds",
+        "diarisation_threshold",
+        "max_whole_audio_seconds",
+        "unserved_language",
+        "served_language_floor",
+        "served_language_confident",
+    }
+    key = (str(data_dir), whisper.model_dump_json(), transcription.model_dump_json(include=read))
     with _pipelines_lock:
         pipeline = _pipelines.get(key)
         if pipeline is None:

@@ -14,6 +14,7 @@ from contracts.speech import Segment, TimelineItem, Word
 from engines.asr import SpeechSegment, WordTiming
 from engines.diarise import Turn
 from engines.diarise import assign_speakers as speakers_of
+from engines.guards import confidence
 
 MIN_SILENCE_ITEM = 0.3  # seconds; shorter gaps between timeline items are not listed as silence
 Span = tuple[float, float]
@@ -47,7 +48,13 @@ def word(w: WordTiming) -> Word:
 
 
 def segment(s: SpeechSegment) -> Segment:
-    return Segment(start_time=s.start, end_time=s.end, text=s.text, words=[word(w) for w in s.words])
+    return Segment(
+        start_time=s.start,
+        end_time=s.end,
+        text=s.text,
+        words=[word(w) for w in s.words],
+        confidence=confidence(s.avg_logprob),
+    )
 
 
 def build_timeline(
@@ -61,16 +68,24 @@ def build_timeline(
         words = [w for w in seg.words if id(w) in kept]
         if not seg.words:  # no word timings: the segment as a whole (unless it lies in music)
             if seg.text and not any(s <= (seg.start + seg.end) / 2 <= e for s, e in music):
-                items.append(TimelineItem(start_time=seg.start, end_time=seg.end, type="speech", text=seg.text))
+                items.append(
+                    TimelineItem(
+                        start_time=seg.start,
+                        end_time=seg.end,
+                        type="speech",
+                        text=seg.text,
+                        confidence=confidence(seg.avg_logprob),
+                    )
+                )
             continue
         run: list[WordTiming] = []
         for w in words:
             if run and speakers and w.speaker_id != run[-1].speaker_id:
-                items.append(_speech_item(run))
+                items.append(_speech_item(run, seg))
                 run = []
             run.append(w)
         if run:
-            items.append(_speech_item(run))
+            items.append(_speech_item(run, seg))
     items += [TimelineItem(start_time=round(s, 3), end_time=round(e, 3), type="music") for s, e in music]
     items.sort(key=lambda i: (i.start_time, i.end_time))
     timeline: list[TimelineItem] = []
@@ -85,7 +100,7 @@ def build_timeline(
     return timeline
 
 
-def _speech_item(words: list[WordTiming]) -> TimelineItem:
+def _speech_item(words: list[WordTiming], seg: SpeechSegment) -> TimelineItem:
     return TimelineItem(
         start_time=words[0].start,
         end_time=words[-1].end,
@@ -93,6 +108,7 @@ def _speech_item(words: list[WordTiming]) -> TimelineItem:
         speaker_id=words[0].speaker_id,
         text="".join(w.word for w in words).strip(),
         words=[word(w) for w in words],
+        confidence=confidence(seg.avg_logprob),
     )
 
 

@@ -238,13 +238,16 @@ client -> server
 
 server -> client (JSON text frames)
   {"type": "ready", "sample_rate": 16000, "encoding": "pcm_s16le", "channels": 1}
-  {"type": "partial", "text": ..., "pending_text": ..., "language_code": ..., "audio_seconds": ...}
+  {"type": "partial", "text": ..., "pending_text": ..., "language_code": ..., "audio_seconds": ...,
+   "warnings": [...]}
       after every ~2 s of new audio: everything so far; the pending part may still change
-  {"type": "segment", "start_time", "end_time", "text", "words": [...]}
+  {"type": "segment", "start_time", "end_time", "text", "words": [...], "confidence"}
       a segment that will not change any more (ended in a pause)
-  {"type": "final", "text", "language_code", "audio_length_seconds", "segments": [...]}
+  {"type": "final", "text", "language_code", "audio_length_seconds", "segments": [...], "warnings": [...]}
   {"type": "error", "detail": ...}    then close (1008 bad input, 1009 too much audio, 1011 server error,
                                       4408 a time limit: idle, session length, or a client that stopped reading)
+      without lang_code, audio in a language that has no speech model is refused this way (1008) once about
+      4 s of speech are in; segments that fail the hallucination guards never appear (a warning says so)
 """
 
 BYTES_PER_SECOND = 32_000  # 16 kHz x 2 bytes
@@ -266,6 +269,7 @@ class _StreamState:
         self.total_bytes = 0
         self.since_partial = 0
         self.segments: list[Segment] = []
+        self.warnings: list[str] = []  # of every step (hallucination guards, uncertain language), each once
 
     @property
     def pending_seconds(self) -> float:
@@ -281,11 +285,16 @@ async def _stream_step(client: TranscriptionClient, state: _StreamState, websock
         commit_before = state.pending_seconds - 1.0
     step = await client.transcribe_pcm(
         StreamRequest(
-            pcm=bytes(state.buffer), language=state.lang_code, offset=state.offset, commit_before=commit_before
+            pcm=bytes(state.buffer),
+            language=state.lang_code,
+            offset=state.offset,
+            commit_before=commit_before,
+            final=final,
         )
     )
-    if state.lang_code is None and step.language_code:
+    if state.lang_code is None and step.language_code and step.language_settled:
         state.lang_code = step.language_code  # keep the detected language for the whole session
+    state.warnings += [w for w in step.warnings if w not in state.warnings]
     committed = list(step.final)
     cut = step.cut_seconds
     if final or (not cut and state.pending_seconds > MAX_PENDING_SECONDS):
@@ -310,8 +319,9 @@ async def _stream_step(client: TranscriptionClient, state: _StreamState, websock
                 "type": "partial",
                 "text": text,
                 "pending_text": pending_text,
-                "language_code": state.lang_code,
+                "language_code": state.lang_code if state.lang_code else step.language_code,
                 "audio_seconds": round(state.total_bytes / BYTES_PER_SECOND, 3),
+                "warnings": step.warnings,
             },
         )
 
@@ -399,6 +409,7 @@ async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket) -> No
                             "language_code": state.lang_code or "",
                             "audio_length_seconds": seconds,
                             "segments": [s.model_dump() for s in state.segments],
+                            "warnings": state.warnings,
                         },
                     )
                     await _meter_stream(ctx, caller, state, "successful")

@@ -413,6 +413,31 @@ def test_failed_job_reports_why(client_env) -> None:
         receiver.stop()
 
 
+def test_job_in_a_language_without_a_model_fails_naming_it(client_env, tmp_path: Path) -> None:
+    """espeak-ng's Setswana stands in for real speech Whisper base has no model for: the job fails with the
+    sync routes' message (400), never completes as a served language."""
+    env, client = client_env, client_env["client"]
+    if shutil.which("espeak-ng") is None:
+        pytest.skip("needs espeak-ng (scripts/setup.sh installs it)")
+    said = "Batho botlhe ba tsetswe ba gololesegile le go lekalekana ka seriti le ditshwanelo. " * 2
+    wav = subprocess.run(["espeak-ng", "-v", "tn", "--stdout", said], check=True, capture_output=True).stdout
+    receiver = Receiver().start()
+    try:
+        upload_id = _upload(env, wav, name="call.wav")
+        r = client.post(
+            f"/api/v1/transcribe/process/{upload_id}", headers=_headers(env["acme"]), json={"webhook": receiver.url}
+        )
+        assert r.status_code == 200
+        body = wait_until(lambda: receiver.received and receiver.received[0])[1]
+        payload = json.loads(body)
+        assert payload["status_code"] == 400 and "without a speech model" in payload["detail"]
+        assert "KHULUMA_WHISPER_LANGUAGE_MODELS" in payload["detail"]
+        failed = _get(env, upload_id).json()
+        assert failed["status"] == "failed" and failed["error"] == payload["detail"]
+    finally:
+        receiver.stop()
+
+
 def test_webhook_retried_until_the_receiver_is_back(client_env, speech_wav) -> None:
     env, client = client_env, client_env["client"]
     receiver = Receiver()  # not listening yet
