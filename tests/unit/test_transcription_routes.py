@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from starlette.websockets import WebSocketDisconnect
 
 from engines.audio import SAMPLE_RATE
