@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from contracts import languages
+from contracts.quality import Quality
 
 
 class LanguageSupport(BaseModel):
@@ -13,13 +14,27 @@ class LanguageSupport(BaseModel):
     supported: bool
     model: str | None = None
     note: str | None = None
+    quality: Quality | None = Field(
+        default=None,
+        description="Measured quality on real data (contracts/quality.py), or measured: false. Null: not applicable "
+        "(no model).",
+    )
 
     @classmethod
     def of(
-        cls, code: str, supported: bool, model: str | None, note: str | None = None, *, name: str | None = None
+        cls,
+        code: str,
+        supported: bool,
+        model: str | None,
+        note: str | None = None,
+        *,
+        name: str | None = None,
+        quality: Quality | None = None,
     ) -> LanguageSupport:
         """An entry named from the language registry (``name`` overrides, e.g. ``languages.speech_name(code)``)."""
-        return cls(code=code, name=name or languages.name(code), supported=supported, model=model, note=note)
+        return cls(
+            code=code, name=name or languages.name(code), supported=supported, model=model, note=note, quality=quality
+        )
 
 
 class CapabilityInfo(BaseModel):

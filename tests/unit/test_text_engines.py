@@ -128,13 +128,55 @@ def test_sentiment_scores_are_confidences(embed):
 
 
 def test_ner_floors_and_offsets(identifier):
-    from engines.ner import EntityRecogniser
+    from engines.ner import EntityRecogniser, HeuristicNER
     from engines.text_eval import evaluate_ner
 
     scores = evaluate_ner(EntityRecogniser(), identifier)
     assert scores["eng"].f1 >= 0.75, scores["eng"]
-    assert scores["zul"].f1 >= 0.7, scores["zul"]
+    # isiZulu: the service returns only the types measured precise on real text (dates); all of them are right
+    assert scores["zul"].precision == 1.0 and 0 < scores["zul"].recall < 0.5, scores["zul"]
     assert all(s.offsets_ok for s in scores.values())
+    # the heuristic itself, every type, on the developer-written isiZulu set (a regression floor, not a claim)
+    heuristic = HeuristicNER()
+
+    class Ungated:
+        def recognise(self, texts: list[str], languages: list[str]) -> list:
+            return heuristic.recognise(texts)
+
+    assert evaluate_ner(Ungated(), identifier)["zul"].f1 >= 0.7
+
+
+def test_ner_returns_only_types_measured_precise_on_real_text():
+    from contracts.quality import NER_TYPES
+    from engines.ner import EntityRecogniser
+
+    recogniser = EntityRecogniser()
+    zulu = "UCyril Ramaphosa uvakashele eThekwini ngoMsombuluko, u-MTN uthe inethiwekhi izobuya ngo-2024."
+    for language in ("zul", "xho", "tsn", "nso", "afr", "sot", "ssw", "tso"):
+        entities = recogniser.recognise([zulu], [language])[0]
+        assert {e.entity for e in entities} <= set(NER_TYPES.get(language, ())), (language, entities)
+    assert not recogniser.recognise([zulu], ["xho"])[0]  # no type reached 0.8 on real isiXhosa text
+    assert {e.entity for e in recogniser.recognise([zulu], ["zul"])[0]} == {"date"}
+
+
+def test_heuristic_does_not_call_common_words_people():
+    """What the heuristic did to real isiZulu call transcripts (issue #26): sentence-initial words after a
+    transcriber's mark, road names and shouted headline words are not people; operators are organisations."""
+    from engines.ner import HeuristicNER
+
+    heuristic = HeuristicNER()
+    texts = [
+        "[um] Indlela yokuthenga idatha, ukuthi uhambe uyothenga i-airtime.",
+        "[um] Lapho kwakumele ngiqede umsebenzi wami wesikole, ngaphatheka kabuhlungu kabi.",
+        "Eyi kwakusekumele ngifonele umuntu omdala. [um] Into engayenza, ngavele ngabona.",
+        "Sihambe ngo-N3 siya eThekwini. UMLINGISI odumile ukhulume izolo.",
+        "Kuyashiyana ukuthi usebenzisa i-M_T_N noma iTelkom noma i-Vodacom.",
+    ]
+    found = [e for ents in heuristic.recognise(texts) for e in ents]
+    people = {e.word for e in found if e.entity == "person"}
+    assert not people & {"Indlela", "Lapho", "Into", "Ngavele", "N3", "MLINGISI", "UMLINGISI", "Eyi"}, people
+    organisations = {e.word for e in found if e.entity == "organisation"}
+    assert {"M_T_N", "Telkom", "Vodacom"} <= organisations, found
 
 
 def test_spacy_ner_runs_only_what_its_entities_need():

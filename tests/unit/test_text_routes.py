@@ -126,8 +126,20 @@ def test_models_listing_is_honest(client, headers):
     langs = {lang["code"]: lang for lang in ner["languages"]}
     assert "spaCy" in langs["eng"]["model"]
     assert langs["zul"]["model"] == "heuristic" and "heuristic" in langs["zul"]["note"]
+    assert "dates" in langs["zul"]["note"] and langs["zul"]["quality"]["value"] >= 0.8
+    # a language whose heuristic is not precise enough on real text returns nothing, and says so with the figure
+    assert not langs["xho"]["supported"] and langs["xho"]["quality"]["measured"] and langs["xho"]["quality"]["poor"]
+    assert not langs["sot"]["supported"] and not langs["sot"]["quality"]["measured"]  # no real annotated text
     lid = {lang["code"] for lang in caps["language_identification"]["languages"]}
     assert lid == {"nso", "afr", "sot", "ssw", "tso", "tsn", "xho", "zul", "eng", "swh", "sna", "fra"}
+    # every language of every text capability is measured (figure and source) or says it is not: no bare tick
+    for capability in ("entity_recognition", "sentiment_analysis", "intent_classification", "language_identification"):
+        for lang in caps[capability]["languages"]:
+            quality = lang["quality"]
+            assert quality is not None, (capability, lang)
+            assert quality["measured"] == (quality["value"] is not None and quality["data"] is not None)
+    sentiment = {lang["code"]: lang["quality"] for lang in caps["sentiment_analysis"]["languages"]}
+    assert {c for c, q in sentiment.items() if q["measured"]} == {"eng", "afr", "sot", "zul"}
 
 
 def test_text_analysis_without_an_embeddings_handle_runs_the_embedder_itself(settings):

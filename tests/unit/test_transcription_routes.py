@@ -272,6 +272,24 @@ def test_models_listing_tells_the_language_truth(client, headers) -> None:
     assert all(languages[c]["supported"] for c in ("afr", "eng", "fra"))
     assert not any(languages[c]["supported"] for c in ("zul", "sot", "cs-zul"))
     assert "KHULUMA_WHISPER_LANGUAGE_MODELS" in languages["zul"]["note"]
+    # every served language carries its real-speech figure with its source; a poor one says so
+    for code in ("afr", "eng", "fra"):
+        quality = languages[code]["quality"]
+        assert quality["measured"] and quality["metric"] == "WER" and 0 <= quality["value"] <= 2
+        assert "real" in quality["data"] and "eval_real.py" in quality["command"]
+    assert languages["afr"]["quality"]["poor"] and "Poor on real speech" in languages["afr"]["note"]
+    assert not languages["eng"]["quality"]["poor"]
+
+
+def test_a_poor_language_warns_in_the_record(client, headers, tmp_path: Path) -> None:
+    wav = espeak("Die kinders speel sokker in die park na skool.", tmp_path / "af.wav", voice="af")
+    with wav.open("rb") as f:
+        route = "/api/v2alpha/transcribe/sync/file?lang_code=afr"
+        r = client.post(route, files={"file": ("a.wav", f)}, headers=headers)
+    assert r.status_code == 200, r.text
+    record = r.json()
+    assert record["transcription_text"]
+    assert any("Afrikaans" in w and "unreliable" in w and "WER" in w for w in record["warnings"]), record["warnings"]
 
 
 # ------------------------------------------------------------------------------------------ streaming
