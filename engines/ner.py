@@ -653,7 +653,7 @@ class HeuristicNER:
             # "uMandela", "UThandi" (sentence start), "e-Durban"; the entity is the stem
             if stem.lower() in self.date_words:
                 return _Candidate(stem_start, end, "date", prefix.lower())
-            if _ACRONYM.match(stem) or stem.lower() in _KNOWN_ORGANISATION_WORDS:
+            if _ACRONYM.match(stem) or stem.replace("_", "").lower() in _KNOWN_ORGANISATION_WORDS:
                 return _Candidate(stem_start, end, "organisation", prefix.lower())
             if stem.lower() in HONORIFICS:  # uMongameli, uMnumzana: a title, not the name
                 return None
@@ -711,7 +711,8 @@ class HeuristicNER:
 class EntityRecogniser:
     """English -> spaCy; other languages -> the configured transformers model, else the heuristic."""
 
-    def __init__(self, transformers_model: str | None = None) -> None:
+    def __init__(self, transformers_model: str | None = None, *, only_measured_types: bool = True) -> None:
+        self.only_measured_types = only_measured_types  # False: every type the heuristic guesses (evaluation)
         self.english = SpacyNER()
         self.heuristic = HeuristicNER()
         self.transformer: TransformersNER | None = TransformersNER(transformers_model) if transformers_model else None
@@ -728,12 +729,12 @@ class EntityRecogniser:
         groups: dict[int, tuple[NerBackend, list[int]]] = {}
         for i, language in enumerate(languages):
             backend = self.backend_for(language)
-            if backend is self.heuristic and not NER_TYPES.get(language):
+            if backend is self.heuristic and self.only_measured_types and not NER_TYPES.get(language):
                 continue
             groups.setdefault(id(backend), (backend, []))[1].append(i)
         for backend, idx in groups.values():
             for i, ents in zip(idx, backend.recognise([texts[i] for i in idx])):
-                if backend is self.heuristic:
+                if backend is self.heuristic and self.only_measured_types:
                     ents = [e for e in ents if e.entity in NER_TYPES[languages[i]]]
                 out[i] = ents
         return out
