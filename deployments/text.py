@@ -125,10 +125,9 @@ class TextAnalysis:
 
     def _entities_sync(self, texts: list[str]) -> list[list[Entity]]:
         with model_timer("TextAnalysis.entities"):
-            langs = [g.language for g in self.langid.detect_many(texts)]
             return [
                 [Entity(entity=e.entity, word=e.word, start=e.start, end=e.end) for e in found]
-                for found in self.recogniser.recognise(texts, langs)
+                for found in self.recogniser.recognise_routed(texts, self.langid)
             ]
 
     # --- sentiment -----------------------------------------------------------------------------------------

@@ -283,3 +283,20 @@ def test_ngram_language_model_features_match_scikit_learns_vectorizer(identifier
     logits -= logits.max(axis=1, keepdims=True)
     reference = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
     np.testing.assert_allclose(model.probabilities(texts), reference, atol=1e-5)
+
+
+def test_ner_goes_sentence_by_sentence_in_each_sentences_language(identifier):
+    """Code-switched text: the English sentences go to spaCy, the isiZulu one to the isiZulu rules (dates only);
+    a short English sentence full of African names is still English."""
+    from engines.ner import EntityRecogniser
+
+    recogniser = EntityRecogniser()
+    mixed = "Thandi Nkosi works for Standard Bank in Johannesburg. Sihambe eThekwini ngoMsombuluko, sathenga ukudla."
+    short = "Hello, my name is Thandi Nkosi and I live in Johannesburg."
+    found = recogniser.recognise_routed([mixed, short], identifier)
+    assert all(text[e.start : e.end] == e.word for text, ents in zip([mixed, short], found) for e in ents)
+    kinds = {(e.entity, e.word) for e in found[0]}
+    assert {("person", "Thandi Nkosi"), ("location", "Johannesburg")} <= kinds
+    assert ("date", "Msombuluko") in kinds
+    assert not any(e.start > mixed.index("Sihambe") and e.entity == "person" for e in found[0])  # no guessed people
+    assert ("person", "Thandi Nkosi") in {(e.entity, e.word) for e in found[1]}
