@@ -17,6 +17,7 @@ from serve_app.routers import (
     batch,
     openai,
     playground,
+    profile,
     search,
     text,
     transcribe_v1,
@@ -30,7 +31,8 @@ DESCRIPTION = """Khuluma: a self-hostable, Vulavula-compatible language, search 
 
 Authenticate with the `X-CLIENT-TOKEN` header (`khuluma token create`). Errors are `{"detail": "..."}`, except on
 the OpenAI-compatible routes (`/v1/audio/...`, `/v1/embeddings`, `/v1/models`: `Authorization: Bearer <token>`),
-which answer OpenAI's `{"error": {...}}`.
+which answer OpenAI's `{"error": {...}}`; the self-hosted profile (`/v1/translate`, `/v1/transcribe`) also takes
+HTTP Basic auth with the token as the password (docs/compatibility.md).
 `GET /api/v1/models` tells which models and languages this deployment really serves."""
 
 
@@ -53,6 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         utility,
         playground,
         openai,
+        profile,
     ):
         app.include_router(module.router)
     install_error_handlers(app)
