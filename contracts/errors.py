@@ -66,6 +66,10 @@ class NotFound(DomainError):
     """The resource does not exist, or belongs to another customer (never told apart)."""
 
 
+class UnknownModel(NotFound):
+    """A request names a model this service does not serve (the OpenAI-compatible routes' ``model``)."""
+
+
 class TooLarge(DomainError):
     """The payload is larger than a configured limit."""
 

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from contracts.batching import ItemFailed, MicroBatcher
+from contracts.embeddings import EmbeddingKind, Vectors
 from contracts.handles import DeploymentClient, call
 from contracts.settings import Settings
 from contracts.unicode import UnicodeText
@@ -151,6 +152,12 @@ class TextClient(DeploymentClient):
     async def classify(self, request: ClassifyRequest) -> list[ClassificationResult]:
         """``deployments.text.TextAnalysis.classify_many``: one distribution over the intents per input, in order."""
         return await self._classify.submit(request)
+
+    async def embed(self, texts: list[str], kind: EmbeddingKind) -> Vectors:
+        """``deployments.text.TextAnalysis.embed``: the embedder this replica uses (its own, or the Embeddings
+        deployment's), for callers that need vectors while no Embeddings deployment runs (``embeddings.placement``
+        local). One unit vector per text, in order (``contracts.embeddings.EmbeddingSource``)."""
+        return await call(self._handle.embed.remote(texts, kind))
 
     async def detect_language(self, request: LanguageDetectRequest) -> LanguageDetectResult:
         """``deployments.text.TextAnalysis.detect_language``: the language, its candidates and optional spans."""

@@ -13,11 +13,26 @@ from contracts.settings import Settings
 from serve_app import __version__
 from serve_app.errors import install_error_handlers
 from serve_app.middleware import BodyLimitMiddleware, MetricsMiddleware, WireCompatMiddleware
-from serve_app.routers import batch, playground, search, text, transcribe_v1, transcribe_v2, translate, usage, utility
+from serve_app.routers import (
+    batch,
+    openai,
+    playground,
+    profile,
+    search,
+    text,
+    transcribe_v1,
+    transcribe_v2,
+    translate,
+    usage,
+    utility,
+)
 
 DESCRIPTION = """Khuluma: a self-hostable, Vulavula-compatible language, search and speech API.
 
-Authenticate with the `X-CLIENT-TOKEN` header (`khuluma token create`). Errors are `{"detail": "..."}`.
+Authenticate with the `X-CLIENT-TOKEN` header (`khuluma token create`). Errors are `{"detail": "..."}`, except on
+the OpenAI-compatible routes (`/v1/audio/...`, `/v1/embeddings`, `/v1/models`: `Authorization: Bearer <token>`),
+which answer OpenAI's `{"error": {...}}`; the self-hosted profile (`/v1/translate`, `/v1/transcribe`) also takes
+HTTP Basic auth with the token as the password (docs/compatibility.md).
 `GET /api/v1/models` tells which models and languages this deployment really serves."""
 
 
@@ -29,7 +44,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """The ingress's FastAPI app; ``settings`` give the CORS origins and the body limits (default: defaults)."""
     settings = settings or Settings(_env_file=None)
     app = FastAPI(title="Khuluma", version=__version__, description=DESCRIPTION)
-    for module in (text, translate, search, transcribe_v1, transcribe_v2, batch, usage, utility, playground):
+    for module in (
+        text,
+        translate,
+        search,
+        transcribe_v1,
+        transcribe_v2,
+        batch,
+        usage,
+        utility,
+        playground,
+        openai,
+        profile,
+    ):
         app.include_router(module.router)
     install_error_handlers(app)
     if settings.cors_origins:

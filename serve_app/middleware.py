@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from cluster.memory import release_freed_memory
 from cluster.metrics import record_request
 from cluster.request_context import serve_request_id
+from serve_app.errors import error_body
 
 _SLASHES = re.compile(r"/{2,}")
 # The id of the request being handled, for log lines (contracts.logs) written anywhere below the middleware.
@@ -107,7 +108,7 @@ class BodyLimitMiddleware:
         message = f"Request body exceeds the limit of {limit / (1024 * 1024):.0f} MB ({setting})."
         length = headers.get(b"content-length", b"")
         if length.isdigit() and int(length) > limit:
-            await _refuse(send, message)
+            await _refuse(send, scope, message)
             return
         received, refused = 0, False
 
@@ -120,7 +121,7 @@ class BodyLimitMiddleware:
                 received += len(event.get("body", b""))
                 if received > limit:
                     refused = True
-                    await _refuse(send, message)
+                    await _refuse(send, scope, message)
                     return {"type": "http.disconnect"}
             return event
 
@@ -138,8 +139,8 @@ class BodyLimitMiddleware:
                 release_freed_memory()  # what the app buffered goes back to the OS, not to the heap
 
 
-async def _refuse(send: Send, detail: str) -> None:
-    body = json.dumps({"detail": detail}).encode()
+async def _refuse(send: Send, scope: Scope, detail: str) -> None:
+    body = json.dumps(error_body(scope.get("path", ""), 413, detail)).encode()
     await send(
         {
             "type": "http.response.start",

@@ -19,10 +19,12 @@ deployment without a field name; this module names the request field (``lang_cod
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -70,9 +72,28 @@ def _transcription(ctx: AppContext) -> TranscriptionClient:
     return required(ctx.clients.transcription, "transcription")
 
 
-def _named(exc: DomainError) -> DomainError:
+def _named(exc: DomainError, field: str = LANGUAGE_FIELD) -> DomainError:
     """The error as the client sees it: a language error names the request field."""
-    return exc.for_field(LANGUAGE_FIELD) if isinstance(exc, UnsupportedLanguage) else exc
+    return exc.for_field(field) if isinstance(exc, UnsupportedLanguage) else exc
+
+
+@dataclass
+class Options:
+    """What a file transcription route asks for (from its query or its form)."""
+
+    language: str | None = None
+    diarise: bool = False
+    detect_music: bool = False
+    translate: bool = False
+    language_field: str = LANGUAGE_FIELD  # the request field that carried ``language``, named in its errors
+
+
+@dataclass(frozen=True)
+class Transcribed:
+    """A transcribed upload: the file's facts (its spool file is gone) and what transcribing it produced."""
+
+    upload: SavedUpload
+    result: TranscriptionResult
 
 
 async def _transcribe(
@@ -84,9 +105,12 @@ async def _transcribe(
     timeout: float,
     on_timeout: type[DomainError],
     started: float,
+    language_field: str = LANGUAGE_FIELD,
+    accept: Callable[[TranscriptionResult], None] | None = None,
 ) -> TranscriptionResult:
     """Run the transcription with a deadline and meter the call (successful or failed). ``on_timeout``: the
-    route's answer past the deadline (TimedOut on the sync routes, Unavailable on the fast route)."""
+    route's answer past the deadline (TimedOut on the sync routes, Unavailable on the fast route). ``accept`` may
+    refuse a result the route cannot answer with (raising a domain error): the call is metered as failed."""
     client = _transcription(ctx)
     remaining = max(0.1, timeout - (time.monotonic() - started))
     message = (
@@ -101,7 +125,9 @@ async def _transcribe(
         except (TimeoutError, TimedOut):  # asyncio.wait_for's timeout is the builtin TimeoutError
             raise on_timeout(message) from None
         except UnsupportedLanguage as exc:
-            raise _named(exc) from None
+            raise _named(exc, language_field) from None
+        if accept is not None:
+            accept(result)
     except Exception:
         await record_usage(ctx, caller, route, status="failed")
         raise
@@ -118,6 +144,106 @@ async def _metered(ctx: AppContext, caller: Principal, route: str, receiving: Aw
         raise
 
 
+OptionsOf = Callable[[SavedUpload], Options | Awaitable[Options]]  # a route's options, read from its upload
+
+
+async def _chosen(options: OptionsOf, upload: SavedUpload) -> Options:
+    chosen = options(upload)
+    return await chosen if inspect.isawaitable(chosen) else chosen
+
+
+@dataclass(frozen=True)
+class FileRoute:
+    """A file transcription route: its usage name, its multipart file field and how it reads its options."""
+
+    route: str
+    field: str
+    options: OptionsOf
+
+
+async def _received(
+    ctx: AppContext, caller: Principal, request: Request, via: FileRoute
+) -> tuple[SavedUpload, Options]:
+    """The upload spooled to disk and the route's options read from it (a bad one is a failed invocation)."""
+    receiving = receive_file(request, via.field, _limit_bytes(ctx), _uploads(ctx))
+    upload = await _metered(ctx, caller, via.route, receiving)
+    try:
+        return upload, await _metered(ctx, caller, via.route, _chosen(via.options, upload))
+    except BaseException:
+        await anyio.to_thread.run_sync(upload.delete)
+        raise
+
+
+async def transcribe_upload(
+    ctx: AppContext,
+    caller: Principal,
+    request: Request,
+    via: FileRoute,
+    *,
+    timeout: float,
+    on_timeout: type[DomainError] = TimedOut,
+    accept: Callable[[TranscriptionResult], None] | None = None,
+) -> Transcribed:
+    """THE file transcription of the routes: the multipart file spooled to disk (413 before the rest is read), the
+    options read from the upload (its text parts) or the query, the transcription within ``timeout``, metered;
+    the spool file and any object the audio travelled through are gone when this returns."""
+    started = time.monotonic()
+    upload, chosen = await _received(ctx, caller, request, via)
+    audio = None
+    try:
+        audio = await _metered(ctx, caller, via.route, _blob(ctx, upload))
+        result = await _transcribe(
+            ctx,
+            caller,
+            via.route,
+            TranscribeRequest(
+                audio=audio,
+                file_name=upload.filename,
+                language=chosen.language or None,
+                diarise=chosen.diarise,
+                detect_music=chosen.detect_music,
+                translate=chosen.translate,
+            ),
+            timeout=timeout,
+            on_timeout=on_timeout,
+            started=started,
+            language_field=chosen.language_field,
+            accept=accept,
+        )
+    finally:
+        await _release(ctx, upload, audio)
+    return Transcribed(upload, result)
+
+
+async def check_upload(
+    ctx: AppContext, caller: Principal, request: Request, via: FileRoute
+) -> tuple[SavedUpload, Options]:
+    """A dry run of :func:`transcribe_upload`: the upload and its options checked (the language normalised, or
+    400 when it is unknown or has no model here), nothing transcribed and nothing metered but a refusal."""
+    upload, chosen = await _received(ctx, caller, request, via)
+    await anyio.to_thread.run_sync(upload.delete)
+    if chosen.language:
+        try:
+            code = await _metered(ctx, caller, via.route, _transcription(ctx).check_language(chosen.language))
+        except UnsupportedLanguage as exc:
+            raise _named(exc, chosen.language_field) from None
+        chosen = replace(chosen, language=code)
+    return upload, chosen
+
+
+def record_of(done: Transcribed, caller: Principal) -> TranscriptionRecord:
+    """The transcription record of a sync upload (``contracts.speech.build_record``), owned by the caller."""
+    return build_record(
+        done.result,
+        id=str(uuid.uuid4()),
+        customer_id=caller.customer_id,
+        project_id=caller.project_id,
+        keychain_id=caller.token_id,
+        blob_name=done.upload.filename,
+        upload_file_size=done.upload.size,
+    )
+
+
 async def sync_file(
     ctx: AppContext,
     caller: Principal,
@@ -127,58 +253,23 @@ async def sync_file(
     detect_music: bool,
     translate: bool = False,
 ) -> TranscriptionRecord:
-    started = time.monotonic()
     route = ROUTE_API_SYNC if translate else ROUTE_SYNC
-    upload = await _metered(ctx, caller, route, receive_file(request, "file", _limit_bytes(ctx), _uploads(ctx)))
-    audio = None
-    try:
-        audio = await _metered(ctx, caller, route, _blob(ctx, upload))
-        result = await _transcribe(
-            ctx,
-            caller,
-            route,
-            TranscribeRequest(
-                audio=audio,
-                file_name=upload.filename,
-                language=lang_code or None,
-                diarise=diarise,
-                detect_music=detect_music,
-                translate=translate,
-            ),
-            timeout=ctx.settings.transcription.sync_timeout_seconds,
-            on_timeout=TimedOut,
-            started=started,
-        )
-    finally:
-        await _release(ctx, upload, audio)
-    return build_record(
-        result,
-        id=str(uuid.uuid4()),
-        customer_id=caller.customer_id,
-        project_id=caller.project_id,
-        keychain_id=caller.token_id,
-        blob_name=upload.filename,
-        upload_file_size=upload.size,
-    )
+    via = FileRoute(route, "file", lambda _: Options(lang_code, diarise, detect_music, translate))
+    done = await transcribe_upload(ctx, caller, request, via, timeout=ctx.settings.transcription.sync_timeout_seconds)
+    return record_of(done, caller)
 
 
 async def fast(ctx: AppContext, caller: Principal, request: Request, lang_code: str | None) -> FastTranscription:
-    started = time.monotonic()
-    upload = await _metered(ctx, caller, ROUTE_FAST, receive_file(request, "upload", _limit_bytes(ctx), _uploads(ctx)))
-    audio = None
-    try:
-        audio = await _metered(ctx, caller, ROUTE_FAST, _blob(ctx, upload))
-        result = await _transcribe(
+    result = (
+        await transcribe_upload(
             ctx,
             caller,
-            ROUTE_FAST,
-            TranscribeRequest(audio=audio, file_name=upload.filename, language=lang_code or None),
+            request,
+            FileRoute(ROUTE_FAST, "upload", lambda _: Options(lang_code)),
             timeout=ctx.settings.transcription.fast_timeout_seconds,
             on_timeout=Unavailable,
-            started=started,
         )
-    finally:
-        await _release(ctx, upload, audio)
+    ).result
     return FastTranscription(
         text=result.text,
         lang_code=result.language_code,
