@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -19,6 +19,15 @@ log = logging.getLogger("khuluma")
 
 def error_response(error: DomainError) -> JSONResponse:
     return JSONResponse({"detail": error.detail}, status_code=http_status(error))
+
+
+async def refuse_websocket(websocket: WebSocket, error: DomainError) -> None:
+    """Refuse a WebSocket upgrade before it is accepted: the error's HTTP answer (status and ``{"detail"}``) where
+    the server can send one, else a close with 1008 (the client then sees a 403)."""
+    try:
+        await websocket.send_denial_response(error_response(error))
+    except RuntimeError:  # server without the denial-response extension
+        await websocket.close(code=1008, reason=error.detail[:120])
 
 
 def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
