@@ -13,7 +13,18 @@ from contracts.settings import Settings
 from serve_app import __version__
 from serve_app.errors import install_error_handlers
 from serve_app.middleware import BodyLimitMiddleware, MetricsMiddleware, WireCompatMiddleware
-from serve_app.routers import batch, playground, search, text, transcribe_v1, transcribe_v2, translate, usage, utility
+from serve_app.routers import (
+    batch,
+    playground,
+    realtime,
+    search,
+    text,
+    transcribe_v1,
+    transcribe_v2,
+    translate,
+    usage,
+    utility,
+)
 
 DESCRIPTION = """Khuluma: a self-hostable, Vulavula-compatible language, search and speech API.
 
@@ -29,7 +40,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """The ingress's FastAPI app; ``settings`` give the CORS origins and the body limits (default: defaults)."""
     settings = settings or Settings(_env_file=None)
     app = FastAPI(title="Khuluma", version=__version__, description=DESCRIPTION)
-    for module in (text, translate, search, transcribe_v1, transcribe_v2, batch, usage, utility, playground):
+    for module in (text, translate, search, transcribe_v1, transcribe_v2, batch, usage, realtime, utility, playground):
         app.include_router(module.router)
     install_error_handlers(app)
     if settings.cors_origins:
