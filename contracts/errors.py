@@ -86,6 +86,11 @@ class Unauthenticated(DomainError):
     """No token, or a token that is unknown or revoked."""
 
 
+class Forbidden(DomainError):
+    """A credential that may not be used: an unknown, expired or already used Live API client secret, or one
+    presented beside another customer's token."""
+
+
 class Unavailable(DomainError):
     """The capability cannot answer now (not deployed, overloaded, switched off, or a dependency is down)."""
 
@@ -118,6 +123,7 @@ def find_domain_error(exc: BaseException) -> DomainError | None:
 HTTP_STATUS: dict[type[DomainError], int] = {
     InvalidInput: 400,  # UnsupportedLanguage too
     Unauthenticated: 401,
+    Forbidden: 403,
     NotFound: 404,
     TooLarge: 413,
     UnsupportedMedia: 415,  # NotAudio too

@@ -348,6 +348,13 @@ class TranscriptionSettings(BaseModel):
         "(4408). The server stops reading a client's audio while a message to it is unsent, so a stalled reader "
         "holds at most one message and its socket buffers, never a growing queue.",
     )
+    realtime_secret_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="Lifetime of a Live API client secret (`POST /v1/realtime/client_secrets`): the time it has to "
+        "open its `/v1/realtime` session. A secret opens one session only; the session then has the stream limits "
+        "above.",
+    )
     fast_timeout_seconds: float = Field(default=60.0, description="Fast transcription limit (503 beyond it).")
     unserved_language: Literal["refuse", "warn"] = Field(
         default="refuse",

@@ -87,7 +87,10 @@ class TranscribeRequest(BaseModel):
 class StreamRequest(BaseModel):
     """One streaming step: the uncommitted audio so far."""
 
-    pcm: bytes = Field(description="16 kHz mono PCM, signed 16-bit little-endian")
+    pcm: bytes = Field(description="mono PCM, signed 16-bit little-endian, at ``sample_rate``")
+    sample_rate: int = Field(
+        default=16_000, ge=8_000, le=48_000, description="Hz of ``pcm``; the engine resamples it to 16 kHz."
+    )
     language: str | None = None
     offset: float = Field(default=0.0, description="Seconds of the stream before this buffer.")
     commit_before: float | None = Field(

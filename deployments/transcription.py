@@ -143,9 +143,9 @@ class Transcription:
         return self.pipeline.recognizer.route(code).code
 
     async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
-        """Streaming step: 16 kHz PCM16LE mono bytes -> final and pending segments (see
-        ``TranscriptionPipeline.transcribe_array``)."""
-        audio = load_pcm16(request.pcm)
+        """Streaming step: PCM16LE mono bytes at ``request.sample_rate`` (resampled to 16 kHz here) -> final and
+        pending segments (see ``TranscriptionPipeline.transcribe_array``)."""
+        audio = load_pcm16(request.pcm, request.sample_rate)
         if audio.size == 0:
             return StreamStep(language_code=request.language or "", cut_seconds=0.0)
         step = functools.partial(

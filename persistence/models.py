@@ -166,3 +166,21 @@ class UsageRecord(Base):
     tokens: Mapped[int] = mapped_column(Integer, default=0)
     reference_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class RealtimeClientSecret(Base):
+    """A Live API client secret (``POST /v1/realtime/client_secrets``): short-lived, single use, bound to the token
+    that minted it (its customer and project) and to the session configuration it was minted with."""
+
+    __tablename__ = "realtime_client_secrets"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # SHA-256 of the secret (256-bit random, as API tokens): the secret itself is never stored.
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    token_id: Mapped[int] = mapped_column(ForeignKey("api_tokens.id", ondelete="CASCADE"), index=True)
+    customer_id: Mapped[int] = mapped_column(Integer)
+    project_id: Mapped[int] = mapped_column(Integer)
+    session: Mapped[dict] = mapped_column(JSON, doc="The session configuration the secret opens.")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    # set once, by the one connection that consumes the secret (a conditional UPDATE)
+    used_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)

@@ -12,7 +12,7 @@ import logging
 import re
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -93,6 +93,15 @@ def error_response(error: DomainError, path: str = "") -> JSONResponse:
     status = http_status(error)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 and is_openai_path(path) else None
     return JSONResponse(error_body(path, status, error.detail, error), status_code=status, headers=headers)
+
+
+async def refuse_websocket(websocket: WebSocket, error: DomainError) -> None:
+    """Refuse a WebSocket upgrade before it is accepted: the error's HTTP answer (status and ``{"detail"}``) where
+    the server can send one, else a close with 1008 (the client then sees a 403)."""
+    try:
+        await websocket.send_denial_response(error_response(error))
+    except RuntimeError:  # server without the denial-response extension
+        await websocket.close(code=1008, reason=error.detail[:120])
 
 
 def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:

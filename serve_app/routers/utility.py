@@ -9,7 +9,7 @@ from fastapi.responses import FileResponse, JSONResponse
 
 from contracts.errors import DomainError
 from serve_app.auth import Caller, Ctx, authenticate
-from serve_app.errors import error_response
+from serve_app.errors import refuse_websocket
 from serve_app.schemas.meta import Health, Metadata, ModelsListing
 from serve_app.services import meta
 from serve_app.services import transcription as transcription_service
@@ -61,10 +61,6 @@ async def stream_transcribe(websocket: WebSocket, ctx: Ctx) -> None:
     try:
         caller = await authenticate(ctx, token)
     except DomainError as exc:
-        denial = error_response(exc)
-        try:
-            await websocket.send_denial_response(denial)
-        except RuntimeError:  # server without the denial-response extension
-            await websocket.close(code=1008, reason=exc.detail[:120])
+        await refuse_websocket(websocket, exc)
         return
     await transcription_service.stream(ctx, caller, websocket)

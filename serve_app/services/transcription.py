@@ -7,7 +7,8 @@
   Past ``transcription.fast_timeout_seconds`` -> 503 (Unavailable: the spec's "request timed out").
 - :func:`v1_sync`: ``POST /api/v1/transcribe/sync`` (JSON, base64 ``audio_blob``) -> ``{message, text,
   language_id}``; base64 that does not decode -> 400.
-- :func:`stream`: the ``/ws/stream-transcribe`` WebSocket (protocol in :data:`STREAM_PROTOCOL`).
+- :func:`stream`: the ``/ws/stream-transcribe`` WebSocket (protocol in :data:`STREAM_PROTOCOL`; the buffer,
+  stepping, limits and close codes it shares with the Live API are ``serve_app.services.streaming``).
 
 Uploads stream to a spool file in ``<data_dir>/uploads`` on the ingress's own node (413 beyond ``max_request_mb``
 without reading the rest) and are deleted after the answer; the Transcription replica (on any node) receives the
@@ -29,14 +30,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
-from fastapi import Request, WebSocket, WebSocketDisconnect
+from fastapi import Request, WebSocket
 
 from cluster.transfer import blob_from_bytes, blob_from_file, discard
-from contracts.errors import DomainError, InvalidInput, TimedOut, TooLarge, Unavailable, UnsupportedLanguage
+from contracts.errors import DomainError, InvalidInput, TimedOut, Unavailable, UnsupportedLanguage
 from contracts.payloads import Blob
 from contracts.speech import (
-    Segment,
-    StreamRequest,
     TranscribeRequest,
     TranscriptionClient,
     TranscriptionRecord,
@@ -46,6 +45,7 @@ from contracts.speech import (
 from serve_app.context import AppContext, required
 from serve_app.schemas.transcribe import FastTranscription, V1SyncResult
 from serve_app.services.jobs import decode_audio_blob  # the v1 base64 body, shared with the v1 upload route
+from serve_app.services.streaming import SAMPLE_RATE, StreamState, advance, guard, receive, send
 from serve_app.services.usage import record_usage
 from serve_app.tokens import Principal
 from serve_app.uploads import SavedUpload, receive_file, sanitize_filename
@@ -341,106 +341,26 @@ server -> client (JSON text frames)
       6 s of speech are in; segments that fail the hallucination guards never appear (a warning says so)
 """
 
-BYTES_PER_SECOND = 32_000  # 16 kHz x 2 bytes
-PARTIAL_EVERY_SECONDS = 2.0
-COMMIT_AFTER_SECONDS = 8.0  # beyond this much pending audio, finished segments are committed
-MAX_PENDING_SECONDS = 28.0  # never keep more than this uncommitted (Whisper's window is 30 s)
 
-
-class _StreamTimeout(Exception):
-    """A live stream passed one of its time limits (closed with 4408)."""
-
-
-class _StreamState:
-    def __init__(self, lang_code: str | None, send_timeout_s: float = 30.0) -> None:
-        self.lang_code = lang_code
-        self.send_timeout_s = send_timeout_s
-        self.buffer = bytearray()
-        self.offset = 0.0  # seconds of audio before the buffer
-        self.total_bytes = 0
-        self.since_partial = 0
-        self.segments: list[Segment] = []
-        self.warnings: list[str] = []  # of every step (hallucination guards, uncertain language), each once
-
-    @property
-    def pending_seconds(self) -> float:
-        return len(self.buffer) / BYTES_PER_SECOND
-
-    def committed_text(self) -> str:
-        return " ".join(s.text for s in self.segments if s.text).strip()
-
-
-async def _stream_step(client: TranscriptionClient, state: _StreamState, websocket: WebSocket, final: bool) -> None:
-    commit_before = None
-    if not final and state.pending_seconds > COMMIT_AFTER_SECONDS:
-        commit_before = state.pending_seconds - 1.0
-    step = await client.transcribe_pcm(
-        StreamRequest(
-            pcm=bytes(state.buffer),
-            language=state.lang_code,
-            offset=state.offset,
-            commit_before=commit_before,
-            final=final,
-        )
+async def _stream_step(client: TranscriptionClient, state: StreamState, websocket: WebSocket, final: bool) -> None:
+    advanced = await advance(client, state, final)
+    if final:
+        return
+    for segment in advanced.committed:
+        await send(websocket, state, {"type": "segment", **segment.model_dump()})
+    text = (state.committed_text() + " " + advanced.pending_text).strip()
+    await send(
+        websocket,
+        state,
+        {
+            "type": "partial",
+            "text": text,
+            "pending_text": advanced.pending_text,
+            "language_code": state.lang_code if state.lang_code else advanced.step.language_code,
+            "audio_seconds": round(state.audio_seconds, 3),
+            "warnings": advanced.step.warnings,
+        },
     )
-    if state.lang_code is None and step.language_code and step.language_settled:
-        state.lang_code = step.language_code  # keep the detected language for the whole session
-    state.warnings += [w for w in step.warnings if w not in state.warnings]
-    committed = list(step.final)
-    cut = step.cut_seconds
-    if final or (not cut and state.pending_seconds > MAX_PENDING_SECONDS):
-        committed += step.pending  # end of audio, or no pause for too long: take what we have
-        cut, pending_text = state.pending_seconds, ""
-    else:
-        pending_text = step.pending_text
-    for segment in committed:
-        state.segments.append(segment)
-        if not final:
-            await _send(websocket, state, {"type": "segment", **segment.model_dump()})
-    if cut:
-        drop = min(len(state.buffer), int(cut * 16_000) * 2)
-        del state.buffer[:drop]
-        state.offset += drop / BYTES_PER_SECOND
-    if not final:
-        text = (state.committed_text() + " " + pending_text).strip()
-        await _send(
-            websocket,
-            state,
-            {
-                "type": "partial",
-                "text": text,
-                "pending_text": pending_text,
-                "language_code": state.lang_code if state.lang_code else step.language_code,
-                "audio_seconds": round(state.total_bytes / BYTES_PER_SECOND, 3),
-                "warnings": step.warnings,
-            },
-        )
-
-
-async def _send(websocket: WebSocket, state: _StreamState, message: dict[str, Any]) -> None:
-    """Send, or give up on a client that stopped reading: nothing else is read from it meanwhile (backpressure)."""
-    try:
-        await asyncio.wait_for(websocket.send_json(message), state.send_timeout_s)
-    except TimeoutError:
-        raise _StreamTimeout(
-            f"The client did not read for {state.send_timeout_s:g} s "
-            "(KHULUMA_TRANSCRIPTION_STREAM_SEND_TIMEOUT_SECONDS)."
-        ) from None
-
-
-async def _receive(websocket: WebSocket, idle_s: float, ends_at: float) -> dict[str, Any]:
-    """The next message, within the idle limit and the session's end (monotonic time)."""
-    left = ends_at - time.monotonic()
-    try:
-        return dict(await asyncio.wait_for(websocket.receive(), max(0.0, min(idle_s, left))))
-    except TimeoutError:
-        if left <= idle_s:
-            raise _StreamTimeout(
-                "The stream reached its longest session (KHULUMA_TRANSCRIPTION_STREAM_MAX_SECONDS)."
-            ) from None
-        raise _StreamTimeout(
-            f"Nothing was received for {idle_s:g} s (KHULUMA_TRANSCRIPTION_STREAM_IDLE_SECONDS)."
-        ) from None
 
 
 def _is_end(text: str) -> tuple[bool, dict[str, Any]]:
@@ -459,87 +379,59 @@ async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket) -> No
     """Streaming transcription over a WebSocket (the router authenticated the caller); see STREAM_PROTOCOL."""
     await websocket.accept()
     limits = ctx.settings.transcription
-    state = _StreamState(websocket.query_params.get("lang_code") or None, limits.stream_send_timeout_seconds)
+    state = StreamState(websocket.query_params.get("lang_code") or None, limits.stream_send_timeout_seconds)
+
+    async def meter(status: str) -> None:
+        if state.total_bytes or status == "successful":
+            await record_usage(ctx, caller, ROUTE_STREAM, status=status, seconds=state.audio_seconds)
+
+    await guard(
+        websocket,
+        state,
+        _stream_session(ctx, websocket, state, meter),
+        meter,
+        lambda detail, _code: {"type": "error", "detail": detail},
+        _named,
+    )
+
+
+async def _stream_session(
+    ctx: AppContext, websocket: WebSocket, state: StreamState, meter: Callable[[str], Awaitable[None]]
+) -> None:
+    limits = ctx.settings.transcription
     limit = _limit_bytes(ctx)
     ends_at = time.monotonic() + limits.stream_max_seconds
-    try:
-        client = _transcription(ctx)
-        if state.lang_code:
-            await client.check_language(state.lang_code)
-        await _send(websocket, state, {"type": "ready", "sample_rate": 16000, "encoding": "pcm_s16le", "channels": 1})
-        while True:
-            message = await _receive(websocket, limits.stream_idle_seconds, ends_at)
-            if message["type"] == "websocket.disconnect":
-                await _meter_stream(ctx, caller, state, "failed")
+    client = _transcription(ctx)
+    if state.lang_code:
+        await client.check_language(state.lang_code)
+    await send(websocket, state, {"type": "ready", "sample_rate": SAMPLE_RATE, "encoding": "pcm_s16le", "channels": 1})
+    while True:
+        message = await receive(websocket, limits.stream_idle_seconds, ends_at)
+        data, text = message.get("bytes"), message.get("text")
+        if data:
+            if state.add_audio(data, limit):
+                await _stream_step(client, state, websocket, final=False)
+        elif text is not None:
+            end, config = _is_end(text)
+            if config.get("type") == "config" and config.get("lang_code"):
+                state.lang_code = str(config["lang_code"])
+                await client.check_language(state.lang_code)  # before any audio is decoded
+            if end:
+                if state.buffer:
+                    await _stream_step(client, state, websocket, final=True)
+                seconds = round(state.audio_seconds, 3)
+                await send(
+                    websocket,
+                    state,
+                    {
+                        "type": "final",
+                        "text": state.committed_text(),
+                        "language_code": state.lang_code or "",
+                        "audio_length_seconds": seconds,
+                        "segments": [s.model_dump() for s in state.segments],
+                        "warnings": state.warnings,
+                    },
+                )
+                await meter("successful")
+                await websocket.close(code=1000)
                 return
-            data, text = message.get("bytes"), message.get("text")
-            if data:
-                state.buffer += data
-                state.total_bytes += len(data)
-                state.since_partial += len(data)
-                if state.total_bytes > limit:
-                    raise TooLarge(f"The stream exceeds the limit of {limit // (1024 * 1024)} MB of audio.")
-                if state.since_partial >= PARTIAL_EVERY_SECONDS * BYTES_PER_SECOND:
-                    state.since_partial = 0
-                    await _stream_step(client, state, websocket, final=False)
-            elif text is not None:
-                end, config = _is_end(text)
-                if config.get("type") == "config" and config.get("lang_code"):
-                    state.lang_code = str(config["lang_code"])
-                    await client.check_language(state.lang_code)  # before any audio is decoded
-                if end:
-                    if state.buffer:
-                        await _stream_step(client, state, websocket, final=True)
-                    seconds = round(state.total_bytes / BYTES_PER_SECOND, 3)
-                    await _send(
-                        websocket,
-                        state,
-                        {
-                            "type": "final",
-                            "text": state.committed_text(),
-                            "language_code": state.lang_code or "",
-                            "audio_length_seconds": seconds,
-                            "segments": [s.model_dump() for s in state.segments],
-                            "warnings": state.warnings,
-                        },
-                    )
-                    await _meter_stream(ctx, caller, state, "successful")
-                    await websocket.close(code=1000)
-                    return
-    except WebSocketDisconnect:
-        await _meter_stream(ctx, caller, state, "failed")
-    except _StreamTimeout as exc:
-        await _meter_stream(ctx, caller, state, "failed")
-        await _close_with_error(websocket, str(exc), 4408, wait_s=min(1.0, state.send_timeout_s))
-    except DomainError as exc:
-        await _meter_stream(ctx, caller, state, "failed")
-        await _close_with_error(websocket, _named(exc).detail, _close_code(exc))
-    except Exception:
-        await _meter_stream(ctx, caller, state, "failed")
-        await _close_with_error(websocket, "Internal server error during streaming transcription.", 1011)
-        raise
-
-
-def _close_code(exc: DomainError) -> int:
-    """WebSocket close code of a domain error: 1008 bad input (a language without a model too), 1009 too much
-    audio, 1011 anything else (the service cannot answer)."""
-    if isinstance(exc, TooLarge):
-        return 1009
-    if isinstance(exc, InvalidInput):
-        return 1008
-    return 1011
-
-
-async def _meter_stream(ctx: AppContext, caller: Principal, state: _StreamState, status: str) -> None:
-    if state.total_bytes or status == "successful":
-        await record_usage(ctx, caller, ROUTE_STREAM, status=status, seconds=state.total_bytes / BYTES_PER_SECOND)
-
-
-async def _close_with_error(websocket: WebSocket, detail: str, code: int, wait_s: float = 10.0) -> None:
-    """Say why, then close; within ``wait_s`` (a client that stopped reading may never take the message)."""
-    try:
-        async with asyncio.timeout(wait_s):
-            await websocket.send_json({"type": "error", "detail": detail})
-            await websocket.close(code=code, reason=detail[:120])
-    except (RuntimeError, WebSocketDisconnect, TimeoutError):
-        pass

@@ -23,6 +23,7 @@ TABLES = {
     "batches",
     "batch_items",
     "usage_records",
+    "realtime_client_secrets",
 }
 
 
