@@ -6,6 +6,8 @@
   <token>`` as OpenAI's SDKs send it, and ``X-CLIENT-TOKEN``, HTTP Basic or ``x-api-key`` (:data:`OpenAICaller`).
 - The self-hosted profile routes (``/v1/translate``, ``/v1/transcribe``): HTTP Basic with a Khuluma token as the
   password (the user name is free), and the same others (:data:`ProfileCaller`).
+- The Live API's ``POST /v1/realtime/client_secrets``: ``X-CLIENT-TOKEN``, ``x-api-key`` (as Vulavula's clients
+  send it), HTTP Basic or Bearer (:data:`AnyCaller`).
 
 Every credential is the same Khuluma token (``khuluma token create``); only the wording of a refusal differs, so
 each family's clients read a message in their own terms.
@@ -97,6 +99,7 @@ def _any_credential(wording: Wording) -> Callable[[Request, AppContext], Awaitab
 
 
 Caller = Annotated[Principal, Depends(require_principal)]
+AnyCaller = Annotated[Principal, Depends(_any_credential(NATIVE))]  # the Live API's client_secrets
 OpenAICaller = Annotated[Principal, Depends(_any_credential(OPENAI))]
 ProfileCaller = Annotated[Principal, Depends(_any_credential(PROFILE))]
 Ctx = Annotated[AppContext, Depends(get_context)]

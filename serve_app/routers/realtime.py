@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, WebSocket
 
 from contracts.errors import DomainError
-from serve_app.auth import Caller, Ctx, authenticate
+from serve_app.auth import AnyCaller, Ctx, authenticate
 from serve_app.errors import refuse_websocket
 from serve_app.schemas.realtime import ClientSecret, ClientSecretRequest
 from serve_app.services import realtime as service
@@ -19,7 +19,7 @@ router = APIRouter(tags=["live"])
 
 @router.post("/v1/realtime/client_secrets", response_model=ClientSecret)
 async def client_secrets(
-    caller: Caller, ctx: Ctx, body: Annotated[ClientSecretRequest | None, Body()] = None
+    caller: AnyCaller, ctx: Ctx, body: Annotated[ClientSecretRequest | None, Body()] = None
 ) -> ClientSecret:
     """A client secret for one Live API session: single use, short-lived
     (`KHULUMA_TRANSCRIPTION_REALTIME_SECRET_SECONDS`), bound to this token's customer and project and to the

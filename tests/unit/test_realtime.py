@@ -229,6 +229,10 @@ def test_mint_defaults_validation_and_auth(local_app, token, db):
     assert r.status_code == 400
     assert client.post(SECRETS, json={}).status_code == 401
     assert client.post(SECRETS, json={}, headers={"X-CLIENT-TOKEN": "khk_wrong"}).status_code == 401
+    # Vulavula's own clients mint with x-api-key; HTTP Basic (the token as password) works too
+    assert client.post(SECRETS, json={}, headers={"x-api-key": token}).status_code == 200
+    assert client.post(SECRETS, json={}, auth=("anyone", token)).status_code == 200
+    assert client.post(SECRETS, json={}, headers={"x-api-key": "khk_wrong"}).status_code == 401
 
 
 def test_secrets_are_random_hashed_and_bound_to_their_minter(client, make_token, db):
