@@ -12,13 +12,44 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cluster.request_context import serve_request_id
-from contracts.errors import DomainError, find_domain_error, http_status
+from contracts.errors import DomainError, Overloaded, RateLimited, find_domain_error, http_status
+from serve_app.admission import STATE_KEY, Admitted, rate_headers
 
 log = logging.getLogger("khuluma")
 
 
 def error_response(error: DomainError) -> JSONResponse:
-    return JSONResponse({"detail": error.detail}, status_code=http_status(error))
+    """The answer to a domain error: its status from the one table, ``{"detail": ...}``, and for a refusal
+    ``Retry-After`` (whole seconds) and, at a limit with a window, the ``RateLimit-Policy``/``RateLimit`` headers."""
+    response = JSONResponse({"detail": error.detail}, status_code=http_status(error))
+    if isinstance(error, RateLimited | Overloaded):
+        response.headers["Retry-After"] = str(error.retry_after)
+    if isinstance(error, RateLimited) and error.limit and error.window_s:
+        for name, value in rate_headers(error.limit, 0, error.retry_after, error.window_s):
+            response.headers[name.decode()] = value.decode()
+    return response
+
+
+def refusal_reason(error: DomainError) -> str | None:
+    """The reason a refused request is counted under in the usage report; None when ``error`` is no refusal."""
+    if isinstance(error, RateLimited):
+        return error.reason or "rate_limited"
+    if isinstance(error, Overloaded):
+        return "overloaded"
+    return None
+
+
+def count_refusal(state: dict[str, Any] | None, error: DomainError) -> None:
+    """A refusal of an authenticated request is counted for its customer (never billed as an invocation)."""
+    admitted = (state or {}).get(STATE_KEY)
+    reason = refusal_reason(error)
+    if isinstance(admitted, Admitted) and reason:
+        admitted.refused(reason)
+
+
+def _answer(request: Request, error: DomainError) -> JSONResponse:
+    count_refusal(request.scope.get("state"), error)
+    return error_response(error)
 
 
 def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
@@ -44,8 +75,8 @@ def validation_message(exc: RequestValidationError) -> str:
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
-    async def _domain(_: Request, exc: DomainError) -> JSONResponse:
-        return error_response(exc)
+    async def _domain(request: Request, exc: DomainError) -> JSONResponse:
+        return _answer(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -60,7 +91,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         domain = find_domain_error(exc)
         if domain is not None:
-            return error_response(domain)
+            return _answer(request, domain)
         request_id = getattr(request.state, "request_id", "-")
         log.error(
             "unhandled error in %s %s [request_id=%s]", request.method, request.url.path, request_id, exc_info=exc

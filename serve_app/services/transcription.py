@@ -30,7 +30,15 @@ import anyio
 from fastapi import Request, WebSocket, WebSocketDisconnect
 
 from cluster.transfer import blob_from_bytes, blob_from_file, discard
-from contracts.errors import DomainError, InvalidInput, TimedOut, TooLarge, Unavailable, UnsupportedLanguage
+from contracts.errors import (
+    DomainError,
+    InvalidInput,
+    Overloaded,
+    TimedOut,
+    TooLarge,
+    Unavailable,
+    UnsupportedLanguage,
+)
 from contracts.payloads import Blob
 from contracts.speech import (
     Segment,
@@ -41,7 +49,9 @@ from contracts.speech import (
     TranscriptionResult,
     build_record,
 )
+from serve_app.admission import LiveSeat
 from serve_app.context import AppContext, required
+from serve_app.lifecycle import GOING_AWAY
 from serve_app.schemas.transcribe import FastTranscription, V1SyncResult
 from serve_app.services.jobs import decode_audio_blob  # the v1 base64 body, shared with the v1 upload route
 from serve_app.services.usage import record_usage
@@ -102,6 +112,8 @@ async def _transcribe(
             raise on_timeout(message) from None
         except UnsupportedLanguage as exc:
             raise _named(exc) from None
+    except Overloaded:
+        raise  # shed before any work (the deployment's queue was full): a refusal, not a failed invocation
     except Exception:
         await record_usage(ctx, caller, route, status="failed")
         raise
@@ -129,6 +141,7 @@ async def sync_file(
 ) -> TranscriptionRecord:
     started = time.monotonic()
     route = ROUTE_API_SYNC if translate else ROUTE_SYNC
+    await ctx.admission.check_audio(caller)  # the customer's audio of the day: 429 before the upload is read
     upload = await _metered(ctx, caller, route, receive_file(request, "file", _limit_bytes(ctx), _uploads(ctx)))
     audio = None
     try:
@@ -164,6 +177,7 @@ async def sync_file(
 
 async def fast(ctx: AppContext, caller: Principal, request: Request, lang_code: str | None) -> FastTranscription:
     started = time.monotonic()
+    await ctx.admission.check_audio(caller)
     upload = await _metered(ctx, caller, ROUTE_FAST, receive_file(request, "upload", _limit_bytes(ctx), _uploads(ctx)))
     audio = None
     try:
@@ -208,6 +222,7 @@ def _decoded_blob(ctx: AppContext, file_name: str, audio_blob: str) -> Blob:
 
 async def v1_sync(ctx: AppContext, caller: Principal, file_name: str, audio_blob: str) -> V1SyncResult:
     started = time.monotonic()
+    await ctx.admission.check_audio(caller)
     audio = await _metered(
         ctx, caller, ROUTE_V1_SYNC, anyio.to_thread.run_sync(_decoded_blob, ctx, file_name, audio_blob)
     )
@@ -245,7 +260,9 @@ server -> client (JSON text frames)
       a segment that will not change any more (ended in a pause)
   {"type": "final", "text", "language_code", "audio_length_seconds", "segments": [...], "warnings": [...]}
   {"type": "error", "detail": ...}    then close (1008 bad input, 1009 too much audio, 1011 server error,
+                                      1013 the model's queue is full (try again later),
                                       4408 a time limit: idle, session length, or a client that stopped reading)
+  a graceful stop of the server: "final" over the audio received so far (its warnings say why), then close 1001
       without lang_code, audio in a language that has no speech model is refused this way (1008) once about
       6 s of speech are in; segments that fail the hallucination guards never appear (a warning says so)
 """
@@ -337,19 +354,27 @@ async def _send(websocket: WebSocket, state: _StreamState, message: dict[str, An
         ) from None
 
 
-async def _receive(websocket: WebSocket, idle_s: float, ends_at: float) -> dict[str, Any]:
-    """The next message, within the idle limit and the session's end (monotonic time)."""
+class _StreamClosing(Exception):
+    """The server asked the session to end (a graceful stop): it gets its final message and a 1001 close."""
+
+
+async def _receive(
+    websocket: WebSocket, idle_s: float, ends_at: float, stop: asyncio.Future[Any] | None = None
+) -> dict[str, Any]:
+    """The next message, within the idle limit and the session's end (monotonic time); :class:`_StreamClosing`
+    as soon as ``stop`` is done (the server is shutting down), even while the client sends nothing."""
     left = ends_at - time.monotonic()
-    try:
-        return dict(await asyncio.wait_for(websocket.receive(), max(0.0, min(idle_s, left))))
-    except TimeoutError:
-        if left <= idle_s:
-            raise _StreamTimeout(
-                "The stream reached its longest session (KHULUMA_TRANSCRIPTION_STREAM_MAX_SECONDS)."
-            ) from None
-        raise _StreamTimeout(
-            f"Nothing was received for {idle_s:g} s (KHULUMA_TRANSCRIPTION_STREAM_IDLE_SECONDS)."
-        ) from None
+    receiving = asyncio.ensure_future(websocket.receive())
+    waiting: set[asyncio.Future[Any]] = {receiving} if stop is None else {receiving, stop}
+    done, _ = await asyncio.wait(waiting, timeout=max(0.0, min(idle_s, left)), return_when=asyncio.FIRST_COMPLETED)
+    if receiving in done:
+        return dict(receiving.result())  # a message that came with the stop is still handled; the next call stops
+    receiving.cancel()
+    if stop is not None and stop in done:
+        raise _StreamClosing
+    if left <= idle_s:
+        raise _StreamTimeout("The stream reached its longest session (KHULUMA_TRANSCRIPTION_STREAM_MAX_SECONDS).")
+    raise _StreamTimeout(f"Nothing was received for {idle_s:g} s (KHULUMA_TRANSCRIPTION_STREAM_IDLE_SECONDS).")
 
 
 def _is_end(text: str) -> tuple[bool, dict[str, Any]]:
@@ -364,20 +389,26 @@ def _is_end(text: str) -> tuple[bool, dict[str, Any]]:
     return message.get("type") in ("end", "eos", "EOS"), message
 
 
-async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket) -> None:
-    """Streaming transcription over a WebSocket (the router authenticated the caller); see STREAM_PROTOCOL."""
+CLOSING_STEP_S = 10.0  # a session closed by a graceful stop: at most this long for its last step
+
+
+async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket, seat: LiveSeat | None = None) -> None:
+    """Streaming transcription over a WebSocket (the router authenticated and admitted the caller; ``seat`` is its
+    place among the live sessions, which a graceful stop closes); see STREAM_PROTOCOL."""
     await websocket.accept()
     limits = ctx.settings.transcription
     state = _StreamState(websocket.query_params.get("lang_code") or None, limits.stream_send_timeout_seconds)
     limit = _limit_bytes(ctx)
     ends_at = time.monotonic() + limits.stream_max_seconds
+    stop = asyncio.ensure_future(seat.stop.wait()) if seat is not None else None
+    client: TranscriptionClient | None = None
     try:
         client = _transcription(ctx)
         if state.lang_code:
             await client.check_language(state.lang_code)
         await _send(websocket, state, {"type": "ready", "sample_rate": 16000, "encoding": "pcm_s16le", "channels": 1})
         while True:
-            message = await _receive(websocket, limits.stream_idle_seconds, ends_at)
+            message = await _receive(websocket, limits.stream_idle_seconds, ends_at, stop)
             if message["type"] == "websocket.disconnect":
                 await _meter_stream(ctx, caller, state, "failed")
                 return
@@ -397,24 +428,13 @@ async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket) -> No
                     state.lang_code = str(config["lang_code"])
                     await client.check_language(state.lang_code)  # before any audio is decoded
                 if end:
-                    if state.buffer:
-                        await _stream_step(client, state, websocket, final=True)
-                    seconds = round(state.total_bytes / BYTES_PER_SECOND, 3)
-                    await _send(
-                        websocket,
-                        state,
-                        {
-                            "type": "final",
-                            "text": state.committed_text(),
-                            "language_code": state.lang_code or "",
-                            "audio_length_seconds": seconds,
-                            "segments": [s.model_dump() for s in state.segments],
-                            "warnings": state.warnings,
-                        },
-                    )
+                    await _finish(client, state, websocket)
                     await _meter_stream(ctx, caller, state, "successful")
                     await websocket.close(code=1000)
                     return
+    except _StreamClosing:
+        assert client is not None  # only raised from the loop
+        await _close_going_away(ctx, caller, client, state, websocket, seat.reason if seat else "")
     except WebSocketDisconnect:
         await _meter_stream(ctx, caller, state, "failed")
     except _StreamTimeout as exc:
@@ -427,13 +447,60 @@ async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket) -> No
         await _meter_stream(ctx, caller, state, "failed")
         await _close_with_error(websocket, "Internal server error during streaming transcription.", 1011)
         raise
+    finally:
+        if stop is not None:
+            stop.cancel()
+
+
+async def _finish(client: TranscriptionClient, state: _StreamState, websocket: WebSocket, warning: str = "") -> None:
+    """The last step over the audio still pending, then the ``final`` message."""
+    if state.buffer:
+        await _stream_step(client, state, websocket, final=True)
+    await _send(
+        websocket,
+        state,
+        {
+            "type": "final",
+            "text": state.committed_text(),
+            "language_code": state.lang_code or "",
+            "audio_length_seconds": round(state.total_bytes / BYTES_PER_SECOND, 3),
+            "segments": [s.model_dump() for s in state.segments],
+            "warnings": [*state.warnings, warning] if warning else state.warnings,
+        },
+    )
+
+
+async def _close_going_away(
+    ctx: AppContext,
+    caller: Principal,
+    client: TranscriptionClient,
+    state: _StreamState,
+    websocket: WebSocket,
+    reason: str,
+) -> None:
+    """A graceful stop ends the session: the audio received so far is finished and sent as ``final`` (within
+    :data:`CLOSING_STEP_S`), then the socket closes with 1001 (going away) and the reason."""
+    reason = reason or "The server is shutting down."
+    try:
+        async with asyncio.timeout(CLOSING_STEP_S):
+            await _finish(client, state, websocket, warning=reason)
+        await _meter_stream(ctx, caller, state, "successful")
+    except (DomainError, TimeoutError, _StreamTimeout, WebSocketDisconnect, RuntimeError):
+        await _meter_stream(ctx, caller, state, "failed")
+    try:
+        async with asyncio.timeout(1.0):
+            await websocket.close(code=GOING_AWAY, reason=reason[:120])
+    except (RuntimeError, WebSocketDisconnect, TimeoutError):
+        pass
 
 
 def _close_code(exc: DomainError) -> int:
     """WebSocket close code of a domain error: 1008 bad input (a language without a model too), 1009 too much
-    audio, 1011 anything else (the service cannot answer)."""
+    audio, 1013 try again later (the model's queue is full), 1011 anything else (the service cannot answer)."""
     if isinstance(exc, TooLarge):
         return 1009
+    if isinstance(exc, Overloaded):
+        return 1013
     if isinstance(exc, InvalidInput):
         return 1008
     return 1011
