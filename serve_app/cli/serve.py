@@ -25,6 +25,7 @@ from typing import Any
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 
 from contracts.settings import Settings, unknown_variables
 
@@ -124,9 +125,9 @@ def serve(
         from deployments.checks import StartupCheckFailed
 
         if isinstance(exc, GPUUnavailableError | StartupCheckFailed):
-            console.print(f"[red]Refusing to start:[/] {exc}")
+            console.print(f"[red]Refusing to start:[/] {escape(str(exc))}")
         else:
-            console.print(f"[red]Start-up failed:[/] {type(exc).__name__}: {exc}")
+            console.print(f"[red]Start-up failed:[/] {type(exc).__name__}: {escape(str(exc))}")
         signals.serving()  # no exception from a signal while cleaning up
         _stop_everything(cleanups, signals, serve_timeout_s=10)
         raise typer.Exit(1) from None

@@ -33,6 +33,7 @@ import pytest
 
 from cluster.ports import free_port
 from scripts.bench._plain import wait_healthy
+from serve_app.cli.serve import cluster_ports
 from tests.speechdata import espeak, have_espeak
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")]
@@ -92,7 +93,9 @@ def _alive(process: psutil.Process) -> bool:
 
 def _start(tmp_path: Path) -> Service:
     env = {
-        **os.environ,
+        # not the session's Ray Serve ports (its HAProxy's, its replicas'): this service is a cluster of its own
+        **{k: v for k, v in os.environ.items() if not k.startswith("RAY_SERVE_")},
+        **cluster_ports(),
         "KHULUMA_DATA_DIR": str(tmp_path / "data"),
         "KHULUMA_SHUTDOWN_GRACE_SECONDS": str(GRACE_S),
         "RAY_AUTH_MODE": "disabled",
@@ -118,11 +121,27 @@ def _start(tmp_path: Path) -> Service:
     )
     service = Service(proc, f"http://127.0.0.1:{port}", token, log)
     try:
-        wait_healthy(service.url, timeout=900)
+        _wait_up(service)
     except Exception:
         _kill(service)
         raise
     return service
+
+
+def _wait_up(service: Service, timeout: float = 900) -> None:
+    """Until the service answers healthy; fails at once when ``khuluma serve`` exits (a failed start)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if service.proc.poll() is not None:
+            raise AssertionError(
+                f"khuluma serve exited ({service.proc.returncode}):\n{service.log.read_text()[-3000:]}"
+            )
+        try:
+            wait_healthy(service.url, timeout=5)
+            return
+        except RuntimeError:
+            continue
+    raise AssertionError(f"khuluma serve did not come up in {timeout:g} s:\n{service.log.read_text()[-3000:]}")
 
 
 def _kill(service: Service) -> None:
