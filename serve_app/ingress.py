@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI
 from ray import serve
 
 from contracts.logs import configure_logging
-from contracts.settings import Settings
+from contracts.settings import Settings, report_setting_warnings
 from serve_app.app import create_app
 from serve_app.context import Clients, build_context
 from serve_app.middleware import current_request_id
@@ -19,6 +20,7 @@ class Ingress:
     def __init__(self, settings: dict[str, Any], **handles: Any) -> None:
         self.settings = Settings.from_bound(settings)
         configure_logging("Ingress", current_request_id, self.settings.log_level)
+        report_setting_warnings(logging.getLogger("khuluma.settings").warning)  # unknown KHULUMA_* names, once
         self.context = build_context(self.settings, Clients.from_handles(self.settings, **handles))
         self.context.db.require_current_schema()  # migrations run once before the app starts, never here
 
