@@ -87,6 +87,15 @@ class TextSettings(BaseModel):
         "would go alone and groups would fragment. A lone sequential client waits at most once, right after a "
         "group of several. 0: never wait.",
     )
+    ingress_max_queued: int = Field(
+        default=128,
+        ge=0,
+        description="Most NER, sentiment or classify requests (each kind on its own) that wait in an ingress replica "
+        "while its calls to TextAnalysis are busy; one more is refused at once with 503 and `Retry-After` (load "
+        "shedding). 128 is about 2.5 s of sentiment at its measured 50 req/s on 2 cores (0.3 s of NER at 450): a "
+        "waiting request still answers well within its clients' timeouts (docs/operators.md, bounded queues). 0: no "
+        "bound.",
+    )
 
 
 class EmbeddingsSettings(BaseModel):
@@ -350,6 +359,13 @@ class TranscriptionSettings(BaseModel):
         "(4408). The server stops reading a client's audio while a message to it is unsent, so a stalled reader "
         "holds at most one message and its socket buffers, never a growing queue.",
     )
+    realtime_secret_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="Lifetime of a Live API client secret (`POST /v1/realtime/client_secrets`): the time it has to "
+        "open its `/v1/realtime` session. A secret opens one session only; the session then has the stream limits "
+        "above.",
+    )
     fast_timeout_seconds: float = Field(default=60.0, description="Fast transcription limit (503 beyond it).")
     unserved_language: Literal["refuse", "warn"] = Field(
         default="refuse",
@@ -487,6 +503,54 @@ class BatchSettings(BaseModel):
     )
 
 
+class LimitsSettings(BaseModel):
+    """Admission control: each customer's limits (`khuluma token limits`; these are the defaults for customers
+    without their own) and the live sessions one ingress replica holds. Past a customer limit: 429 with
+    `Retry-After` and `RateLimit` headers (docs/operators.md, admission control)."""
+
+    model_config = ConfigDict(extra="ignore")
+    requests_per_minute: int = Field(
+        default=0,
+        ge=0,
+        description="Requests a customer may make per minute (UTC minutes; every authenticated route, a live "
+        "session's opening included), counted across all ingress replicas and nodes in the database. 0: unlimited.",
+    )
+    audio_seconds_per_day: int = Field(
+        default=0,
+        ge=0,
+        description="Seconds of audio a customer may have transcribed per UTC day (usage already recorded today); a "
+        "transcription, job, batch or live session that would start past it is refused. One that starts below the "
+        "limit finishes, so a day may end a little above it. 0: unlimited.",
+    )
+    live_sessions: int = Field(
+        default=0,
+        ge=0,
+        description="Live transcription sessions (`/ws/stream-transcribe`) a customer may hold open at once, across "
+        "all replicas and nodes; one more is refused before the WebSocket is accepted. 0: unlimited.",
+    )
+    cache_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="How long an ingress replica uses a customer's limits and today's audio total (from the "
+        "database) before reading them again: a change with `khuluma token limits` takes effect within this time, "
+        "and audio recorded by other replicas counts within it.",
+    )
+    live_sessions_per_replica: int = Field(
+        default=16,
+        ge=0,
+        description="Live sessions one ingress replica holds open at once, whoever the customers; one more is "
+        "refused before the WebSocket is accepted (HTTP 503, `Retry-After`). On 2 cores one stream keeps up with "
+        "real time and eight share one Transcription replica at 2 to 4 times real time (docs/speech.md). 0: no "
+        "bound.",
+    )
+    live_lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="A live session's seat in the customer's count is renewed every third of this while it is open; "
+        "the seats of a replica that died free up after it.",
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="KHULUMA_", env_file=".env", extra="ignore", env_nested_delimiter="_", env_nested_max_split=1
@@ -543,6 +607,13 @@ class Settings(BaseSettings):
         "ones go through object storage (KHULUMA_S3_*), so any replica on any node can read them and no call comes "
         "near Serve's gRPC message limit (raised to 64 MiB by the service's Ray environment).",
     )
+    shutdown_grace_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="On SIGTERM or SIGINT, `khuluma serve` stops taking new requests and live sessions (503, live "
+        "sessions are closed with 1001) and gives the requests in flight this long to finish before it stops "
+        "everything it started; a second signal stops at once.",
+    )
     log_level: str = Field(
         default="INFO",
         description="Level of the service's own log lines (DEBUG, INFO, WARNING, ERROR): JSON lines with the request "
@@ -572,6 +643,9 @@ class Settings(BaseSettings):
     )
     s3: S3Settings = Field(default_factory=S3Settings, description="Object storage (KHULUMA_S3_*).")
     batch: BatchSettings = Field(default_factory=BatchSettings, description="Batch transcription (KHULUMA_BATCH_*).")
+    limits: LimitsSettings = Field(
+        default_factory=LimitsSettings, description="Admission control: per-customer limits (KHULUMA_LIMITS_*)."
+    )
 
     @classmethod
     def settings_customise_sources(

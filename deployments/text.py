@@ -25,7 +25,7 @@ from cluster.metrics import model_timer
 from contracts import languages
 from contracts.batching import ItemFailed, MicroBatcher, unwrap
 from contracts.capabilities import CapabilityInfo, LanguageSupport
-from contracts.embeddings import EmbeddingsClient, EmbeddingSource, Vectors
+from contracts.embeddings import EmbeddingKind, EmbeddingsClient, EmbeddingSource, Vectors
 from contracts.quality import NER_MIN_PRECISION, NER_TYPES, UNMEASURED, Quality, text_quality
 from contracts.text import (
     ClassificationResult,
@@ -125,10 +125,9 @@ class TextAnalysis:
 
     def _entities_sync(self, texts: list[str]) -> list[list[Entity]]:
         with model_timer("TextAnalysis.entities"):
-            langs = [g.language for g in self.langid.detect_many(texts)]
             return [
                 [Entity(entity=e.entity, word=e.word, start=e.start, end=e.end) for e in found]
-                for found in self.recogniser.recognise(texts, langs)
+                for found in self.recogniser.recognise_routed(texts, self.langid)
             ]
 
     # --- sentiment -----------------------------------------------------------------------------------------
@@ -228,6 +227,11 @@ class TextAnalysis:
         return await asyncio.to_thread(self.langid.detect_many, texts)
 
     # --- shared --------------------------------------------------------------------------------------------
+
+    async def embed(self, texts: list[str], kind: EmbeddingKind) -> Vectors:
+        """See ``contracts.text.TextClient.embed``: the embedder of this replica, for the ingress's embeddings
+        route while no Embeddings deployment runs."""
+        return await self.embeddings.embed(texts, kind)
 
     async def _embed(self, texts: list[str]) -> Vectors:
         # e5's query side: sentences and intent examples are compared with each other, not searched as passages

@@ -323,6 +323,7 @@ class TranscriptionPipeline:
             settled = settled or (detection is not None and detection.served >= self.served_confident)
         cut = last_pause(chunks, int(commit_before * SAMPLE_RATE)) if commit_before is not None else 0
         segments, found = guards.screen(list(self.recognizer.transcribe(audio, route, chunks, offset=offset)))
+        poor = self._quality_warning(route) if segments else None
         cut_s = cut / SAMPLE_RATE
         final_segments = [s for s in segments if cut and s.end <= offset + cut_s]
         pending = [s for s in segments if not (cut and s.end <= offset + cut_s)]
@@ -334,7 +335,7 @@ class TranscriptionPipeline:
             final=[segment(s) for s in final_segments],
             pending=[segment(s) for s in pending],
             pending_text=join_text(pending),
-            warnings=warnings + found,
+            warnings=warnings + found + ([poor] if poor else []),
         )
 
     # ------------------------------------------------------------------ passes

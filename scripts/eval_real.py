@@ -55,7 +55,7 @@ _MARKUP = re.compile(r"\[[^\]]*\]")  # [um], [?], [noise]: transcribers' marks, 
 
 
 def clean_reference(text: str) -> str:
-    return " ".join(_MARKUP.sub(" ", text).replace("_", "").split())
+    return " ".join(_MARKUP.sub(" ", text).replace("_", "").replace("|", " ").split())
 
 
 def table(title: str, header: list[str], rows: list[list[str]]) -> None:

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import tempfile
 import time
-import unicodedata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from contracts.wer import word_errors  # noqa: E402  (scored in contracts.wer; tests and scripts import it from here)
 
 # language -> (espeak-ng voice, reference sentences)
 SENTENCES: dict[str, tuple[str, list[str]]] = {
@@ -62,25 +62,6 @@ SENTENCES: dict[str, tuple[str, list[str]]] = {
     ),
 }
 SPEED = 140  # espeak-ng words per minute (its default 175 is hard to follow even for people)
-
-
-def normalise(text: str) -> list[str]:
-    text = unicodedata.normalize("NFKC", text).lower().replace("’", "'")
-    text = re.sub(r"[^\w\s']", " ", text)
-    text = re.sub(r"(?<!\w)'|'(?!\w)", " ", text)
-    return text.split()
-
-
-def word_errors(reference: str, hypothesis: str) -> tuple[int, int]:
-    """(edit distance in words, reference length) after normalisation."""
-    ref, hyp = normalise(reference), normalise(hypothesis)
-    previous = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        current = [i] + [0] * len(hyp)
-        for j, h in enumerate(hyp, 1):
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (r != h))
-        previous = current
-    return previous[-1], len(ref)
 
 
 def synthesise(text: str, voice: str, out: Path) -> Path:

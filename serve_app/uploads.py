@@ -8,7 +8,7 @@ import re
 import shutil
 import tempfile
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -26,6 +26,12 @@ class SavedUpload:
     filename: str
     size: int
     content_type: str | None
+    fields: dict[str, list[str]] = field(default_factory=dict)  # the body's text parts, by name, in order
+
+    def first(self, name: str) -> str | None:
+        """The first text part called ``name`` (None when absent)."""
+        values = self.fields.get(name)
+        return values[0] if values else None
 
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)
@@ -69,7 +75,8 @@ async def _limited_stream(request: Request, limit: int):
 
 
 async def receive_file(request: Request, field: str, limit_bytes: int, dest_dir: Path) -> SavedUpload:
-    """Parse a multipart body, spool the file part ``field`` to ``dest_dir``; other parts are ignored."""
+    """Parse a multipart body, spool the file part ``field`` to ``dest_dir``; the text parts are kept in
+    ``fields`` (other file parts are ignored)."""
     content_type = request.headers.get("content-type", "")
     if not content_type.startswith("multipart/form-data"):
         raise UnsupportedMedia(f"Expected a multipart/form-data body with a '{field}' file part.")
@@ -92,7 +99,11 @@ async def receive_file(request: Request, field: str, limit_bytes: int, dest_dir:
         if size > limit_bytes:
             await anyio.to_thread.run_sync(functools.partial(tmp.unlink, missing_ok=True))
             raise TooLarge(f"Upload exceeds the limit of {limit_bytes // (1024 * 1024)} MB.")
-        return SavedUpload(tmp, sanitize_filename(part.filename), size, part.content_type)
+        texts: dict[str, list[str]] = {}
+        for name, value in form.multi_items():
+            if isinstance(value, str):
+                texts.setdefault(name, []).append(value)
+        return SavedUpload(tmp, sanitize_filename(part.filename), size, part.content_type, texts)
     finally:
         await form.close()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,34 @@ def client_for(settings: Settings, handles: dict[str, Any]) -> TestClient:
     client = TestClient(app, raise_server_exceptions=False)
     client.context = context  # type: ignore[attr-defined]  # tests flush its usage meter before reading rows
     return client
+
+
+@contextmanager
+def serving(client: TestClient) -> Iterator[str]:
+    """The ingress app of ``client`` (see :func:`client_for`) under uvicorn on a free local port in a thread, for
+    clients that need a real socket (the OpenAI SDK, ``khuluma qualify``, WebSockets); yields its base URL."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from cluster.ports import free_port
+
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(client.app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started, "uvicorn did not start"
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="session")

@@ -246,10 +246,21 @@ def _chunked(total: int) -> Iterator[bytes]:
 
 
 def service_processes(extra: list[int]) -> list[psutil.Process]:
+    """Ray's processes on this machine, plus ``extra`` (the `khuluma serve` command we started) and its serving
+    process: the command's pid is a small supervisor that forwards signals, the process that serves is its child
+    (serve_app/cli/supervise.py). SeaweedFS and HAProxy are not counted, as before."""
+    serving: set[int] = set()
+    for pid in extra:
+        try:
+            for child in psutil.Process(pid).children():
+                if "serve" in " ".join(child.cmdline()):
+                    serving.add(child.pid)
+        except psutil.Error:
+            pass
     found = []
     for p in psutil.process_iter(["cmdline", "name"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if p.pid in extra or "ray::" in cmd or "raylet" in cmd or "gcs_server" in cmd or "dashboard" in cmd:
+        if p.pid in extra or p.pid in serving or any(k in cmd for k in ("ray::", "raylet", "gcs_server", "dashboard")):
             found.append(p)
     return found
 

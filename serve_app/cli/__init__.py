@@ -17,11 +17,12 @@ HELP = "Khuluma: self-hosted language, search and speech API on Ray Serve."
 
 def build_app() -> typer.Typer:
     """Every command."""
-    from serve_app.cli import admin, batch, client, models, serve, stream
+    from serve_app.cli import admin, batch, client, models, qualify, serve, stream
 
     app = typer.Typer(help=HELP, no_args_is_help=True)
     app.command("serve")(serve.serve)
     app.command("stream")(stream.stream)
+    app.command("qualify")(qualify.qualify)
     app.command("transcribe")(client.transcribe)
     app.command("sentiment")(client.sentiment)
     app.command("entities")(client.entities)

@@ -1,5 +1,6 @@
 // Audio worklet: the microphone's float samples (the AudioContext runs at 16 kHz) as 100 ms frames of
-// signed 16-bit little-endian PCM, the format /ws/stream-transcribe takes. Runs on the audio thread.
+// signed 16-bit little-endian PCM, the format the Live API (/v1/realtime) takes, base64 in its append events.
+// Runs on the audio thread.
 class PcmFrames extends AudioWorkletProcessor {
   constructor() {
     super();

@@ -706,7 +706,15 @@ function setupTranscribe() {
   });
 }
 
-// --- live: the microphone to /ws/stream-transcribe ----------------------------------------------------------------
+// --- live: the microphone to the Live API (/v1/realtime) -----------------------------------------------------------
+
+/** An ArrayBuffer as base64 (the Live API carries audio in JSON events). */
+function base64Of(buffer) {
+  const bytes = new Uint8Array(buffer);
+  let binary = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(binary);
+}
 
 function setupLive() {
   const panel = $("panel-live");
@@ -726,6 +734,13 @@ function setupLive() {
     $("live-stop").disabled = true;
   };
 
+  // The transcript is the deltas joined; the completed segments are its first part (black), the rest is still
+  // being spoken (grey). Nothing shown is ever taken back.
+  const show = (current) => {
+    $("live-final").textContent = current.transcript.slice(0, current.completed);
+    $("live-partial").textContent = current.transcript.slice(current.completed).trim();
+  };
+
   $("live-start").addEventListener("click", async () => {
     showError(panel, null);
     if (!token()) {
@@ -736,66 +751,83 @@ function setupLive() {
     $("live-final").textContent = "";
     $("live-partial").textContent = "";
     $("live-language").textContent = "–";
+    let microphone = null; // until a session holds it
     try {
-      await checkToken(token()); // a browser WebSocket cannot read a refused handshake's status: ask first
       const stream = await navigator.mediaDevices.getUserMedia({
         audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false },
       });
       const context = new AudioContext({ sampleRate: 16000 });
+      microphone = { stream, context };
       await context.audioWorklet.addModule("/playground/pcm-worklet.js");
       const frames = new AudioWorkletNode(context, "pcm-frames");
       context.createMediaStreamSource(stream).connect(frames);
       frames.connect(context.destination); // pulled by the graph; the worklet writes no output (silence)
 
-      const url = new URL("/ws/stream-transcribe", window.location.href);
+      // The token stays in this page: a one-session secret, minted with it, opens the WebSocket.
+      const input = { format: { type: "audio/pcm", rate: context.sampleRate } };
+      if ($("live-lang").value) input.transcription = { language: $("live-lang").value };
+      const body = { session: { audio: { input } } };
+      const secret = await api("/v1/realtime/client_secrets", { method: "POST", json: body });
+      const url = new URL("/v1/realtime", window.location.href);
       url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-      url.searchParams.set("token", token());
-      if ($("live-lang").value) url.searchParams.set("lang_code", $("live-lang").value);
-      const socket = new WebSocket(url);
-      socket.binaryType = "arraybuffer";
-      session = { stream, context, socket, ready: false, queued: [], ended: false, finalSeen: false };
+      const socket = new WebSocket(url, ["realtime", `vulavula-insecure-api-key.${secret.value}`]);
+      session = { stream, context, socket, ready: false, queued: [], ended: false, closedSeen: false };
+      session.transcript = ""; // the deltas joined
+      session.completed = 0; // how much of it the completed segments cover
       const current = session;
+      const append = (frame) =>
+        socket.send(JSON.stringify({ type: "session.input_audio_buffer.append", audio: base64Of(frame) }));
+      const close = () => socket.send(JSON.stringify({ type: "session.close" }));
 
       frames.port.onmessage = (event) => {
         if (current.ended) return;
-        if (current.ready && socket.readyState === WebSocket.OPEN) socket.send(event.data);
+        if (current.ready && socket.readyState === WebSocket.OPEN) append(event.data);
         else current.queued.push(event.data);
       };
       socket.addEventListener("message", (event) => {
         const message = JSON.parse(event.data);
-        if (message.type === "ready") {
+        if (message.type === "session.created") {
           current.ready = true;
-          current.queued.splice(0).forEach((frame) => socket.send(frame));
-          if (current.ended) socket.send("EOS");
+          current.queued.splice(0).forEach(append);
+          if (current.ended) close();
+          const language = message.session.audio.input.transcription.language;
+          if (language) $("live-language").textContent = language;
           status.textContent = "Listening… speak, then press Stop.";
           $("live-stop").disabled = false;
-        } else if (message.type === "partial") {
-          // "text" is the whole transcript so far; its finished part arrives as "segment" events
-          $("live-partial").textContent = message.pending_text || "";
-          if (message.language_code) $("live-language").textContent = message.language_code;
-        } else if (message.type === "segment") {
-          $("live-final").textContent = `${$("live-final").textContent} ${message.text}`.trim();
-        } else if (message.type === "final") {
-          current.finalSeen = true;
-          $("live-final").textContent = message.text;
-          $("live-partial").textContent = "";
-          if (message.language_code) $("live-language").textContent = message.language_code;
-          status.textContent = `Done: ${message.audio_length_seconds.toFixed(1)} s of audio.`;
+        } else if (message.type === "session.input_transcript.delta") {
+          current.transcript += message.delta;
+          show(current);
+        } else if (message.type === "session.input_transcript.completed") {
+          if (message.text) current.completed += (current.completed ? 1 : 0) + message.text.length;
+          if (message.language) $("live-language").textContent = message.language;
+          show(current);
+        } else if (message.type === "session.closed") {
+          current.closedSeen = true;
+          current.completed = current.transcript.length;
+          show(current);
+          if (message.language) $("live-language").textContent = message.language;
+          status.textContent = `Done: ${message.audio_seconds.toFixed(1)} s of audio.`;
         } else if (message.type === "error") {
-          panel.querySelector("[data-error]").textContent = message.detail;
+          panel.querySelector("[data-error]").textContent = message.error.message;
         }
       });
       socket.addEventListener("close", (event) => {
-        if (!current.finalSeen && !panel.querySelector("[data-error]").textContent) {
+        if (!current.closedSeen && !panel.querySelector("[data-error]").textContent) {
           panel.querySelector("[data-error]").textContent =
-            `The stream closed before a final result (code ${event.code}${event.reason ? `: ${event.reason}` : ""}).`;
+            `The session closed before the transcript was finished ` +
+            `(code ${event.code}${event.reason ? `: ${event.reason}` : ""}).`;
         }
         if (session === current) finish();
       });
       status.textContent = "Connecting…";
     } catch (error) {
-      const message = error instanceof ApiError ? explain(error) : `The microphone or the stream failed: ${error.message}`;
+      const message =
+        error instanceof ApiError ? explain(error) : `The microphone or the session failed: ${error.message}`;
       panel.querySelector("[data-error]").textContent = message;
+      if (!session && microphone) {
+        microphone.stream.getTracks().forEach((track) => track.stop());
+        microphone.context.close().catch(() => {});
+      }
       finish();
     }
   });
@@ -806,7 +838,9 @@ function setupLive() {
     stopMicrophone();
     $("live-stop").disabled = true;
     status.textContent = "Finishing the transcript…";
-    if (session.ready && session.socket.readyState === WebSocket.OPEN) session.socket.send("EOS");
+    if (session.ready && session.socket.readyState === WebSocket.OPEN) {
+      session.socket.send(JSON.stringify({ type: "session.close" }));
+    }
   });
 }
 

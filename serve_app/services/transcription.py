@@ -7,7 +7,8 @@
   Past ``transcription.fast_timeout_seconds`` -> 503 (Unavailable: the spec's "request timed out").
 - :func:`v1_sync`: ``POST /api/v1/transcribe/sync`` (JSON, base64 ``audio_blob``) -> ``{message, text,
   language_id}``; base64 that does not decode -> 400.
-- :func:`stream`: the ``/ws/stream-transcribe`` WebSocket (protocol in :data:`STREAM_PROTOCOL`).
+- :func:`stream`: the ``/ws/stream-transcribe`` WebSocket (protocol in :data:`STREAM_PROTOCOL`; the buffer,
+  stepping, limits and close codes it shares with the Live API are ``serve_app.services.streaming``).
 
 Uploads stream to a spool file in ``<data_dir>/uploads`` on the ingress's own node (413 beyond ``max_request_mb``
 without reading the rest) and are deleted after the answer; the Transcription replica (on any node) receives the
@@ -19,31 +20,35 @@ deployment without a field name; this module names the request field (``lang_cod
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
-from fastapi import Request, WebSocket, WebSocketDisconnect
+from fastapi import Request, WebSocket
+from starlette.websockets import WebSocketDisconnect
 
 from cluster.transfer import blob_from_bytes, blob_from_file, discard
-from contracts.errors import DomainError, InvalidInput, TimedOut, TooLarge, Unavailable, UnsupportedLanguage
+from contracts.errors import DomainError, InvalidInput, Overloaded, TimedOut, Unavailable, UnsupportedLanguage
 from contracts.payloads import Blob
 from contracts.speech import (
-    Segment,
-    StreamRequest,
     TranscribeRequest,
     TranscriptionClient,
     TranscriptionRecord,
     TranscriptionResult,
     build_record,
 )
+from serve_app.admission import LiveSeat
 from serve_app.context import AppContext, required
+from serve_app.lifecycle import GOING_AWAY
 from serve_app.schemas.transcribe import FastTranscription, V1SyncResult
 from serve_app.services.jobs import decode_audio_blob  # the v1 base64 body, shared with the v1 upload route
+from serve_app.services.streaming import SAMPLE_RATE, StreamState, StreamTimeout, advance, guard, receive, send
 from serve_app.services.usage import record_usage
 from serve_app.tokens import Principal
 from serve_app.uploads import SavedUpload, receive_file, sanitize_filename
@@ -70,9 +75,28 @@ def _transcription(ctx: AppContext) -> TranscriptionClient:
     return required(ctx.clients.transcription, "transcription")
 
 
-def _named(exc: DomainError) -> DomainError:
+def _named(exc: DomainError, field: str = LANGUAGE_FIELD) -> DomainError:
     """The error as the client sees it: a language error names the request field."""
-    return exc.for_field(LANGUAGE_FIELD) if isinstance(exc, UnsupportedLanguage) else exc
+    return exc.for_field(field) if isinstance(exc, UnsupportedLanguage) else exc
+
+
+@dataclass
+class Options:
+    """What a file transcription route asks for (from its query or its form)."""
+
+    language: str | None = None
+    diarise: bool = False
+    detect_music: bool = False
+    translate: bool = False
+    language_field: str = LANGUAGE_FIELD  # the request field that carried ``language``, named in its errors
+
+
+@dataclass(frozen=True)
+class Transcribed:
+    """A transcribed upload: the file's facts (its spool file is gone) and what transcribing it produced."""
+
+    upload: SavedUpload
+    result: TranscriptionResult
 
 
 async def _transcribe(
@@ -84,9 +108,12 @@ async def _transcribe(
     timeout: float,
     on_timeout: type[DomainError],
     started: float,
+    language_field: str = LANGUAGE_FIELD,
+    accept: Callable[[TranscriptionResult], None] | None = None,
 ) -> TranscriptionResult:
     """Run the transcription with a deadline and meter the call (successful or failed). ``on_timeout``: the
-    route's answer past the deadline (TimedOut on the sync routes, Unavailable on the fast route)."""
+    route's answer past the deadline (TimedOut on the sync routes, Unavailable on the fast route). ``accept`` may
+    refuse a result the route cannot answer with (raising a domain error): the call is metered as failed."""
     client = _transcription(ctx)
     remaining = max(0.1, timeout - (time.monotonic() - started))
     message = (
@@ -101,7 +128,11 @@ async def _transcribe(
         except (TimeoutError, TimedOut):  # asyncio.wait_for's timeout is the builtin TimeoutError
             raise on_timeout(message) from None
         except UnsupportedLanguage as exc:
-            raise _named(exc) from None
+            raise _named(exc, language_field) from None
+        if accept is not None:
+            accept(result)
+    except Overloaded:
+        raise  # shed before any work (the deployment's queue was full): a refusal, not a failed invocation
     except Exception:
         await record_usage(ctx, caller, route, status="failed")
         raise
@@ -118,6 +149,107 @@ async def _metered(ctx: AppContext, caller: Principal, route: str, receiving: Aw
         raise
 
 
+OptionsOf = Callable[[SavedUpload], Options | Awaitable[Options]]  # a route's options, read from its upload
+
+
+async def _chosen(options: OptionsOf, upload: SavedUpload) -> Options:
+    chosen = options(upload)
+    return await chosen if inspect.isawaitable(chosen) else chosen
+
+
+@dataclass(frozen=True)
+class FileRoute:
+    """A file transcription route: its usage name, its multipart file field and how it reads its options."""
+
+    route: str
+    field: str
+    options: OptionsOf
+
+
+async def _received(
+    ctx: AppContext, caller: Principal, request: Request, via: FileRoute
+) -> tuple[SavedUpload, Options]:
+    """The upload spooled to disk and the route's options read from it (a bad one is a failed invocation)."""
+    receiving = receive_file(request, via.field, _limit_bytes(ctx), _uploads(ctx))
+    upload = await _metered(ctx, caller, via.route, receiving)
+    try:
+        return upload, await _metered(ctx, caller, via.route, _chosen(via.options, upload))
+    except BaseException:
+        await anyio.to_thread.run_sync(upload.delete)
+        raise
+
+
+async def transcribe_upload(
+    ctx: AppContext,
+    caller: Principal,
+    request: Request,
+    via: FileRoute,
+    *,
+    timeout: float,
+    on_timeout: type[DomainError] = TimedOut,
+    accept: Callable[[TranscriptionResult], None] | None = None,
+) -> Transcribed:
+    """THE file transcription of the routes: the multipart file spooled to disk (413 before the rest is read), the
+    options read from the upload (its text parts) or the query, the transcription within ``timeout``, metered;
+    the spool file and any object the audio travelled through are gone when this returns."""
+    started = time.monotonic()
+    await ctx.admission.check_audio(caller)  # the customer's audio of the day: 429 before the upload is read
+    upload, chosen = await _received(ctx, caller, request, via)
+    audio = None
+    try:
+        audio = await _metered(ctx, caller, via.route, _blob(ctx, upload))
+        result = await _transcribe(
+            ctx,
+            caller,
+            via.route,
+            TranscribeRequest(
+                audio=audio,
+                file_name=upload.filename,
+                language=chosen.language or None,
+                diarise=chosen.diarise,
+                detect_music=chosen.detect_music,
+                translate=chosen.translate,
+            ),
+            timeout=timeout,
+            on_timeout=on_timeout,
+            started=started,
+            language_field=chosen.language_field,
+            accept=accept,
+        )
+    finally:
+        await _release(ctx, upload, audio)
+    return Transcribed(upload, result)
+
+
+async def check_upload(
+    ctx: AppContext, caller: Principal, request: Request, via: FileRoute
+) -> tuple[SavedUpload, Options]:
+    """A dry run of :func:`transcribe_upload`: the upload and its options checked (the language normalised, or
+    400 when it is unknown or has no model here), nothing transcribed and nothing metered but a refusal."""
+    upload, chosen = await _received(ctx, caller, request, via)
+    await anyio.to_thread.run_sync(upload.delete)
+    if chosen.language:
+        try:
+            code = await _metered(ctx, caller, via.route, _transcription(ctx).check_language(chosen.language))
+        except UnsupportedLanguage as exc:
+            raise _named(exc, chosen.language_field) from None
+        chosen = replace(chosen, language=code)
+    return upload, chosen
+
+
+def record_of(done: Transcribed, caller: Principal) -> TranscriptionRecord:
+    """The transcription record of a sync upload (``contracts.speech.build_record``), owned by the caller."""
+    return build_record(
+        done.result,
+        id=str(uuid.uuid4()),
+        customer_id=caller.customer_id,
+        project_id=caller.project_id,
+        keychain_id=caller.token_id,
+        blob_name=done.upload.filename,
+        upload_file_size=done.upload.size,
+    )
+
+
 async def sync_file(
     ctx: AppContext,
     caller: Principal,
@@ -127,58 +259,23 @@ async def sync_file(
     detect_music: bool,
     translate: bool = False,
 ) -> TranscriptionRecord:
-    started = time.monotonic()
     route = ROUTE_API_SYNC if translate else ROUTE_SYNC
-    upload = await _metered(ctx, caller, route, receive_file(request, "file", _limit_bytes(ctx), _uploads(ctx)))
-    audio = None
-    try:
-        audio = await _metered(ctx, caller, route, _blob(ctx, upload))
-        result = await _transcribe(
-            ctx,
-            caller,
-            route,
-            TranscribeRequest(
-                audio=audio,
-                file_name=upload.filename,
-                language=lang_code or None,
-                diarise=diarise,
-                detect_music=detect_music,
-                translate=translate,
-            ),
-            timeout=ctx.settings.transcription.sync_timeout_seconds,
-            on_timeout=TimedOut,
-            started=started,
-        )
-    finally:
-        await _release(ctx, upload, audio)
-    return build_record(
-        result,
-        id=str(uuid.uuid4()),
-        customer_id=caller.customer_id,
-        project_id=caller.project_id,
-        keychain_id=caller.token_id,
-        blob_name=upload.filename,
-        upload_file_size=upload.size,
-    )
+    via = FileRoute(route, "file", lambda _: Options(lang_code, diarise, detect_music, translate))
+    done = await transcribe_upload(ctx, caller, request, via, timeout=ctx.settings.transcription.sync_timeout_seconds)
+    return record_of(done, caller)
 
 
 async def fast(ctx: AppContext, caller: Principal, request: Request, lang_code: str | None) -> FastTranscription:
-    started = time.monotonic()
-    upload = await _metered(ctx, caller, ROUTE_FAST, receive_file(request, "upload", _limit_bytes(ctx), _uploads(ctx)))
-    audio = None
-    try:
-        audio = await _metered(ctx, caller, ROUTE_FAST, _blob(ctx, upload))
-        result = await _transcribe(
+    result = (
+        await transcribe_upload(
             ctx,
             caller,
-            ROUTE_FAST,
-            TranscribeRequest(audio=audio, file_name=upload.filename, language=lang_code or None),
+            request,
+            FileRoute(ROUTE_FAST, "upload", lambda _: Options(lang_code)),
             timeout=ctx.settings.transcription.fast_timeout_seconds,
             on_timeout=Unavailable,
-            started=started,
         )
-    finally:
-        await _release(ctx, upload, audio)
+    ).result
     return FastTranscription(
         text=result.text,
         lang_code=result.language_code,
@@ -208,6 +305,7 @@ def _decoded_blob(ctx: AppContext, file_name: str, audio_blob: str) -> Blob:
 
 async def v1_sync(ctx: AppContext, caller: Principal, file_name: str, audio_blob: str) -> V1SyncResult:
     started = time.monotonic()
+    await ctx.admission.check_audio(caller)
     audio = await _metered(
         ctx, caller, ROUTE_V1_SYNC, anyio.to_thread.run_sync(_decoded_blob, ctx, file_name, audio_blob)
     )
@@ -246,110 +344,32 @@ server -> client (JSON text frames)
   {"type": "final", "text", "language_code", "audio_length_seconds", "segments": [...], "warnings": [...]}
   {"type": "error", "detail": ...}    then close (1008 bad input, 1009 too much audio, 1011 server error,
                                       4408 a time limit: idle, session length, or a client that stopped reading)
+      1013 try again later: the model's queue is full;
+      a graceful stop of the server: "final" over the audio received so far (its warnings say why), then close 1001
       without lang_code, audio in a language that has no speech model is refused this way (1008) once about
       6 s of speech are in; segments that fail the hallucination guards never appear (a warning says so)
 """
 
-BYTES_PER_SECOND = 32_000  # 16 kHz x 2 bytes
-PARTIAL_EVERY_SECONDS = 2.0
-COMMIT_AFTER_SECONDS = 8.0  # beyond this much pending audio, finished segments are committed
-MAX_PENDING_SECONDS = 28.0  # never keep more than this uncommitted (Whisper's window is 30 s)
 
-
-class _StreamTimeout(Exception):
-    """A live stream passed one of its time limits (closed with 4408)."""
-
-
-class _StreamState:
-    def __init__(self, lang_code: str | None, send_timeout_s: float = 30.0) -> None:
-        self.lang_code = lang_code
-        self.send_timeout_s = send_timeout_s
-        self.buffer = bytearray()
-        self.offset = 0.0  # seconds of audio before the buffer
-        self.total_bytes = 0
-        self.since_partial = 0
-        self.segments: list[Segment] = []
-        self.warnings: list[str] = []  # of every step (hallucination guards, uncertain language), each once
-
-    @property
-    def pending_seconds(self) -> float:
-        return len(self.buffer) / BYTES_PER_SECOND
-
-    def committed_text(self) -> str:
-        return " ".join(s.text for s in self.segments if s.text).strip()
-
-
-async def _stream_step(client: TranscriptionClient, state: _StreamState, websocket: WebSocket, final: bool) -> None:
-    commit_before = None
-    if not final and state.pending_seconds > COMMIT_AFTER_SECONDS:
-        commit_before = state.pending_seconds - 1.0
-    step = await client.transcribe_pcm(
-        StreamRequest(
-            pcm=bytes(state.buffer),
-            language=state.lang_code,
-            offset=state.offset,
-            commit_before=commit_before,
-            final=final,
-        )
+async def _stream_step(client: TranscriptionClient, state: StreamState, websocket: WebSocket, final: bool) -> None:
+    advanced = await advance(client, state, final)
+    if final:
+        return
+    for segment in advanced.committed:
+        await send(websocket, state, {"type": "segment", **segment.model_dump()})
+    text = (state.committed_text() + " " + advanced.pending_text).strip()
+    await send(
+        websocket,
+        state,
+        {
+            "type": "partial",
+            "text": text,
+            "pending_text": advanced.pending_text,
+            "language_code": state.lang_code if state.lang_code else advanced.step.language_code,
+            "audio_seconds": round(state.audio_seconds, 3),
+            "warnings": advanced.step.warnings,
+        },
     )
-    if state.lang_code is None and step.language_code and step.language_settled:
-        state.lang_code = step.language_code  # keep the detected language for the whole session
-    state.warnings += [w for w in step.warnings if w not in state.warnings]
-    committed = list(step.final)
-    cut = step.cut_seconds
-    if final or (not cut and state.pending_seconds > MAX_PENDING_SECONDS):
-        committed += step.pending  # end of audio, or no pause for too long: take what we have
-        cut, pending_text = state.pending_seconds, ""
-    else:
-        pending_text = step.pending_text
-    for segment in committed:
-        state.segments.append(segment)
-        if not final:
-            await _send(websocket, state, {"type": "segment", **segment.model_dump()})
-    if cut:
-        drop = min(len(state.buffer), int(cut * 16_000) * 2)
-        del state.buffer[:drop]
-        state.offset += drop / BYTES_PER_SECOND
-    if not final:
-        text = (state.committed_text() + " " + pending_text).strip()
-        await _send(
-            websocket,
-            state,
-            {
-                "type": "partial",
-                "text": text,
-                "pending_text": pending_text,
-                "language_code": state.lang_code if state.lang_code else step.language_code,
-                "audio_seconds": round(state.total_bytes / BYTES_PER_SECOND, 3),
-                "warnings": step.warnings,
-            },
-        )
-
-
-async def _send(websocket: WebSocket, state: _StreamState, message: dict[str, Any]) -> None:
-    """Send, or give up on a client that stopped reading: nothing else is read from it meanwhile (backpressure)."""
-    try:
-        await asyncio.wait_for(websocket.send_json(message), state.send_timeout_s)
-    except TimeoutError:
-        raise _StreamTimeout(
-            f"The client did not read for {state.send_timeout_s:g} s "
-            "(KHULUMA_TRANSCRIPTION_STREAM_SEND_TIMEOUT_SECONDS)."
-        ) from None
-
-
-async def _receive(websocket: WebSocket, idle_s: float, ends_at: float) -> dict[str, Any]:
-    """The next message, within the idle limit and the session's end (monotonic time)."""
-    left = ends_at - time.monotonic()
-    try:
-        return dict(await asyncio.wait_for(websocket.receive(), max(0.0, min(idle_s, left))))
-    except TimeoutError:
-        if left <= idle_s:
-            raise _StreamTimeout(
-                "The stream reached its longest session (KHULUMA_TRANSCRIPTION_STREAM_MAX_SECONDS)."
-            ) from None
-        raise _StreamTimeout(
-            f"Nothing was received for {idle_s:g} s (KHULUMA_TRANSCRIPTION_STREAM_IDLE_SECONDS)."
-        ) from None
 
 
 def _is_end(text: str) -> tuple[bool, dict[str, Any]]:
@@ -364,91 +384,92 @@ def _is_end(text: str) -> tuple[bool, dict[str, Any]]:
     return message.get("type") in ("end", "eos", "EOS"), message
 
 
-async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket) -> None:
-    """Streaming transcription over a WebSocket (the router authenticated the caller); see STREAM_PROTOCOL."""
+async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket, seat: LiveSeat | None = None) -> None:
+    """Streaming transcription over a WebSocket (the router authenticated and admitted the caller; ``seat`` is its
+    place among the live sessions, which a graceful stop closes); see STREAM_PROTOCOL."""
     await websocket.accept()
     limits = ctx.settings.transcription
-    state = _StreamState(websocket.query_params.get("lang_code") or None, limits.stream_send_timeout_seconds)
+    state = StreamState(websocket.query_params.get("lang_code") or None, limits.stream_send_timeout_seconds)
+
+    async def meter(status: str) -> None:
+        if state.total_bytes or status == "successful":
+            await record_usage(ctx, caller, ROUTE_STREAM, status=status, seconds=state.audio_seconds)
+
+    async def closing() -> None:
+        """A graceful stop ends the session: the audio received so far is finished and sent as ``final`` (within
+        :data:`CLOSING_STEP_S`), then the socket closes with 1001 (going away) and the reason."""
+        reason = (seat.reason if seat else "") or "The server is shutting down."
+        try:
+            async with asyncio.timeout(CLOSING_STEP_S):
+                await _finish(_transcription(ctx), state, websocket, warning=reason)
+            await meter("successful")
+        except (DomainError, TimeoutError, StreamTimeout, WebSocketDisconnect, RuntimeError):
+            await meter("failed")
+        try:
+            async with asyncio.timeout(1.0):
+                await websocket.close(code=GOING_AWAY, reason=reason[:120])
+        except (RuntimeError, WebSocketDisconnect, TimeoutError):
+            pass
+
+    await guard(
+        websocket,
+        state,
+        _stream_session(ctx, websocket, state, meter, seat.stop if seat is not None else None),
+        meter,
+        lambda detail, _code: {"type": "error", "detail": detail},
+        _named,
+        closing,
+    )
+
+
+CLOSING_STEP_S = 10.0  # a session closed by a graceful stop: at most this long for its last step
+
+
+async def _finish(client: TranscriptionClient, state: StreamState, websocket: WebSocket, warning: str = "") -> None:
+    """The last step over the audio still pending, then the ``final`` message."""
+    if state.buffer:
+        await _stream_step(client, state, websocket, final=True)
+    await send(
+        websocket,
+        state,
+        {
+            "type": "final",
+            "text": state.committed_text(),
+            "language_code": state.lang_code or "",
+            "audio_length_seconds": round(state.audio_seconds, 3),
+            "segments": [s.model_dump() for s in state.segments],
+            "warnings": [*state.warnings, warning] if warning else state.warnings,
+        },
+    )
+
+
+async def _stream_session(
+    ctx: AppContext,
+    websocket: WebSocket,
+    state: StreamState,
+    meter: Callable[[str], Awaitable[None]],
+    stop: asyncio.Event | None = None,
+) -> None:
+    limits = ctx.settings.transcription
     limit = _limit_bytes(ctx)
     ends_at = time.monotonic() + limits.stream_max_seconds
-    try:
-        client = _transcription(ctx)
-        if state.lang_code:
-            await client.check_language(state.lang_code)
-        await _send(websocket, state, {"type": "ready", "sample_rate": 16000, "encoding": "pcm_s16le", "channels": 1})
-        while True:
-            message = await _receive(websocket, limits.stream_idle_seconds, ends_at)
-            if message["type"] == "websocket.disconnect":
-                await _meter_stream(ctx, caller, state, "failed")
+    client = _transcription(ctx)
+    if state.lang_code:
+        await client.check_language(state.lang_code)
+    await send(websocket, state, {"type": "ready", "sample_rate": SAMPLE_RATE, "encoding": "pcm_s16le", "channels": 1})
+    while True:
+        message = await receive(websocket, limits.stream_idle_seconds, ends_at, stop)
+        data, text = message.get("bytes"), message.get("text")
+        if data:
+            if state.add_audio(data, limit):
+                await _stream_step(client, state, websocket, final=False)
+        elif text is not None:
+            end, config = _is_end(text)
+            if config.get("type") == "config" and config.get("lang_code"):
+                state.lang_code = str(config["lang_code"])
+                await client.check_language(state.lang_code)  # before any audio is decoded
+            if end:
+                await _finish(client, state, websocket)
+                await meter("successful")
+                await websocket.close(code=1000)
                 return
-            data, text = message.get("bytes"), message.get("text")
-            if data:
-                state.buffer += data
-                state.total_bytes += len(data)
-                state.since_partial += len(data)
-                if state.total_bytes > limit:
-                    raise TooLarge(f"The stream exceeds the limit of {limit // (1024 * 1024)} MB of audio.")
-                if state.since_partial >= PARTIAL_EVERY_SECONDS * BYTES_PER_SECOND:
-                    state.since_partial = 0
-                    await _stream_step(client, state, websocket, final=False)
-            elif text is not None:
-                end, config = _is_end(text)
-                if config.get("type") == "config" and config.get("lang_code"):
-                    state.lang_code = str(config["lang_code"])
-                    await client.check_language(state.lang_code)  # before any audio is decoded
-                if end:
-                    if state.buffer:
-                        await _stream_step(client, state, websocket, final=True)
-                    seconds = round(state.total_bytes / BYTES_PER_SECOND, 3)
-                    await _send(
-                        websocket,
-                        state,
-                        {
-                            "type": "final",
-                            "text": state.committed_text(),
-                            "language_code": state.lang_code or "",
-                            "audio_length_seconds": seconds,
-                            "segments": [s.model_dump() for s in state.segments],
-                            "warnings": state.warnings,
-                        },
-                    )
-                    await _meter_stream(ctx, caller, state, "successful")
-                    await websocket.close(code=1000)
-                    return
-    except WebSocketDisconnect:
-        await _meter_stream(ctx, caller, state, "failed")
-    except _StreamTimeout as exc:
-        await _meter_stream(ctx, caller, state, "failed")
-        await _close_with_error(websocket, str(exc), 4408, wait_s=min(1.0, state.send_timeout_s))
-    except DomainError as exc:
-        await _meter_stream(ctx, caller, state, "failed")
-        await _close_with_error(websocket, _named(exc).detail, _close_code(exc))
-    except Exception:
-        await _meter_stream(ctx, caller, state, "failed")
-        await _close_with_error(websocket, "Internal server error during streaming transcription.", 1011)
-        raise
-
-
-def _close_code(exc: DomainError) -> int:
-    """WebSocket close code of a domain error: 1008 bad input (a language without a model too), 1009 too much
-    audio, 1011 anything else (the service cannot answer)."""
-    if isinstance(exc, TooLarge):
-        return 1009
-    if isinstance(exc, InvalidInput):
-        return 1008
-    return 1011
-
-
-async def _meter_stream(ctx: AppContext, caller: Principal, state: _StreamState, status: str) -> None:
-    if state.total_bytes or status == "successful":
-        await record_usage(ctx, caller, ROUTE_STREAM, status=status, seconds=state.total_bytes / BYTES_PER_SECOND)
-
-
-async def _close_with_error(websocket: WebSocket, detail: str, code: int, wait_s: float = 10.0) -> None:
-    """Say why, then close; within ``wait_s`` (a client that stopped reading may never take the message)."""
-    try:
-        async with asyncio.timeout(wait_s):
-            await websocket.send_json({"type": "error", "detail": detail})
-            await websocket.close(code=code, reason=detail[:120])
-    except (RuntimeError, WebSocketDisconnect, TimeoutError):
-        pass

@@ -1,8 +1,9 @@
 """The playground in a real browser: Playwright drives Debian's chromium, headless, against the real Serve app.
 
 The microphone is Chromium's fake capture device playing a generated WAV file once (``%noloop``), so the live tab
-streams real speech through ``/ws/stream-transcribe`` exactly as a user's microphone would. What the page shows is
-compared with what the API answers for the same input, never with hard-coded model outputs.
+streams real speech through the Live API (``/v1/realtime``, with a client secret the page mints) exactly as a
+user's microphone would. What the page shows is compared with what the API answers for the same input, never with
+hard-coded model outputs.
 
 Without Debian's chromium every test here is skipped (failed under CI=true: ``tests/tools.py``); without espeak-ng
 only the two that play speech (the transcribe and live tabs) are: the other tabs need no generated audio, so their

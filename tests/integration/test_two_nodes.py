@@ -12,7 +12,8 @@
   espeak-ng only by the speech flows, so the text, knowledge-base and placement tests run without it.
 - Backing services are real and throwaway: PostgreSQL for metadata, ``chroma run`` for vectors, SeaweedFS for
   objects. ``serve deploy`` talks to the head's dashboard, as an operator would.
-- Flows: text, knowledge-base upload and query, sync transcription, an async job with a signed webhook, a batch.
+- Flows: text, knowledge-base upload and query, sync transcription, an async job with a signed webhook, a batch,
+  and a customer's requests-per-minute limit held by the two ingress replicas (one per node) together.
   Then the worker node is killed in the middle of a batch and started again: the batch completes with every file
   transcribed exactly once.
 """
@@ -104,6 +105,8 @@ def cluster_config(port: int, settings: dict[str, Any]) -> dict[str, Any]:
             deployment["num_replicas"] = 1
     by_name = {d["name"]: d for d in app["deployments"]}
     by_name["Transcription"]["ray_actor_options"]["resources"] = {SPEECH_RESOURCE: 1}
+    # an ingress replica on each node (the profile autoscales it): per-customer limits are proven across nodes
+    by_name["Ingress"].update(num_replicas=2, max_replicas_per_node=1)
     assert by_name["KnowledgeStore"]["num_replicas"] == 2 and by_name["KnowledgeStore"]["max_replicas_per_node"] == 1
     return config
 
@@ -210,6 +213,31 @@ def test_work_is_placed_on_both_nodes(two_nodes: TwoNodes) -> None:
     assert {r["node_id"] for r in replicas["Transcription"]} == {worker}
     store_nodes = [r["node_id"] for r in replicas["KnowledgeStore"]]
     assert len(store_nodes) == 2 and len(set(store_nodes)) == 2  # one replica on each node
+    ingress_nodes = [r["node_id"] for r in replicas["Ingress"]]
+    assert len(ingress_nodes) == 2 and len(set(ingress_nodes)) == 2
+
+
+def test_customer_limits_hold_across_nodes(two_nodes: TwoNodes) -> None:
+    """A customer's requests per minute are counted in PostgreSQL by both ingress replicas (one per node): 60
+    requests, 8 at a time, against a limit of 30 admit exactly 30, and the worker node's ingress answered some."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    token = create_token(two_nodes.db, f"limited-{time.time_ns()}", limits={"requests_per_minute": 30})[0]
+    minute_left = 60 - time.time() % 60
+    if minute_left < 20:  # all 60 requests inside one UTC minute
+        time.sleep(minute_left + 0.5)
+
+    def one(_: int) -> int:
+        return httpx.get(
+            f"{two_nodes.url}/ws/stream-transcribe", headers={"X-CLIENT-TOKEN": token}, timeout=60
+        ).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(one, range(60)))
+    assert codes.count(200) == 30 and codes.count(429) == 30, codes
+    route = 'route="/ws/stream-transcribe"'
+    worker = wait_for(lambda: t if route in (t := _scrape(two_nodes.worker.metrics_port)) else None, 120, "worker")
+    assert 'status="429"' in worker or 'status="200"' in worker
 
 
 def test_the_worker_disk_is_private(two_nodes: TwoNodes) -> None:

@@ -418,7 +418,10 @@ def test_job_in_a_language_without_a_model_fails_naming_it(client_env, tmp_path:
     sync routes' message (400), never completes as a served language."""
     env, client = client_env, client_env["client"]
     require_tool("espeak-ng")
-    said = "Batho botlhe ba tsetswe ba gololesegile le go lekalekana ka seriti le ditshwanelo. " * 2
+    said = (
+        "Batho botlhe ba tsetswe ba gololesegile le go lekalekana ka seriti le ditshwanelo. Ba abetswe go akanya le "
+        "maikutlo, mme ba tshwanetse go direlana ka mowa wa bokaulengwe."
+    )
     wav = subprocess.run(["espeak-ng", "-v", "tn", "--stdout", said], check=True, capture_output=True).stdout
     receiver = Receiver().start()
     try:

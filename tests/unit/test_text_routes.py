@@ -47,9 +47,10 @@ def test_entity_recognition_offsets(client, headers):
     ents = r.json()
     assert ents and all(text[e["start"] : e["end"]] == e["word"] for e in ents)
     assert {"entity": "location", "word": "Johannesburg"} in [{k: e[k] for k in ("entity", "word")} for e in ents]
-    zulu = "UMongameli uCyril Ramaphosa uvakashele eThekwini ngoMsombuluko."
+    # isiZulu: only the types measured precise on real text (dates), never a guessed person
+    zulu = "UMongameli uCyril Ramaphosa uvakashele eThekwini ngoMsombuluko ekuseni, ekhuluma nabantu abaningi."
     ents = client().post("/api/v1/entity_recognition/process", json={"encoded_text": zulu}, headers=headers).json()
-    assert ("person", "Cyril Ramaphosa") in [(e["entity"], e["word"]) for e in ents]
+    assert [(e["entity"], e["word"]) for e in ents] == [("date", "Msombuluko")]
 
 
 def test_sentiment_splits_sentences_keeping_leading_space(client, headers):
@@ -200,7 +201,11 @@ def test_text_analysis_answers_a_group_as_it_answers_each_request_alone(settings
     from deployments.text import TextAnalysis
 
     analysis = TextAnalysis(settings.for_replica(("text", "embeddings")))
-    texts = ["Thandi Nkosi moved to Durban in 2001.", "USipho Dlamini usebenza eGoli.", "The food was awful!"]
+    texts = [
+        "Thandi Nkosi moved to Durban in 2001 with her family.",
+        "USipho Dlamini usebenza eGoli.",
+        "The food was awful!",
+    ]
     requests = [TextInput(text=t) for t in texts]
 
     def examples(pairs: dict[str, list[str]]) -> list[IntentExample]:
