@@ -11,7 +11,7 @@ from ray import serve
 
 from cluster import lifecycle
 from contracts.logs import configure_logging
-from contracts.settings import Settings
+from contracts.settings import Settings, report_setting_warnings
 from serve_app.app import create_app
 from serve_app.context import AppContext, Clients, build_context
 from serve_app.lifecycle import SHUTTING_DOWN
@@ -25,6 +25,7 @@ class Ingress:
     def __init__(self, settings: dict[str, Any], **handles: Any) -> None:
         self.settings = Settings.from_bound(settings)
         configure_logging("Ingress", current_request_id, self.settings.log_level)
+        report_setting_warnings(logging.getLogger("khuluma.settings").warning)  # unknown KHULUMA_* names, once
         self.context = build_context(self.settings, Clients.from_handles(self.settings, **handles))
         self.context.db.require_current_schema()  # migrations run once before the app starts, never here
         # a graceful stop of `khuluma serve` reaches every ingress replica through its lifecycle actor (Serve

@@ -27,7 +27,7 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from contracts.settings import Settings, unknown_variables
+from contracts.settings import Settings, setting_warnings
 
 console = Console(stderr=True)
 DEFAULT_CONFIG = Path("configs/serve.yaml")
@@ -81,9 +81,8 @@ def serve(
         overrides["host"] = host
     if port:
         overrides["port"] = port
-    unknown = unknown_variables(os.environ)
-    if unknown:
-        console.print(f"[yellow]Ignored (no such setting; see contracts/settings.py):[/] {', '.join(unknown)}")
+    for line in setting_warnings(os.environ):  # ignored, not fatal: each replica logs the same once as it starts
+        console.print(f"[yellow]WARNING:[/] {escape(line)}", highlight=False)
     settings = Settings(**overrides)
     http = cfg["http_options"]
     bind_host = host or (os.environ.get("KHULUMA_HOST") and settings.host) or http.get("host") or settings.host

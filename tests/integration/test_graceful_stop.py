@@ -34,9 +34,9 @@ import pytest
 from cluster.ports import free_port
 from scripts.bench._plain import wait_healthy
 from serve_app.cli.serve import cluster_ports
-from tests.speechdata import espeak, have_espeak
+from tests.speechdata import espeak
 
-pytestmark = [pytest.mark.integration, pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")]
+pytestmark = [pytest.mark.integration]
 
 KHULUMA = Path(sys.executable).with_name("khuluma")
 GRACE_S = 90

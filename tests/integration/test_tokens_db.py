@@ -98,10 +98,7 @@ def test_transaction_rolls_back_on_error(tmp_path: Path):
 
 @pytest.fixture(scope="module")
 def postgres_url():
-    try:
-        server = Postgres().start()
-    except FileNotFoundError as exc:
-        pytest.fail(str(exc))
+    server = Postgres().start()  # without PostgreSQL's server binaries: skipped (failed under CI=true)
     yield server.url
     server.stop()
 

@@ -6,7 +6,10 @@
   really cross nodes.
 - As root the worker runs inside ``unshare --mount`` with private tmpfs mounts over ``/tmp`` and the data directory:
   a file one node writes there does not exist for the other. Without root that part is skipped with its reason
-  (the nodes then share a disk, and the test proves less).
+  (the nodes then share a disk, and the test proves less); so is it as root without ``unshare`` (failed under
+  CI=true), while the other flows run on the shared disk.
+- Tools are checked where they are used (``tests/tools.py``): PostgreSQL's server binaries for the cluster itself;
+  espeak-ng only by the speech flows, so the text, knowledge-base and placement tests run without it.
 - Backing services are real and throwaway: PostgreSQL for metadata, ``chroma run`` for vectors, SeaweedFS for
   objects. ``serve deploy`` talks to the head's dashboard, as an operator would.
 - Flows: text, knowledge-base upload and query, sync transcription, an async job with a signed webhook, a batch,
@@ -44,7 +47,8 @@ from persistence.session import Database, migrate
 from serve_app.cli.batch import upload_directory
 from serve_app.tokens import create_token
 from tests.services import ChromaServer, Postgres
-from tests.speechdata import CALL_PHRASES, espeak, have_espeak
+from tests.speechdata import CALL_PHRASES, espeak
+from tests.tools import require_tool
 from tests.unit.test_jobs import SPOKEN, Receiver
 
 pytestmark = [pytest.mark.integration, pytest.mark.twonode]
@@ -125,15 +129,14 @@ def alive_nodes(dashboard: str) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
-    if not have_espeak():
-        pytest.skip("espeak-ng is not installed (scripts/setup.sh --test installs it)")
+    postgres = Postgres()  # checks PostgreSQL's server binaries before anything starts
     if not ChromaServer.available():
         pytest.fail("the chroma CLI (chromadb package) is not installed")
     work = Path(tempfile.mkdtemp(prefix="khuluma-2n-"))  # outside pytest's tree: the worker's /tmp is private
     defaults = Settings(_env_file=None)
     seaweed = LocalSeaweedFS(work / "seaweedfs", defaults.s3.access_key, defaults.s3.secret_key.get_secret_value())
     s3_url = seaweed.start()
-    postgres = Postgres().start()
+    postgres.start()
     chroma = ChromaServer(work / "chroma").start()
     data_dir = work / "data"
     data_dir.mkdir()
@@ -238,8 +241,10 @@ def test_customer_limits_hold_across_nodes(two_nodes: TwoNodes) -> None:
 
 
 def test_the_worker_disk_is_private(two_nodes: TwoNodes) -> None:
-    if not two_nodes.private_disk:
-        pytest.skip("not root or no unshare: the worker shares this disk, so no-shared-disk is not proven here")
+    if os.geteuid() != 0:
+        pytest.skip("not root: the worker shares this disk, so no-shared-disk is not proven here")
+    require_tool("unshare")  # as root, only a missing unshare leaves the disk shared
+    assert two_nodes.private_disk
     marker = two_nodes.data_dir / f"head-only-{time.time_ns()}"
     marker.write_text("written by the head's filesystem view")
     listing = subprocess.run(
