@@ -370,7 +370,8 @@ def ray_env() -> dict[str, str]:
 
 def cluster_ports(*, fresh: bool = True) -> dict[str, str]:
     """Ports that one Ray cluster on this machine must not share with another: HAProxy's metrics and stats
-    listeners (fixed 9101 and 8404 by default) and the direct-ingress replica ranges (see cluster/ports.py: two
+    listeners (fixed 9101 and 8404 by default), the fallback proxy's (8500 and 9500) and the direct-ingress replica
+    ranges (see cluster/ports.py: two
     clusters on Serve's default range would answer each other's requests). ``fresh=False`` keeps values already
     in the process environment (the user's, or an earlier call's)."""
     from cluster.ports import DIRECT_INGRESS_VARIABLES, direct_ingress_ports, free_port
@@ -381,7 +382,15 @@ def cluster_ports(*, fresh: bool = True) -> dict[str, str]:
     return ports
 
 
-HAPROXY_PORT_VARIABLES = ("RAY_SERVE_HAPROXY_METRICS_PORT", "RAY_SERVE_HAPROXY_STATS_PORT")
+# Ports one cluster's HAProxy set-up binds: HAProxy's own listeners, and the Python proxy HAProxy falls back to while
+# no ingress replica is up (Serve's fixed 8500/9500: a second cluster's proxy shares them with SO_REUSEPORT, so a
+# request to one service could be answered by the other's application, with another database behind it)
+HAPROXY_PORT_VARIABLES = (
+    "RAY_SERVE_HAPROXY_METRICS_PORT",
+    "RAY_SERVE_HAPROXY_STATS_PORT",
+    "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT",
+    "RAY_SERVE_FALLBACK_PROXY_GRPC_PORT",
+)
 
 
 @dataclass(frozen=True)
