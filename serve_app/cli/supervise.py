@@ -19,6 +19,7 @@ import ctypes
 import os
 import signal
 import sys
+import threading
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PR_SET_PDEATHSIG = 1
@@ -40,10 +41,20 @@ sys.exit(code if code >= 0 else 128 - code)
 """
 
 
-def split() -> None:
+def _own_process() -> bool:
+    """Whether this process is the ``khuluma serve`` command itself (its console script, or ``python -m
+    serve_app.cli``) with no thread but its main one. Called in-process (a test's CliRunner inside pytest, with Ray's
+    threads), a fork would turn the caller into the supervisor and go on running the caller in a child whose
+    OpenMP and other thread pools are gone."""
+    command = os.path.basename(sys.argv[0]) if sys.argv else ""
+    return command in ("khuluma", "__main__.py") and sys.argv[1:2] == ["serve"] and threading.active_count() == 1
+
+
+def split(*, force: bool = False) -> None:
     """Fork; return in the child, which now leads a session of its own. The parent becomes the supervisor and
-    never returns. Does nothing off Linux (no parent-death signal there): the command then runs as before."""
-    if not sys.platform.startswith("linux"):
+    never returns. Does nothing off Linux (no parent-death signal there), nor unless this process is the command
+    itself (``force``: it is, whatever it is called); the command then runs as before."""
+    if not sys.platform.startswith("linux") or not (force or _own_process()):
         return
     signal.pthread_sigmask(signal.SIG_BLOCK, set(FORWARDED))
     parent = os.getpid()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from serve_app.cli.serve import StopRequested, StopSignals
+from serve_app.cli.supervise import split
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +22,7 @@ CHILD = """
 import os, signal, sys, time
 sys.path.insert(0, {root!r})
 from serve_app.cli.supervise import split
-split()
+split(force=True)
 got = []
 def on(signum, frame):
     got.append(signum)
@@ -156,3 +157,14 @@ def test_the_lifecycle_actor_tells_every_replica_and_knows_when_they_are_done() 
         assert await actor.drained()
 
     asyncio.run(go())
+
+
+def test_the_split_is_refused_in_a_process_that_is_not_the_command() -> None:
+    """Called in-process (a CliRunner in pytest), ``khuluma serve`` must not fork: the caller would become the
+    supervisor and go on in a child without its thread pools."""
+    from serve_app.cli.supervise import _own_process
+
+    assert not _own_process()
+    pid, session = os.getpid(), os.getsid(0)
+    split()
+    assert (os.getpid(), os.getsid(0)) == (pid, session)  # no fork, no new session: still pytest's own process
