@@ -1,0 +1,139 @@
+"""A live stream's steps in-process (no Ray, no WebSocket): what each step costs the engine, and the parts of it.
+
+    .venv/bin/python scripts/bench/bench_stream_engine.py [--json out.json]
+
+Feeds the espeak utterance of ``bench_stream.py`` through :func:`serve_app.services.streaming.advance` as fast as
+the engine goes (a client that calls ``TranscriptionPipeline.transcribe_array`` in this thread), and reports: the
+unpaced RTF, the last step's time (what the end of an utterance waits for, without transport), the mean partial
+step, and Whisper's encoder on 1 s of audio vs 30 s (faster-whisper pads every window's features to 30 s; the
+standard CTranslate2 Whisper encoder takes 3000 frames, so a short tail costs a full window's encoder pass).
+Also the file transcription of the same audio, and the word error of the streamed text against it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+from _load import json_option, write_json  # noqa: E402
+from bench_stream import UTTERANCE  # noqa: E402
+
+
+def wer(ref: str, hyp: str) -> float:
+    import re
+
+    r, h = (re.findall(r"[\w']+", t.lower()) for t in (ref, hyp))
+    d = list(range(len(h) + 1))
+    for i in range(1, len(r) + 1):
+        prev, d[0] = d[0], i
+        for j in range(1, len(h) + 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (r[i - 1] != h[j - 1]))
+    return d[len(h)] / max(1, len(r))
+
+
+class Direct:
+    """A TranscriptionClient that decodes in this process."""
+
+    def __init__(self, pipeline: Any) -> None:
+        self.pipeline = pipeline
+        self.times: list[float] = []
+
+    async def transcribe_pcm(self, request: Any) -> Any:
+        from engines.audio import load_pcm16
+
+        started = time.perf_counter()
+        step = self.pipeline.transcribe_array(
+            load_pcm16(request.pcm, request.sample_rate),
+            request.language,
+            offset=request.offset,
+            commit_before=request.commit_before,
+            final=request.final,
+        )
+        self.times.append(time.perf_counter() - started)
+        return step
+
+
+async def stream(client: Direct, pcm: bytes) -> tuple[str, float]:
+    from serve_app.services.streaming import StreamState, advance
+
+    state = StreamState("eng")
+    started = time.perf_counter()
+    for i in range(0, len(pcm), 3200):  # 100 ms frames
+        if state.add_audio(pcm[i : i + 3200], 1 << 30):
+            await advance(client, state, final=False)
+    await advance(client, state, final=True)
+    return state.committed_text(), time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    json_option(parser)
+    args = parser.parse_args()
+
+    from contracts.settings import Settings
+    from engines.audio import load_pcm16
+    from engines.pipeline import get_pipeline
+    from serve_app.cli.stream import file_frames
+    from tests.speechdata import espeak
+
+    data = tempfile.mkdtemp(prefix="khuluma-bench-engine-")
+    wav = espeak(UTTERANCE, Path(data) / "utterance.wav")
+    pcm = b"".join(file_frames(wav))
+    audio_s = len(pcm) / 32_000
+    settings = Settings(data_dir=data)
+    pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
+    pipeline.warm_up()
+    client = Direct(pipeline)
+    asyncio.run(stream(client, pcm))  # warm-up
+    client.times.clear()
+    text, wall = asyncio.run(stream(client, pcm))
+    steps = client.times
+
+    file_text = pipeline.transcribe(wav, "eng", False, False).text
+    model = pipeline.recognizer.model()
+    audio = load_pcm16(pcm, 16_000)
+    from faster_whisper.audio import pad_or_trim
+
+    enc = {}
+    for seconds in (1, 30):
+        features = pad_or_trim(model.feature_extractor(audio[: seconds * 16_000]))  # to 3000 frames, as it decodes
+        reps = []
+        for _ in range(3):
+            t = time.perf_counter()
+            model.encode(features)
+            reps.append(time.perf_counter() - t)
+        enc[seconds] = min(reps)
+    try:
+        model.encode(model.feature_extractor(audio[:16_000])[:, :100])
+        short_ok = "accepted"
+    except Exception as exc:  # noqa: BLE001 - what CTranslate2 says about fewer than 3000 frames
+        short_ok = f"refused: {str(exc)[:160]}"
+    out = {
+        "audio seconds": round(audio_s, 2),
+        "steps": len(steps),
+        "unpaced RTF": round(wall / audio_s, 3),
+        "last step s": round(steps[-1], 3),
+        "partial step mean s": round(sum(steps[:-1]) / max(1, len(steps) - 1), 3),
+        "encoder 1 s padded to 30 s, s": round(enc[1], 3),
+        "encoder 30 s, s": round(enc[30], 3),
+        "encoder without padding (100 frames)": short_ok,
+        "streamed text": text,
+        "file text": file_text,
+        "WER streamed vs reference": round(wer(UTTERANCE, text), 4),
+        "WER file vs reference": round(wer(UTTERANCE, file_text), 4),
+    }
+    for k, v in out.items():
+        print(f"{k}: {v}")
+    write_json(args.json, out)
+
+
+if __name__ == "__main__":
+    main()
