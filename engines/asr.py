@@ -63,7 +63,9 @@ SETTING = "KHULUMA_WHISPER_LANGUAGE_MODELS"
 WINDOW_SECONDS = 30.0  # what one Whisper window holds
 
 
-QUICK_MAX_SECONDS = 20.0  # a partial of up to this much speech is encoded unpadded (SpeechRecognizer.quick_segments)
+QUICK_MAX_SECONDS = (
+    8.0  # a partial of up to this much speech is encoded unpadded (SpeechRecognizer.quick_segments); longer, padded
+)
 QUICK_TOKENS_PER_SECOND = 6.0  # a partial's decode stops after about this many tokens per second of speech
 
 

@@ -68,6 +68,7 @@ log = logging.getLogger("khuluma.pipeline")
 LANGID_CONFIDENCE = 0.75  # text-LID confidence needed to overrule an uncertain audio detection
 NAMED_DETECTION = 0.8  # Whisper's probability for an unserved language before a refusal names it
 SHORT_SPEECH_SECONDS = 6.0  # less speech than this is refused only below a quarter of served_language_floor
+STREAM_PAD_MS = 100  # a live stream's VAD chunks are padded this much (files: 200), so shorter pauses stay visible
 STREAM_DETECT_SECONDS = SHORT_SPEECH_SECONDS  # speech a live stream's language is decided on (sooner when clear)
 VERIFY_LOGPROB = -0.5  # mean token log-probability a forced decode needs to rescue a low detection (_reads_as)
 UNCERTAIN_DETECTION = 0.75  # audio detections below this are checked against the text
@@ -309,7 +310,7 @@ class TranscriptionPipeline:
         (``final``); before that, audio that does not sound like a served language is not decoded and the step is
         not ``language_settled``. The hallucination guards run on every step, partials included."""
         route = self.recognizer.route(language) if language else None
-        chunks = self.recognizer.speech_chunks(audio, min_silence_ms=min(500, self.commit_silence_ms))
+        chunks = self.recognizer.speech_chunks(audio, min_silence_ms=self.commit_silence_ms, pad_ms=STREAM_PAD_MS)
         detection = None
         warnings: list[str] = []
         settled = True
@@ -327,14 +328,15 @@ class TranscriptionPipeline:
             settled = settled or (detection is not None and detection.served >= self.served_confident)
         cut = 0
         if commit_before is not None and not final:
-            min_gap = self.commit_silence_ms * SAMPLE_RATE // 1000
+            min_gap = max(0, self.commit_silence_ms - 2 * STREAM_PAD_MS) * SAMPLE_RATE // 1000  # chunks are padded
             cut = last_pause(chunks, int(commit_before * SAMPLE_RATE), min_gap)
         head = [c for c in chunks if c["end"] <= cut]
         tail = [c for c in chunks if c["end"] > cut]
         exact = self.recognizer.transcribe(audio, route, head, offset=offset) if head else iter(())
         final_segments, found = guards.screen(list(exact))
         if final:
-            pending, found_tail = guards.screen(list(self.recognizer.transcribe(audio, route, tail, offset=offset)))
+            exact_tail = self.recognizer.transcribe(audio, route, tail, offset=offset)
+            pending, found_tail = guards.screen(list(exact_tail))
         else:
             quick = self.recognizer.quick_segments(
                 audio[cut:], route, _shift(tail, -cut), offset=offset + cut / SAMPLE_RATE
@@ -629,6 +631,7 @@ def get_pipeline(
         "unserved_language",
         "served_language_floor",
         "served_language_confident",
+        "stream_commit_silence_ms",
     }
     key = (str(data_dir), whisper.model_dump_json(), transcription.model_dump_json(include=read))
     with _pipelines_lock:

@@ -1,13 +1,18 @@
 """A live stream's steps in-process (no Ray, no WebSocket): what each step costs the engine, and the parts of it.
 
-    .venv/bin/python scripts/bench/bench_stream_engine.py [--json out.json]
+    .venv/bin/python scripts/bench/bench_stream_engine.py [--streams 1 4 8] [--json out.json]
+    # on a GPU machine (scripts/bench/gpu_check.sh): no espeak there, the audio and the model carried
+    python3 scripts/bench/bench_stream_engine.py --wav utterance.wav --model-dir whisper-base --device cuda
 
 Feeds the espeak utterance of ``bench_stream.py`` through :func:`serve_app.services.streaming.advance` as fast as
 the engine goes (a client that calls ``TranscriptionPipeline.transcribe_array`` in this thread), and reports: the
 unpaced RTF, the last step's time (what the end of an utterance waits for, without transport), the mean partial
 step, and Whisper's encoder on 1 s of audio vs 30 s (faster-whisper pads every window's features to 30 s; the
 standard CTranslate2 Whisper encoder takes 3000 frames, so a short tail costs a full window's encoder pass).
-Also the file transcription of the same audio, and the word error of the streamed text against it.
+Also the file transcription of the same audio, and the word error of the streamed text against it. With
+``--streams``: that many streams at once, each sent at real time in 100 ms frames (steps decode in worker
+threads, as the deployment does): the end of the utterance -> final (p50/p99) and the first audio frame -> first
+partial with text, over the streams.
 """
 
 from __future__ import annotations
@@ -50,7 +55,8 @@ class Direct:
         from engines.audio import load_pcm16
 
         started = time.perf_counter()
-        step = self.pipeline.transcribe_array(
+        step = await asyncio.to_thread(
+            self.pipeline.transcribe_array,
             load_pcm16(request.pcm, request.sample_rate),
             request.language,
             offset=request.offset,
@@ -73,8 +79,39 @@ async def stream(client: Direct, pcm: bytes) -> tuple[str, float]:
     return state.committed_text(), time.perf_counter() - started
 
 
+async def paced(client: Direct, pcm: bytes) -> tuple[float, float]:
+    """One stream at real time: (last frame -> final, first frame -> first partial with text), seconds."""
+    from serve_app.services.streaming import StreamState, advance
+
+    state = StreamState("eng")
+    started, first = time.perf_counter(), float("nan")
+    for i in range(0, len(pcm), 3200):
+        await asyncio.sleep(max(0.0, i / 32_000 - (time.perf_counter() - started)))
+        if state.add_audio(pcm[i : i + 3200], 1 << 30):
+            step = await advance(client, state, final=False)
+            if first != first and (state.committed_text() or step.pending_text):
+                first = time.perf_counter() - started
+    sent = time.perf_counter()
+    await advance(client, state, final=True)
+    return time.perf_counter() - sent, first
+
+
+async def many(client: Direct, pcm: bytes, n: int) -> list[tuple[float, float]]:
+    return list(await asyncio.gather(*(paced(client, pcm) for _ in range(n))))
+
+
+def pct(xs: list[float], q: float) -> float:
+    ys = sorted(xs)
+    return ys[min(len(ys) - 1, int(q / 100 * len(ys)))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--streams", type=int, nargs="*", default=[], help="concurrent real-time streams")
+    parser.add_argument("--wav", help="the utterance (default: made with espeak-ng)")
+    parser.add_argument("--model-dir", help="a CTranslate2 Whisper directory (default: the offline whisper-base)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--compute-type", help="default: int8 on cpu, float16 on cuda")
     json_option(parser)
     args = parser.parse_args()
 
@@ -85,10 +122,12 @@ def main() -> None:
     from tests.speechdata import espeak
 
     data = tempfile.mkdtemp(prefix="khuluma-bench-engine-")
-    wav = espeak(UTTERANCE, Path(data) / "utterance.wav")
+    wav = Path(args.wav) if args.wav else espeak(UTTERANCE, Path(data) / "utterance.wav")
     pcm = b"".join(file_frames(wav))
     audio_s = len(pcm) / 32_000
-    settings = Settings(data_dir=data)
+    compute = args.compute_type or ("float16" if args.device == "cuda" else "int8")
+    whisper = {"device": args.device, "compute_type": compute, **({"model": args.model_dir} if args.model_dir else {})}
+    settings = Settings(data_dir=data, whisper=whisper)
     pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
     pipeline.warm_up()
     client = Direct(pipeline)
@@ -130,6 +169,15 @@ def main() -> None:
         "WER streamed vs reference": round(wer(UTTERANCE, text), 4),
         "WER file vs reference": round(wer(UTTERANCE, file_text), 4),
     }
+    for n in args.streams:
+        runs = asyncio.run(many(client, pcm, n))
+        latency, first = [r[0] for r in runs], [r[1] for r in runs]
+        out[f"{n} stream(s) at real time"] = {
+            "latency p50 s": round(pct(latency, 50), 3),
+            "latency p99 s": round(pct(latency, 99), 3),
+            "first partial p50 s": round(pct(first, 50), 3),
+        }
+    out["device"] = f"{args.device} {compute}"
     for k, v in out.items():
         print(f"{k}: {v}")
     write_json(args.json, out)
