@@ -64,14 +64,17 @@ run)
   W="$STORE/stage"
   python3 -m pip install --no-index --no-deps --quiet "$W"/wheels/*.whl
   # cuBLAS 13 under the CUDA 12 names CTranslate2 asks for
-  LIB="$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__))' 2>/dev/null || true)"
-  CUBLAS="$(find ${LIB:+$LIB} /usr/local/cuda* /usr/lib/x86_64-linux-gnu -name 'libcublas.so.13*' 2>/dev/null | head -1)"
-  CUBLASLT="$(find ${LIB:+$LIB} /usr/local/cuda* /usr/lib/x86_64-linux-gnu -name 'libcublasLt.so.13*' 2>/dev/null | head -1)"
+  # (pip's nvidia-cublas for cu13 in site-packages, else a system CUDA)
+  SITE="$(python3 -c 'import site; print(" ".join(site.getsitepackages()))')"
+  find_lib() { find $SITE /usr/local/cuda* /usr/lib/x86_64-linux-gnu -name "$1" 2>/dev/null | sort | head -1 || true; }
+  CUBLAS="$(find_lib 'libcublas.so.13*')"
+  CUBLASLT="$(find_lib 'libcublasLt.so.13*')"
+  [ -n "$CUBLAS" ] && [ -n "$CUBLASLT" ] || { echo "no cuBLAS 13 found" >&2; exit 1; }
   mkdir -p "$STORE/cuda12"
   ln -sf "$CUBLAS" "$STORE/cuda12/libcublas.so.12"
   ln -sf "$CUBLASLT" "$STORE/cuda12/libcublasLt.so.12"
-  CUDNN="$(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__))' 2>/dev/null || true)"
-  export LD_LIBRARY_PATH="$STORE/cuda12:$(dirname "$CUBLAS")${CUDNN:+:$CUDNN/lib}:${LD_LIBRARY_PATH:-}"
+  CUDNN="$(find_lib 'libcudnn.so.9*')"
+  export LD_LIBRARY_PATH="$STORE/cuda12:$(dirname "$CUBLAS")${CUDNN:+:$(dirname "$CUDNN")}:${LD_LIBRARY_PATH:-}"
   {
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
     echo "cublas: $CUBLAS / $CUBLASLT"
