@@ -6,7 +6,7 @@ batch to the runner by id; everything else the runner needs is in the database, 
 
 from __future__ import annotations
 
-from contracts.handles import DeploymentClient, call
+from contracts.handles import DeploymentClient
 
 
 class BatchClient(DeploymentClient):
@@ -17,12 +17,12 @@ class BatchClient(DeploymentClient):
     async def run(self, batch_id: str) -> bool:
         """deployments.batch.BatchRunner.run: start transcribing a PROCESSING batch in the background; False
         when the runner is running it already."""
-        return await call(self._handle.run.remote(batch_id))
+        return await self._call(self._handle.run.remote(batch_id))
 
     async def running(self) -> list[str]:
         """deployments.batch.BatchRunner.running: ids of the batches being transcribed now."""
-        return await call(self._handle.running.remote())
+        return await self._call(self._handle.running.remote())
 
     async def close(self) -> None:
         """deployments.batch.BatchRunner.close: stop resuming batches (the next runner resumes the rest)."""
-        await call(self._handle.close.remote())
+        await self._call(self._handle.close.remote())

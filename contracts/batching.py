@@ -15,6 +15,8 @@ import pickle
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
+from contracts.errors import Overloaded
+
 T = TypeVar("T")  # one caller's item
 R = TypeVar("R")  # one caller's result
 BatchRun = Callable[[list[T]], Awaitable[list[R]]]
@@ -71,7 +73,9 @@ class MicroBatcher(Generic[T, R]):
     """Concurrent :meth:`submit` calls become calls of ``run`` over lists of at most ``max_size`` items.
 
     At most ``max_in_flight`` lists run at once; items submitted while they all run wait and form the next list,
-    so the list size follows the load: one item at a time when idle, full lists under load.
+    so the list size follows the load: one item at a time when idle, full lists under load. ``max_pending`` > 0
+    bounds the items that wait: one more is refused at once with :class:`~contracts.errors.Overloaded` (load
+    shedding, a 503 with ``Retry-After``), so a queue in front of a busy model never grows without bound.
 
     - ``wait_s`` > 0: a list that is not full always waits that long to gather first (as ``@serve.batch`` does).
     - ``catch_up_s`` > 0: a list waits, at most that long, only until it has as many items as the previous list.
@@ -91,11 +95,14 @@ class MicroBatcher(Generic[T, R]):
         wait_s: float = 0.0,
         max_in_flight: int = 1,
         catch_up_s: float = 0.0,
+        max_pending: int = 0,
+        name: str = "",
     ) -> None:
         if max_size < 1 or max_in_flight < 1:
             raise ValueError("max_size and max_in_flight must be at least 1")
         self.run, self.max_size, self.wait_s, self.catch_up_s = run, max_size, wait_s, catch_up_s
         self.max_in_flight = max_in_flight
+        self.max_pending, self.name = max_pending, name or getattr(run, "__name__", "batch")
         self.last_size = 1
         self.arrived: asyncio.Future[None] | None = None  # made when the drainer waits for items to catch up
         self.pending: list[tuple[T, asyncio.Future[R | ItemFailed]]] = []
@@ -119,6 +126,13 @@ class MicroBatcher(Generic[T, R]):
         ]
 
     def _enqueue(self, items: list[T]) -> list[asyncio.Future[R | ItemFailed]]:
+        if self.max_pending and len(self.pending) + len(items) > self.max_pending:
+            # load shedding: the lists in flight are busy and this many items already wait for the next ones
+            raise Overloaded(
+                f"The service is at capacity: {len(self.pending)} {self.name} requests are already waiting. Retry "
+                "after the Retry-After seconds.",
+                retry_after=1,
+            )
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[R | ItemFailed]] = [loop.create_future() for _ in items]
         self.pending.extend(zip(items, futures))

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from contracts.capabilities import CapabilityInfo
-from contracts.handles import DeploymentClient, call
+from contracts.handles import DeploymentClient
 
 # e5 models are trained with a "query: " / "passage: " prefix: a search query and the passages it should find are
 # embedded on different sides; short texts compared with each other (intents, sentiment) use the query side.
@@ -32,7 +32,7 @@ class EmbeddingsClient(DeploymentClient):
     async def embed(self, texts: list[str], kind: EmbeddingKind) -> Vectors:
         """``deployments.embeddings.Embeddings.embed``: one unit vector per text, in order. Concurrent small calls
         are batched into one model call in the replica; long lists (document ingest) run as one batch."""
-        return await call(self._handle.embed.remote(texts, kind))
+        return await self._call(self._handle.embed.remote(texts, kind))
 
 
 class EmbeddingSource(Protocol):

@@ -10,6 +10,7 @@ fields the way clients send them. An engine does not know those names: where a m
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -99,6 +100,44 @@ class ModelMissing(Unavailable):
     """No model is installed for the capability; the message says how to install one."""
 
 
+class Overloaded(Unavailable):
+    """The service refuses the request at once because a bounded queue is full (a deployment's
+    ``max_queued_requests``, the ingress's text queue, the live sessions of a replica) or because it is shutting
+    down. ``retry_after``: whole seconds after which a retry is worth it (the edge's ``Retry-After``)."""
+
+    def __init__(self, detail: str, retry_after: float = 1.0) -> None:
+        super().__init__(detail)
+        self.retry_after = whole_seconds(retry_after)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.detail, self.retry_after))
+
+
+class RateLimited(DomainError):
+    """A limit of the caller's customer is used up: requests per minute, audio seconds per day or live sessions.
+
+    ``retry_after`` (whole seconds) is when the limit frees up again; ``limit`` and ``window_s`` describe the quota
+    for the edge's ``RateLimit-Policy``/``RateLimit`` headers (``window_s`` 0: a limit on things at once, which has
+    no window); ``reason`` names the limit (usage reports count refusals by it)."""
+
+    def __init__(self, detail: str, retry_after: float, *, limit: int = 0, window_s: int = 0, reason: str = "") -> None:
+        super().__init__(detail)
+        self.retry_after = whole_seconds(retry_after)
+        self.limit, self.window_s, self.reason = limit, window_s, reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_rate_limited, (self.detail, self.retry_after, self.limit, self.window_s, self.reason))
+
+
+def _rebuild_rate_limited(detail: str, retry_after: int, limit: int, window_s: int, reason: str) -> RateLimited:
+    return RateLimited(detail, retry_after, limit=limit, window_s=window_s, reason=reason)
+
+
+def whole_seconds(seconds: float) -> int:
+    """A delay as the whole seconds of ``Retry-After`` (RFC 9110): rounded up, at least 1."""
+    return max(1, math.ceil(seconds))
+
+
 class TimedOut(DomainError):
     """The work did not finish within its time limit."""
 
@@ -125,9 +164,10 @@ HTTP_STATUS: dict[type[DomainError], int] = {
     Unauthenticated: 401,
     Forbidden: 403,
     NotFound: 404,
+    RateLimited: 429,
     TooLarge: 413,
     UnsupportedMedia: 415,  # NotAudio too
-    Unavailable: 503,  # ModelMissing too
+    Unavailable: 503,  # ModelMissing and Overloaded too
     TimedOut: 504,
 }
 

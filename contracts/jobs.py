@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from contracts.handles import DeploymentClient, call
+from contracts.handles import DeploymentClient
 from contracts.speech import TranscriptionResult
 
 
@@ -73,8 +73,8 @@ class JobsClient(DeploymentClient):
 
     async def wake(self) -> bool:
         """deployments.jobs.Jobs.wake: look for due work now (a job was just placed)."""
-        return await call(self._handle.wake.remote())
+        return await self._call(self._handle.wake.remote())
 
     async def status(self) -> JobsStatus:
         """deployments.jobs.Jobs.status."""
-        return await call(self._handle.status.remote())
+        return await self._call(self._handle.status.remote())

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from contracts.errors import InvalidInput
-from contracts.handles import DeploymentClient, call
+from contracts.handles import DeploymentClient
 from contracts.payloads import Blob
 
 SearchMode = Literal["hybrid", "vector", "lexical"]
@@ -84,16 +84,16 @@ class KnowledgeClient(DeploymentClient):
 
     async def add_document(self, request: AddDocument) -> IndexedDocument:
         """deployments.knowledge.KnowledgeStore.add_document"""
-        return await call(self._handle.add_document.remote(request))
+        return await self._call(self._handle.add_document.remote(request))
 
     async def delete_document(self, kb_id: str, document_id: str) -> int:
         """deployments.knowledge.KnowledgeStore.delete_document: how many chunks were removed."""
-        return await call(self._handle.delete_document.remote(kb_id, document_id))
+        return await self._call(self._handle.delete_document.remote(kb_id, document_id))
 
     async def delete_kb(self, kb_id: str) -> bool:
         """deployments.knowledge.KnowledgeStore.delete_kb: False when it held no vectors."""
-        return await call(self._handle.delete_kb.remote(kb_id))
+        return await self._call(self._handle.delete_kb.remote(kb_id))
 
     async def query(self, request: SearchQuery) -> list[SearchResultItem]:
         """deployments.knowledge.KnowledgeStore.query: best first."""
-        return await call(self._handle.query.remote(request))
+        return await self._call(self._handle.query.remote(request))

@@ -12,7 +12,9 @@ node). Nothing else in the project reads the environment.
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -84,6 +86,15 @@ class TextSettings(BaseModel):
         "had. Clients whose answers just came back send again a moment apart; without the wait the first of them "
         "would go alone and groups would fragment. A lone sequential client waits at most once, right after a "
         "group of several. 0: never wait.",
+    )
+    ingress_max_queued: int = Field(
+        default=128,
+        ge=0,
+        description="Most NER, sentiment or classify requests (each kind on its own) that wait in an ingress replica "
+        "while its calls to TextAnalysis are busy; one more is refused at once with 503 and `Retry-After` (load "
+        "shedding). 128 is about 2.5 s of sentiment at its measured 50 req/s on 2 cores (0.3 s of NER at 450): a "
+        "waiting request still answers well within its clients' timeouts (docs/operators.md, bounded queues). 0: no "
+        "bound.",
     )
 
 
@@ -500,6 +511,54 @@ class BatchSettings(BaseModel):
     )
 
 
+class LimitsSettings(BaseModel):
+    """Admission control: each customer's limits (`khuluma token limits`; these are the defaults for customers
+    without their own) and the live sessions one ingress replica holds. Past a customer limit: 429 with
+    `Retry-After` and `RateLimit` headers (docs/operators.md, admission control)."""
+
+    model_config = ConfigDict(extra="ignore")
+    requests_per_minute: int = Field(
+        default=0,
+        ge=0,
+        description="Requests a customer may make per minute (UTC minutes; every authenticated route, a live "
+        "session's opening included), counted across all ingress replicas and nodes in the database. 0: unlimited.",
+    )
+    audio_seconds_per_day: int = Field(
+        default=0,
+        ge=0,
+        description="Seconds of audio a customer may have transcribed per UTC day (usage already recorded today); a "
+        "transcription, job, batch or live session that would start past it is refused. One that starts below the "
+        "limit finishes, so a day may end a little above it. 0: unlimited.",
+    )
+    live_sessions: int = Field(
+        default=0,
+        ge=0,
+        description="Live transcription sessions (`/ws/stream-transcribe`) a customer may hold open at once, across "
+        "all replicas and nodes; one more is refused before the WebSocket is accepted. 0: unlimited.",
+    )
+    cache_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="How long an ingress replica uses a customer's limits and today's audio total (from the "
+        "database) before reading them again: a change with `khuluma token limits` takes effect within this time, "
+        "and audio recorded by other replicas counts within it.",
+    )
+    live_sessions_per_replica: int = Field(
+        default=16,
+        ge=0,
+        description="Live sessions one ingress replica holds open at once, whoever the customers; one more is "
+        "refused before the WebSocket is accepted (HTTP 503, `Retry-After`). On 2 cores one stream keeps up with "
+        "real time and eight share one Transcription replica at 2 to 4 times real time (docs/speech.md). 0: no "
+        "bound.",
+    )
+    live_lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="A live session's seat in the customer's count is renewed every third of this while it is open; "
+        "the seats of a replica that died free up after it.",
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="KHULUMA_", env_file=".env", extra="ignore", env_nested_delimiter="_", env_nested_max_split=1
@@ -556,6 +615,13 @@ class Settings(BaseSettings):
         "ones go through object storage (KHULUMA_S3_*), so any replica on any node can read them and no call comes "
         "near Serve's gRPC message limit (raised to 64 MiB by the service's Ray environment).",
     )
+    shutdown_grace_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="On SIGTERM or SIGINT, `khuluma serve` stops taking new requests and live sessions (503, live "
+        "sessions are closed with 1001) and gives the requests in flight this long to finish before it stops "
+        "everything it started; a second signal stops at once.",
+    )
     log_level: str = Field(
         default="INFO",
         description="Level of the service's own log lines (DEBUG, INFO, WARNING, ERROR): JSON lines with the request "
@@ -585,6 +651,9 @@ class Settings(BaseSettings):
     )
     s3: S3Settings = Field(default_factory=S3Settings, description="Object storage (KHULUMA_S3_*).")
     batch: BatchSettings = Field(default_factory=BatchSettings, description="Batch transcription (KHULUMA_BATCH_*).")
+    limits: LimitsSettings = Field(
+        default_factory=LimitsSettings, description="Admission control: per-customer limits (KHULUMA_LIMITS_*)."
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -666,21 +735,98 @@ def deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# KHULUMA_* variables that are not settings.
-_NOT_SETTINGS = {SECRETS_FILE_ENV, "KHULUMA_TOKEN", "KHULUMA_URL"}
+ENV_PREFIX = "KHULUMA_"
+
+# KHULUMA_* variables the project reads that are not settings: never reported as unknown.
+NOT_SETTINGS: dict[str, str] = {
+    SECRETS_FILE_ENV: "the dotenv file with the secrets, read by every process (Settings' own sources)",
+    "KHULUMA_TOKEN": "the token of the `khuluma` client commands (serve_app/cli/client.py, stream.py)",
+    "KHULUMA_URL": "the service URL of the `khuluma` client commands",
+    "KHULUMA_SAS_TOKEN": "the batch upload credential of `khuluma batch upload|env`",
+    "KHULUMA_BATCH_URI": "exported by `khuluma batch env` for `aws s3 cp` (docs/batch.md)",
+    "KHULUMA_PLAYGROUND_SCREENSHOTS": "where the playground's browser tests keep a picture of each page",
+}
+
+# Settings that were renamed, old variable -> its name now: the flat names from before the settings were nested
+# per capability (the old names that are still valid, such as KHULUMA_WHISPER_MODEL, are not listed).
+RENAMED_VARIABLES: dict[str, str] = {
+    "KHULUMA_MAX_TEXT_TOKENS": "KHULUMA_TEXT_MAX_TOKENS",
+    "KHULUMA_CLASSIFY_ENABLED": "KHULUMA_TEXT_CLASSIFY_ENABLED",
+    "KHULUMA_NER_MODEL": "KHULUMA_TEXT_NER_MODEL",
+    "KHULUMA_MAX_TRANSLATION_WORDS": "KHULUMA_TRANSLATION_MAX_WORDS",
+    "KHULUMA_EMBEDDING_MODEL": "KHULUMA_EMBEDDINGS_MODEL",
+    "KHULUMA_CHROMA_URL": "KHULUMA_SEARCH_CHROMA_URL",
+    "KHULUMA_MAX_DOCUMENT_MB": "KHULUMA_SEARCH_MAX_DOCUMENT_MB",
+    "KHULUMA_KNOWLEDGE_CHROMA_PATH": "KHULUMA_SEARCH_CHROMA_PATH",
+    "KHULUMA_KNOWLEDGE_LOCK_WAIT_SECONDS": "KHULUMA_SEARCH_LOCK_WAIT_SECONDS",
+    "KHULUMA_TRANSCRIBE_WINDOW_SECONDS": "KHULUMA_TRANSCRIPTION_WINDOW_SECONDS",
+    "KHULUMA_SYNC_TIMEOUT_SECONDS": "KHULUMA_TRANSCRIPTION_SYNC_TIMEOUT_SECONDS",
+    "KHULUMA_FAST_TIMEOUT_SECONDS": "KHULUMA_TRANSCRIPTION_FAST_TIMEOUT_SECONDS",
+    "KHULUMA_DIARISATION_THRESHOLD": "KHULUMA_TRANSCRIPTION_DIARISATION_THRESHOLD",
+    "KHULUMA_JOB_CONCURRENCY": "KHULUMA_JOBS_CONCURRENCY",
+    "KHULUMA_JOB_LEASE_SECONDS": "KHULUMA_JOBS_LEASE_SECONDS",
+    "KHULUMA_JOB_MAX_ATTEMPTS": "KHULUMA_JOBS_MAX_ATTEMPTS",
+    "KHULUMA_JOB_POLL_SECONDS": "KHULUMA_JOBS_POLL_SECONDS",
+    "KHULUMA_WEBHOOK_RETRY_SECONDS": "KHULUMA_WEBHOOKS_RETRY_SECONDS",
+    "KHULUMA_WEBHOOK_ALLOW_PRIVATE": "KHULUMA_WEBHOOKS_ALLOW_PRIVATE",
+    "KHULUMA_WEBHOOK_BACKOFF_SECONDS": "KHULUMA_WEBHOOKS_BACKOFF_SECONDS",
+    "KHULUMA_WEBHOOK_BACKOFF_MAX_SECONDS": "KHULUMA_WEBHOOKS_BACKOFF_MAX_SECONDS",
+    "KHULUMA_WEBHOOK_TIMEOUT_SECONDS": "KHULUMA_WEBHOOKS_TIMEOUT_SECONDS",
+}
 
 
-def unknown_variables(environ: dict[str, str] | os._Environ[str]) -> list[str]:
-    """``KHULUMA_*`` variables that no setting reads: typos, or names from before the settings were nested (for
-    example ``KHULUMA_NER_MODEL``, now ``KHULUMA_TEXT_NER_MODEL``). ``khuluma serve`` warns about them."""
-    known = set(_NOT_SETTINGS)
+def setting_variables() -> frozenset[str]:
+    """Every environment variable a setting reads, from the model tree: ``KHULUMA_<FIELD>`` for the service-wide
+    fields, ``KHULUMA_<SECTION>_<FIELD>`` for each field of a section, and ``KHULUMA_<SECTION>`` (the whole section
+    as JSON). A field that holds a mapping or a list (``whisper.language_models``) is one variable, given as JSON."""
+    names: set[str] = set()
     for name, info in Settings.model_fields.items():
+        names.add(f"{ENV_PREFIX}{name}".upper())
         section = info.annotation
         if isinstance(section, type) and issubclass(section, BaseModel):
-            known.update(f"KHULUMA_{name}_{inner}".upper() for inner in section.model_fields)
+            names.update(f"{ENV_PREFIX}{name}_{inner}".upper() for inner in section.model_fields)
+    return frozenset(names)
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """``KHULUMA_*`` variables of ``environ`` that no setting reads and the project does not use otherwise
+    (:data:`NOT_SETTINGS`): typos, or names from before a rename (:data:`RENAMED_VARIABLES`). Sorted; names are
+    matched without regard to case, as the settings read them."""
+    known = setting_variables() | NOT_SETTINGS.keys()
+    return sorted(key for key in environ if key.upper().startswith(ENV_PREFIX) and key.upper() not in known)
+
+
+def setting_warnings(environ: Mapping[str, str]) -> list[str]:
+    """One line per unknown ``KHULUMA_*`` variable (:func:`unknown_variables`), naming what to set instead: the
+    new name of a renamed setting, else the nearest known name (``difflib``; only one close enough to be a typo),
+    e.g. ``KHULUMA_WEBHOOK_ALLOW_PRIVATE is not a setting (renamed: KHULUMA_WEBHOOKS_ALLOW_PRIVATE)``. The service
+    starts anyway: an unknown variable is ignored."""
+    candidates = sorted(name.removeprefix(ENV_PREFIX) for name in setting_variables() | NOT_SETTINGS.keys())
+    lines = []
+    for key in unknown_variables(environ):
+        name = key.upper()
+        if name in RENAMED_VARIABLES:
+            hint = f"renamed: {RENAMED_VARIABLES[name]}"
+        elif close := difflib.get_close_matches(name.removeprefix(ENV_PREFIX), candidates, n=1, cutoff=0.6):
+            hint = f"did you mean {ENV_PREFIX}{close[0]}?"
         else:
-            known.add(f"KHULUMA_{name}".upper())
-    return sorted(key for key in environ if key.upper().startswith("KHULUMA_") and key.upper() not in known)
+            hint = "no setting has a similar name; they are listed in contracts/settings.py"
+        lines.append(f"{key} is not a setting ({hint})")
+    return lines
+
+
+_reported: set[str] = set()
+
+
+def report_setting_warnings(report: Callable[[str], object], environ: Mapping[str, str] | None = None) -> list[str]:
+    """Hands each :func:`setting_warnings` line of ``environ`` (default: this process's environment) to ``report``
+    once per process: the replicas call it as they start, and a process that builds several (Serve's local testing
+    mode) or rebuilds one says it once. Returns the lines handed over."""
+    lines = [line for line in setting_warnings(os.environ if environ is None else environ) if line not in _reported]
+    _reported.update(lines)
+    for line in lines:
+        report(line)
+    return lines
 
 
 @lru_cache

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from contracts.handles import DeploymentClient, call
+from contracts.handles import DeploymentClient
 from contracts.payloads import Blob
 
 COMPLETED = "COMPLETED"  # transcription_status of a record built from a result
@@ -253,13 +253,13 @@ class TranscriptionClient(DeploymentClient):
     async def transcribe(self, request: TranscribeRequest) -> TranscriptionResult:
         """deployments.transcription.Transcription.transcribe: raises InvalidInput/UnsupportedLanguage (400),
         UnsupportedMedia (415), Unavailable (503), TimedOut (past ``request.timeout_s``)."""
-        return await call(self._handle.transcribe.remote(request))
+        return await self._call(self._handle.transcribe.remote(request))
 
     async def check_language(self, code: str) -> str:
         """deployments.transcription.Transcription.check_language: the normalised code, or
         UnsupportedLanguage (unknown, or no model on this server); no audio needed."""
-        return await call(self._handle.check_language.remote(code))
+        return await self._call(self._handle.check_language.remote(code))
 
     async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
         """deployments.transcription.Transcription.transcribe_pcm: one streaming step."""
-        return await call(self._handle.transcribe_pcm.remote(request))
+        return await self._call(self._handle.transcribe_pcm.remote(request))

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from contracts.batching import ItemFailed, MicroBatcher
 from contracts.embeddings import EmbeddingKind, Vectors
-from contracts.handles import DeploymentClient, call
+from contracts.handles import DeploymentClient
 from contracts.settings import Settings
 from contracts.unicode import UnicodeText
 
@@ -119,27 +119,43 @@ class TextClient(DeploymentClient):
     (``entities_many`` and the like): Serve's per-request work in the replica (gRPC, request context, metrics)
     then runs once per group, where on NER it cost as much CPU as spaCy. At most ``batches_in_flight`` calls of a
     kind are open at once and requests arriving meanwhile form the next one, so a group's size follows the load and
-    a lone request goes at once. Each request still gets its own result or its own error.
+    a lone request goes at once. Each request still gets its own result or its own error. At most ``max_queued``
+    requests of a kind wait for the next call (``text.ingress_max_queued``): the next one is refused at once with
+    503 and ``Retry-After`` (these calls never reach Serve's own queue, whose ``max_queued_requests`` bounds only
+    the ungrouped language-ID calls).
     """
 
     deployment = "TextAnalysis"
 
-    def __init__(self, handle: Any, batch_max: int = 32, batches_in_flight: int = 2, catch_up_s: float = 0.005) -> None:
+    def __init__(
+        self,
+        handle: Any,
+        batch_max: int = 32,
+        batches_in_flight: int = 2,
+        catch_up_s: float = 0.005,
+        max_queued: int = 0,
+    ) -> None:
         super().__init__(handle)
         self._entities = MicroBatcher(
-            self._entities_many, batch_max, max_in_flight=batches_in_flight, catch_up_s=catch_up_s
+            self._entities_many, batch_max, 0.0, batches_in_flight, catch_up_s, max_queued, "entity recognition"
         )
         self._sentiment = MicroBatcher(
-            self._sentiment_many, batch_max, max_in_flight=batches_in_flight, catch_up_s=catch_up_s
+            self._sentiment_many, batch_max, 0.0, batches_in_flight, catch_up_s, max_queued, "sentiment"
         )
         self._classify = MicroBatcher(
-            self._classify_many, batch_max, max_in_flight=batches_in_flight, catch_up_s=catch_up_s
+            self._classify_many, batch_max, 0.0, batches_in_flight, catch_up_s, max_queued, "classify"
         )
 
     @classmethod
     def configured(cls, handle: Any, settings: Settings) -> TextClient:
         text = settings.text
-        return cls(handle, text.ingress_batch_max, text.ingress_batches_in_flight, text.ingress_catch_up_ms / 1000)
+        return cls(
+            handle,
+            text.ingress_batch_max,
+            text.ingress_batches_in_flight,
+            text.ingress_catch_up_ms / 1000,
+            text.ingress_max_queued,
+        )
 
     async def entities(self, request: TextInput) -> list[Entity]:
         """``deployments.text.TextAnalysis.entities_many``: named entities with offsets into the text as given."""
@@ -157,17 +173,17 @@ class TextClient(DeploymentClient):
         """``deployments.text.TextAnalysis.embed``: the embedder this replica uses (its own, or the Embeddings
         deployment's), for callers that need vectors while no Embeddings deployment runs (``embeddings.placement``
         local). One unit vector per text, in order (``contracts.embeddings.EmbeddingSource``)."""
-        return await call(self._handle.embed.remote(texts, kind))
+        return await self._call(self._handle.embed.remote(texts, kind))
 
     async def detect_language(self, request: LanguageDetectRequest) -> LanguageDetectResult:
         """``deployments.text.TextAnalysis.detect_language``: the language, its candidates and optional spans."""
-        return await call(self._handle.detect_language.remote(request))
+        return await self._call(self._handle.detect_language.remote(request))
 
     async def _entities_many(self, requests: list[TextInput]) -> list[list[Entity] | ItemFailed]:
-        return await call(self._handle.entities_many.remote(requests))
+        return await self._call(self._handle.entities_many.remote(requests))
 
     async def _sentiment_many(self, requests: list[TextInput]) -> list[list[SentenceSentiment] | ItemFailed]:
-        return await call(self._handle.sentiment_many.remote(requests))
+        return await self._call(self._handle.sentiment_many.remote(requests))
 
     async def _classify_many(self, requests: list[ClassifyRequest]) -> list[list[ClassificationResult] | ItemFailed]:
-        return await call(self._handle.classify_many.remote(requests))
+        return await self._call(self._handle.classify_many.remote(requests))

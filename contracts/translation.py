@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 
 from contracts import languages
 from contracts.capabilities import CapabilityInfo, LanguageSupport
-from contracts.handles import DeploymentClient, call
+from contracts.handles import DeploymentClient
 from contracts.installs import TRANSLATION_NOT_INSTALLED
 from contracts.unicode import UnicodeText
 
@@ -60,11 +60,11 @@ class TranslationClient(DeploymentClient):
 
     async def translate(self, request: TranslationRequest) -> str:
         """deployments.translation.Translation.translate"""
-        return await call(self._handle.translate.remote(request))
+        return await self._call(self._handle.translate.remote(request))
 
     async def translate_detailed(self, request: TranslationRequest) -> DetailedTranslation:
         """deployments.translation.Translation.translate_detailed"""
-        return await call(self._handle.translate_detailed.remote(request))
+        return await self._call(self._handle.translate_detailed.remote(request))
 
 
 def nllb_language(nllb: str, supported: bool, model: str | None, note: str | None = None) -> LanguageSupport:

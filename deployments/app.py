@@ -33,6 +33,17 @@ class DeploymentSpec:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+def bounds(ongoing: int, queued: int, retry_after_s: float) -> dict[str, Any]:
+    """Serve's bounded queue of a deployment: at most ``ongoing`` requests per replica, ``queued`` more waiting at
+    each caller; one more is refused at once (``BackPressureError``, which the typed handles turn into a 503 with
+    ``Retry-After: retry_after_s``). Sized from measured capacity: docs/operators.md, bounded queues."""
+    return {
+        "max_ongoing_requests": ongoing,
+        "max_queued_requests": queued,
+        "backpressure_config": {"retry_after_s": retry_after_s},
+    }
+
+
 # Defaults sized for a 2-core machine; serve.yaml overrides any of them.
 SPECS: tuple[DeploymentSpec, ...] = (
     DeploymentSpec(
@@ -40,7 +51,7 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "deployments.embeddings:Embeddings",
         "embeddings",
         ("embeddings",),
-        options={"ray_actor_options": {"num_cpus": 0.25}, "max_ongoing_requests": 64},
+        options={"ray_actor_options": {"num_cpus": 0.25}, **bounds(64, 128, 1)},
     ),
     DeploymentSpec(
         "TextAnalysis",
@@ -48,14 +59,14 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "text",
         ("text", "embeddings"),
         embeds=True,
-        options={"ray_actor_options": {"num_cpus": 0.25}, "max_ongoing_requests": 64},
+        options={"ray_actor_options": {"num_cpus": 0.25}, **bounds(64, 64, 1)},
     ),
     DeploymentSpec(
         "Translation",
         "deployments.translation:Translation",
         "translation",
         ("translation",),
-        options={"ray_actor_options": {"num_cpus": 0.25}, "max_ongoing_requests": 64},
+        options={"ray_actor_options": {"num_cpus": 0.25}, **bounds(64, 64, 2)},
     ),
     DeploymentSpec(
         "Transcription",
@@ -63,7 +74,7 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "transcription",
         ("whisper", "transcription", "s3", "translation"),
         uses=("translation",),
-        options={"ray_actor_options": {"num_cpus": 0.5}, "max_ongoing_requests": 16},
+        options={"ray_actor_options": {"num_cpus": 0.5}, **bounds(8, 16, 5)},
     ),
     DeploymentSpec(
         "KnowledgeStore",
@@ -71,7 +82,7 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "knowledge",
         ("search", "s3", "embeddings"),
         embeds=True,
-        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2}},
+        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2}, **bounds(16, 64, 1)},
     ),
     DeploymentSpec(
         "Jobs",
@@ -79,23 +90,21 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "jobs",
         ("jobs", "webhooks", "s3"),
         uses=("transcription",),  # without it, jobs wait and are retried within their budget
-        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.1}},
+        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.1}, **bounds(16, 64, 1)},
     ),
     DeploymentSpec(
         "BatchRunner",
         "deployments.batch:BatchRunner",
         "batch",
         ("batch", "s3", "whisper", "transcription"),
-        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.05}},
+        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.05}, **bounds(16, 64, 1)},
     ),
 )
 # The ingress validates requests, signs upload credentials and meters usage; it runs no model.
-INGRESS_SECTIONS = ("text", "translation", "search", "transcription", "webhooks", "s3", "batch")
-INGRESS_OPTIONS: dict[str, Any] = {
-    "num_replicas": 1,
-    "ray_actor_options": {"num_cpus": 0.2},
-    "max_ongoing_requests": 256,
-}
+INGRESS_SECTIONS = ("text", "translation", "search", "transcription", "webhooks", "s3", "batch", "limits")
+# The ingress only waits on the bounded model queues behind it (and live sessions, bounded per replica), so its own
+# bound is high: the health routes never wait for a slot (docs/operators.md, bounded queues).
+INGRESS_OPTIONS: dict[str, Any] = {"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2}, **bounds(1024, 256, 1)}
 
 
 def load_class(target: str) -> type:

@@ -42,7 +42,7 @@ from cluster.metrics import record_audio, record_webhook, set_queue_depth
 from cluster.transfer import upload_blob
 from cluster.webhooks import deliver, retry_delay
 from contracts.capabilities import CapabilityInfo
-from contracts.errors import DomainError, TimedOut, Unavailable, UnsupportedLanguage, http_status
+from contracts.errors import DomainError, Overloaded, TimedOut, Unavailable, UnsupportedLanguage, http_status
 from contracts.jobs import JobResult, JobsStatus
 from contracts.speech import TranscribeRequest, TranscriptionClient
 from deployments.common import configure_replica_logging, load_settings
@@ -91,12 +91,15 @@ class Outcome:
     error: str | None = None
     status_code: int = 200
     transient: bool = False
+    shed_for: float = 0.0  # > 0: refused at once by a full queue (no work done): retry after this, attempt refunded
 
 
 def outcome_of(exc: Exception) -> Outcome:
     """The outcome of a transcription that raised ``exc``. Decided by the error's class, never by a status."""
     if isinstance(exc, UnsupportedLanguage):  # its model was removed since the job was placed
         exc = exc.for_field("language_code")
+    if isinstance(exc, Overloaded):
+        return Outcome(error=exc.detail, status_code=http_status(exc), transient=True, shed_for=exc.retry_after)
     if isinstance(exc, DomainError):
         return Outcome(error=exc.detail, status_code=http_status(exc), transient=isinstance(exc, TRANSIENT_ERRORS))
     if isinstance(exc, INFRASTRUCTURE_ERRORS):
@@ -277,6 +280,10 @@ class Jobs:
             lease.stop.set()
             await keeper
         if lease.lost:
+            return
+        if outcome.shed_for:  # load shedding is not a failed attempt: the job waits its turn, its budget intact
+            if await asyncio.to_thread(job_queue.requeue, self.db, lease.job, outcome.shed_for, refund_attempt=True):
+                log.info("job %s: transcription at capacity; retrying in %.0f s", job.upload_id, outcome.shed_for)
             return
         if outcome.transient and job.attempts < self.settings.jobs.max_attempts:
             delay = min(self.settings.jobs.lease_seconds, 5.0 * job.attempts)

@@ -227,8 +227,15 @@ def renew_lease(db: Database, job: ClaimedJob, lease_seconds: float) -> ClaimedJ
     return dataclasses.replace(job, lease=lease) if done == 1 else None
 
 
-def requeue(db: Database, job: ClaimedJob, delay_seconds: float) -> bool:
-    """Give a job back (transient failure): pending again, not before ``delay_seconds``."""
+def requeue(db: Database, job: ClaimedJob, delay_seconds: float, *, refund_attempt: bool = False) -> bool:
+    """Give a job back (transient failure): pending again, not before ``delay_seconds``. ``refund_attempt``: the
+    attempt did no work (the transcription refused it at once, at capacity), so it does not count."""
+    values: dict[str, Any] = {
+        "job_status": MOVES["requeue"].target,
+        "lease_until": utcnow() + timedelta(seconds=delay_seconds),
+    }
+    if refund_attempt:
+        values["attempts"] = Upload.attempts - 1
     with db.session() as s:
         return (
             _changed(
@@ -239,7 +246,7 @@ def requeue(db: Database, job: ClaimedJob, delay_seconds: float) -> bool:
                     Upload.job_status.in_(MOVES["requeue"].sources),
                     Upload.lease_until == job.lease,
                 )
-                .values(job_status=MOVES["requeue"].target, lease_until=utcnow() + timedelta(seconds=delay_seconds)),
+                .values(values),
             )
             == 1
         )

@@ -38,6 +38,11 @@ class Customer(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    # The customer's own limits (`khuluma token limits`): NULL takes the operator's default (KHULUMA_LIMITS_*),
+    # 0 is unlimited.
+    requests_per_minute: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    audio_seconds_per_day: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    live_sessions: Mapped[int | None] = mapped_column(Integer, nullable=True)
     projects: Mapped[list[Project]] = relationship(back_populates="customer")
 
 
@@ -184,3 +189,36 @@ class RealtimeClientSecret(Base):
     expires_at: Mapped[datetime] = mapped_column(DateTime, index=True)
     # set once, by the one connection that consumes the secret (a conditional UPDATE)
     used_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+
+
+class RateWindow(Base):
+    """Requests a customer was admitted in one minute, across every ingress replica (``persistence/admission.py``:
+    replicas claim slices of the limit with one atomic UPSERT each). Rows of past minutes are deleted."""
+
+    __tablename__ = "rate_windows"
+    customer_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    window_start: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False, doc="Unix time, s.")
+    used: Mapped[int] = mapped_column(Integer, default=0)
+    last_grant: Mapped[int] = mapped_column(Integer, default=0, doc="What the last claim got (its RETURNING).")
+
+
+class LiveSessionSlot(Base):
+    """One of a customer's live-session seats, held by an open ``/ws/stream-transcribe`` session until it closes
+    or its lease (renewed while open) expires."""
+
+    __tablename__ = "live_session_slots"
+    customer_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    slot: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    session_id: Mapped[str] = mapped_column(String(36), index=True)
+    expires_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class UsageRefusal(Base):
+    """Requests refused before any work (429 at a customer limit, 503 when a queue was full), counted per customer,
+    UTC minute and reason. Kept apart from ``usage_records``: a refusal is not an invocation and is never billed."""
+
+    __tablename__ = "usage_refusals"
+    customer_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    minute: Mapped[datetime] = mapped_column(DateTime, primary_key=True)
+    reason: Mapped[str] = mapped_column(String(32), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer, default=0)

@@ -12,7 +12,8 @@ from fastapi.middleware.cors import CORSMiddleware
 from contracts.settings import Settings
 from serve_app import __version__
 from serve_app.errors import install_error_handlers
-from serve_app.middleware import BodyLimitMiddleware, MetricsMiddleware, WireCompatMiddleware
+from serve_app.lifecycle import Drain
+from serve_app.middleware import AdmissionMiddleware, BodyLimitMiddleware, MetricsMiddleware, WireCompatMiddleware
 from serve_app.routers import (
     batch,
     openai,
@@ -41,10 +42,13 @@ HTTP Basic auth with the token as the password (docs/compatibility.md).
 V1_BASE64_AUDIO_ROUTES = frozenset({"/api/v1/transcribe/sync", "/api/v1/transport/file-upload"})
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """The ingress's FastAPI app; ``settings`` give the CORS origins and the body limits (default: defaults)."""
+def create_app(settings: Settings | None = None, drain: Drain | None = None) -> FastAPI:
+    """The ingress's FastAPI app; ``settings`` give the CORS origins and the body limits (default: defaults);
+    ``drain`` is the replica's graceful-stop state (the context's, so routes and middleware share it; default: a
+    new one, on ``app.state.drain``)."""
     settings = settings or Settings(_env_file=None)
     app = FastAPI(title="Khuluma", version=__version__, description=DESCRIPTION)
+    app.state.drain = drain = drain or Drain()
     for module in (
         text,
         translate,
@@ -71,6 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_upload_bytes=int(settings.max_request_mb * 1024 * 1024),
         base64_paths=V1_BASE64_AUDIO_ROUTES,
     )
+    app.add_middleware(AdmissionMiddleware, drain=drain)  # refused while draining: before the body is read
     app.add_middleware(MetricsMiddleware)
     app.add_middleware(WireCompatMiddleware)  # outermost: every answer, a 413 included, carries the request id
     return app

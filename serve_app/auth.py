@@ -11,6 +11,11 @@
 
 Every credential is the same Khuluma token (``khuluma token create``); only the wording of a refusal differs, so
 each family's clients read a message in their own terms.
+
+Every authenticated route also passes admission: the customer's requests per minute (``serve_app/admission.py``).
+The request's :class:`~serve_app.admission.Admitted` goes into the ASGI scope's state, where the edge finds it to add
+``RateLimit`` headers to the answer and to count a refusal for the customer. The live routes admit with
+:func:`admit_live_session` before they accept the WebSocket.
 """
 
 from __future__ import annotations
@@ -24,9 +29,12 @@ from typing import Annotated
 import anyio
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
+from starlette.requests import HTTPConnection
 
-from contracts.errors import Unauthenticated
+from contracts.errors import Overloaded, Unauthenticated
+from serve_app.admission import STATE_KEY, Admitted, LiveSeat
 from serve_app.context import AppContext, get_context
+from serve_app.lifecycle import REFUSAL, RETRY_AFTER_S
 from serve_app.tokens import Principal
 
 _token_header = APIKeyHeader(name="X-CLIENT-TOKEN", auto_error=False, description="API token for the project.")
@@ -84,18 +92,51 @@ async def authenticate(ctx: AppContext, token: str | None, wording: Wording = NA
     return principal
 
 
+async def admit(ctx: AppContext, connection: HTTPConnection, principal: Principal) -> Admitted:
+    """Count the request against the customer's requests per minute (429 past it); noted in the scope's state."""
+    admitted = Admitted(principal.customer_id, ctx.usage)
+    connection.scope.setdefault("state", {})[STATE_KEY] = admitted  # before the check: a refusal is counted too
+    admitted.rate = await ctx.admission.admit_request(principal)
+    return admitted
+
+
 async def require_principal(
     token: Annotated[str | None, Security(_token_header)],
     ctx: Annotated[AppContext, Depends(get_context)],
+    connection: HTTPConnection,
 ) -> Principal:
-    return await authenticate(ctx, token)
+    principal = await authenticate(ctx, token)
+    await admit(ctx, connection, principal)
+    return principal
 
 
 def _any_credential(wording: Wording) -> Callable[[Request, AppContext], Awaitable[Principal]]:
     async def require(request: Request, ctx: Annotated[AppContext, Depends(get_context)]) -> Principal:
-        return await authenticate(ctx, presented_token(request.headers), wording)
+        principal = await authenticate(ctx, presented_token(request.headers), wording)
+        await admit(ctx, request, principal)
+        return principal
 
     return require
+
+
+async def admit_live_session(
+    ctx: AppContext, connection: HTTPConnection, token: str | None
+) -> tuple[Principal, LiveSeat]:
+    """Everything a live session must pass before its WebSocket is accepted: the token, the requests per minute
+    (opening a session is a request), no graceful stop under way, the customer's audio of the day and a seat among
+    its live sessions and this replica's. Raises the domain error to refuse with."""
+    principal = await authenticate(ctx, token)
+    return principal, await admit_live_principal(ctx, connection, principal)
+
+
+async def admit_live_principal(ctx: AppContext, connection: HTTPConnection, principal: Principal) -> LiveSeat:
+    """:func:`admit_live_session` for a caller already authenticated (the Live API's secret names its minter)."""
+    await admit(ctx, connection, principal)
+    if ctx.drain.draining:
+        raise Overloaded(REFUSAL, RETRY_AFTER_S)
+    await ctx.admission.check_audio(principal)
+    limits = await ctx.admission.limits_for(principal.customer_id)
+    return await ctx.admission.live.take(principal, limits.live_sessions)
 
 
 Caller = Annotated[Principal, Depends(require_principal)]

@@ -24,6 +24,8 @@ from contracts.text import TextClient
 from contracts.translation import TranslationClient
 from persistence.session import Database
 from persistence.usage_meter import UsageMeter
+from serve_app.admission import Admission
+from serve_app.lifecycle import Drain
 from serve_app.tokens import TokenVerifier
 
 C = TypeVar("C", bound=DeploymentClient)
@@ -83,6 +85,8 @@ class AppContext:
     tokens: TokenVerifier
     clients: Clients
     usage: UsageMeter
+    admission: Admission
+    drain: Drain = field(default_factory=Drain)
     started_at: float = field(default_factory=time.time)
 
     @property
@@ -96,7 +100,8 @@ def build_context(settings: Settings, clients: Clients) -> AppContext:
     settings.ensure_dirs()
     db = Database(settings.db_url)
     usage = UsageMeter(db, settings.usage_flush_seconds)
-    return AppContext(settings, db, TokenVerifier(db, settings.token_cache_seconds), clients, usage)
+    admission = Admission(db, usage, settings.limits)
+    return AppContext(settings, db, TokenVerifier(db, settings.token_cache_seconds), clients, usage, admission)
 
 
 async def get_context(connection: HTTPConnection) -> AppContext:

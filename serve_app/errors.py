@@ -22,12 +22,15 @@ from contracts.errors import (
     DomainError,
     LanguageNotServed,
     ModelMissing,
+    Overloaded,
+    RateLimited,
     Unauthenticated,
     UnknownModel,
     UnsupportedLanguage,
     find_domain_error,
     http_status,
 )
+from serve_app.admission import STATE_KEY, Admitted, rate_headers
 
 log = logging.getLogger("khuluma")
 
@@ -90,18 +93,52 @@ def error_body(
 
 
 def error_response(error: DomainError, path: str = "") -> JSONResponse:
+    """The answer to a domain error on ``path``: its status from the one table, the path's error shape, and for a
+    refusal ``Retry-After`` (whole seconds) and, at a limit with a window, the ``RateLimit-Policy``/``RateLimit``
+    headers."""
     status = http_status(error)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 and is_openai_path(path) else None
-    return JSONResponse(error_body(path, status, error.detail, error), status_code=status, headers=headers)
+    response = JSONResponse(error_body(path, status, error.detail, error), status_code=status, headers=headers)
+    if isinstance(error, RateLimited | Overloaded):
+        response.headers["Retry-After"] = str(error.retry_after)
+    if isinstance(error, RateLimited) and error.limit and error.window_s:
+        for name, value in rate_headers(error.limit, 0, error.retry_after, error.window_s):
+            response.headers[name.decode()] = value.decode()
+    return response
 
 
 async def refuse_websocket(websocket: WebSocket, error: DomainError) -> None:
-    """Refuse a WebSocket upgrade before it is accepted: the error's HTTP answer (status and ``{"detail"}``) where
-    the server can send one, else a close with 1008 (the client then sees a 403)."""
+    """Refuse a WebSocket upgrade before it is accepted: the error's HTTP answer (status, ``{"detail"}`` and a
+    refusal's headers) where the server can send one, else a close with 4429 at a limit or 1008 (the client then
+    sees a 403). A refusal at a limit is counted for the customer."""
+    count_refusal(websocket.scope.get("state"), error)
+    denial = error_response(error)
     try:
-        await websocket.send_denial_response(error_response(error))
+        await websocket.send_denial_response(denial)
     except RuntimeError:  # server without the denial-response extension
-        await websocket.close(code=1008, reason=error.detail[:120])
+        await websocket.close(code=4429 if denial.status_code == 429 else 1008, reason=error.detail[:120])
+
+
+def refusal_reason(error: DomainError) -> str | None:
+    """The reason a refused request is counted under in the usage report; None when ``error`` is no refusal."""
+    if isinstance(error, RateLimited):
+        return error.reason or "rate_limited"
+    if isinstance(error, Overloaded):
+        return "overloaded"
+    return None
+
+
+def count_refusal(state: dict[str, Any] | None, error: DomainError) -> None:
+    """A refusal of an authenticated request is counted for its customer (never billed as an invocation)."""
+    admitted = (state or {}).get(STATE_KEY)
+    reason = refusal_reason(error)
+    if isinstance(admitted, Admitted) and reason:
+        admitted.refused(reason)
+
+
+def _answer(request: Request, error: DomainError) -> JSONResponse:
+    count_refusal(request.scope.get("state"), error)
+    return error_response(error, request.url.path)
 
 
 def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
@@ -128,7 +165,7 @@ def validation_message(exc: RequestValidationError) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
     async def _domain(request: Request, exc: DomainError) -> JSONResponse:
-        return error_response(exc, request.url.path)
+        return _answer(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -150,7 +187,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         domain = find_domain_error(exc)
         if domain is not None:
-            return error_response(domain, request.url.path)
+            return _answer(request, domain)
         request_id = getattr(request.state, "request_id", "-")
         log.error(
             "unhandled error in %s %s [request_id=%s]", request.method, request.url.path, request_id, exc_info=exc

@@ -13,7 +13,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from cluster.memory import release_freed_memory
 from cluster.metrics import record_request
 from cluster.request_context import serve_request_id
+from serve_app.admission import STATE_KEY, Admitted
 from serve_app.errors import error_body
+from serve_app.lifecycle import REFUSAL, RETRY_AFTER_S, Drain
 
 _SLASHES = re.compile(r"/{2,}")
 # The id of the request being handled, for log lines (contracts.logs) written anywhere below the middleware.
@@ -175,3 +177,69 @@ class MetricsMiddleware:
         finally:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
             record_request(route, scope.get("method", ""), status, time.perf_counter() - start)
+
+
+HEALTH_PATHS = frozenset({"/health", "/api/v1/health"})  # answered while draining: they say "draining"
+
+
+class AdmissionMiddleware:
+    """Admission at the edge, for every HTTP request and live session:
+
+    - while the replica drains (a graceful stop, ``serve_app/lifecycle.py``) a new HTTP request answers 503 at once
+      (``Retry-After``, ``Connection: close``) before anything reads its body, except the health routes;
+    - requests and sessions in flight are counted, so the drain knows when they are done;
+    - the answer of a request admitted under a requests-per-minute limit carries its ``RateLimit-Policy`` and
+      ``RateLimit`` headers (a 429 already has its own, rendered with the error: ``serve_app/errors.py``).
+    """
+
+    def __init__(self, app: ASGIApp, drain: Drain) -> None:
+        self.app = app
+        self.drain = drain
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        if kind == "http" and self.drain.draining and scope.get("path", "") not in HEALTH_PATHS:
+            await _refuse_while_draining(send)
+            return
+        self.drain.in_flight += 1
+        try:
+            if kind == "http":
+                await self.app(scope, receive, _with_rate_headers(scope, send))
+            else:
+                await self.app(scope, receive, send)
+        finally:
+            self.drain.in_flight -= 1
+
+
+def _with_rate_headers(scope: Scope, send: Send) -> Send:
+    async def send_with_rate(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            admitted = (scope.get("state") or {}).get(STATE_KEY)
+            if isinstance(admitted, Admitted) and admitted.rate is not None:
+                headers = list(message.get("headers", []))
+                if not any(key.lower() == b"ratelimit" for key, _ in headers):
+                    headers += admitted.rate.headers()
+                    message = {**message, "headers": headers}
+        await send(message)
+
+    return send_with_rate
+
+
+async def _refuse_while_draining(send: Send) -> None:
+    body = json.dumps({"detail": REFUSAL}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 503,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"retry-after", str(RETRY_AFTER_S).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from persistence.models import ApiToken, Customer, Project, utcnow
 from persistence.session import Database
@@ -45,8 +46,25 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def create_token(db: Database, customer: str, project: str = "default", name: str = "") -> tuple[str, TokenInfo]:
-    """Create (customer, project if new and) a token. Returns the plaintext token, which is never stored."""
+LIMIT_FIELDS = ("requests_per_minute", "audio_seconds_per_day", "live_sessions")
+
+
+@dataclass(frozen=True)
+class CustomerLimits:
+    """A customer's own limits (None: the operator's default, ``KHULUMA_LIMITS_*``; 0: unlimited)."""
+
+    customer_id: int
+    customer: str
+    requests_per_minute: int | None = None
+    audio_seconds_per_day: int | None = None
+    live_sessions: int | None = None
+
+
+def create_token(
+    db: Database, customer: str, project: str = "default", name: str = "", limits: dict[str, int | None] | None = None
+) -> tuple[str, TokenInfo]:
+    """Create (customer, project if new and) a token. Returns the plaintext token, which is never stored.
+    ``limits`` (keys of :data:`LIMIT_FIELDS`) are set on the customer: they belong to the customer, not the token."""
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with db.session() as s:
         cust = s.scalar(select(Customer).where(Customer.name == customer))
@@ -54,6 +72,7 @@ def create_token(db: Database, customer: str, project: str = "default", name: st
             cust = Customer(name=customer)
             s.add(cust)
             s.flush()
+        _apply_limits(cust, limits or {})
         proj = s.scalar(select(Project).where(Project.customer_id == cust.id, Project.name == project))
         if proj is None:
             proj = Project(customer_id=cust.id, name=project)
@@ -115,6 +134,46 @@ def revoke_token(db: Database, ident: str) -> bool:
             return False
         row.revoked_at = utcnow()
         return True
+
+
+def _apply_limits(customer: Customer, limits: dict[str, int | None]) -> None:
+    for field, value in limits.items():
+        if field not in LIMIT_FIELDS:
+            raise ValueError(f"unknown limit {field!r}; known: {', '.join(LIMIT_FIELDS)}")
+        if value is not None and value < 0:
+            raise ValueError(f"{field} must be 0 (unlimited) or more")
+        setattr(customer, field, value)
+
+
+def _find_customer(s: Session, ident: str) -> Customer | None:
+    """By a token's numeric id, its listed prefix or the token itself (its customer), else by customer name."""
+    if ident.isdigit():
+        token = s.get(ApiToken, int(ident))
+    elif ident.startswith(TOKEN_PREFIX) and len(ident) > 20:
+        token = s.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(ident)))
+    elif ident.startswith(TOKEN_PREFIX):
+        tokens = s.scalars(select(ApiToken).where(ApiToken.prefix == ident)).all()
+        token = tokens[0] if len(tokens) == 1 else None
+    else:
+        return s.scalar(select(Customer).where(Customer.name == ident))
+    return s.get(Customer, token.customer_id) if token is not None else None
+
+
+def customer_limits(db: Database, ident: str, changes: dict[str, int | None] | None = None) -> CustomerLimits | None:
+    """The limits of the customer named by ``ident`` (a token id, prefix or token, or a customer name), after
+    applying ``changes`` (a value None resets that limit to the operator's default). None: no such customer."""
+    with db.session() as s:
+        customer = _find_customer(s, ident)
+        if customer is None:
+            return None
+        _apply_limits(customer, changes or {})
+        return CustomerLimits(
+            customer.id,
+            customer.name,
+            customer.requests_per_minute,
+            customer.audio_seconds_per_day,
+            customer.live_sessions,
+        )
 
 
 def webhook_secret_for(db: Database, token_id: int) -> str | None:

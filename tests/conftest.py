@@ -160,7 +160,7 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory, settings: Settings) -> I
     server.stop()
 
 
-# --- translation: tiny NLLB-architecture models built at test time (tests/tiny_models.py) -------------------
+# --- translation: tiny NLLB-architecture models built at test time (scripts/bench/_tiny_models.py) -------------------
 
 
 @pytest.fixture(scope="session")
@@ -169,7 +169,7 @@ def tiny_nllb(tmp_path_factory: pytest.TempPathFactory):
     bit-comparable with transformers) and ``other_ct2`` (int8, different weights, for reload tests)."""
     from types import SimpleNamespace
 
-    from tests.tiny_models import build_tiny_nllb, convert_tiny
+    from scripts.bench._tiny_models import build_tiny_nllb, convert_tiny
 
     root = tmp_path_factory.mktemp("tiny-nllb")
     hf = build_tiny_nllb(root / "hf", seed=0)

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 
 from cluster.local_ray import free_port
+from tests.tools import require_tool
 
 CHROMA = Path(sys.executable).with_name("chroma")
 
@@ -53,22 +54,12 @@ class ChromaServer:
             self.proc = None
 
 
-def postgres_bin() -> Path | None:
-    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
-        if (candidate / "initdb").exists():
-            return candidate
-    found = shutil.which("initdb")
-    return Path(found).parent if found else None
-
-
 class Postgres:
-    """A throwaway PostgreSQL cluster (initdb + pg_ctl) with database ``khuluma``, trust auth on 127.0.0.1."""
+    """A throwaway PostgreSQL cluster (initdb + pg_ctl) with database ``khuluma``, trust auth on 127.0.0.1.
+    Without PostgreSQL's server binaries the test that asks for one is skipped (failed under CI=true)."""
 
     def __init__(self) -> None:
-        bindir = postgres_bin()
-        if bindir is None:
-            raise FileNotFoundError("PostgreSQL server binaries not found (scripts/setup.sh --test installs them)")
-        self.bindir = bindir
+        self.bindir = Path(require_tool("initdb")).parent
         self.base = Path(tempfile.mkdtemp(prefix="khuluma-pg-"))  # not under pytest's root-only tmp dirs
         self.port = free_port()
         self.url = f"postgresql+psycopg://khuluma@127.0.0.1:{self.port}/khuluma"

@@ -1,43 +1,45 @@
 """Test audio made on the spot: speech from espeak-ng, re-encoded into every supported format with PyAV.
 
-No audio is shipped: every test makes what it needs (a few seconds each) in a temporary folder.
+No audio is shipped: every test makes what it needs (a few seconds each) in a temporary folder. The speech itself,
+the formats and the call phrases are the benchmarks' (``scripts/bench/_speech.py``), so tests and benches make the
+same audio from one copy; :func:`espeak` here adds the tool check (a skip, or a failure under ``CI=true``:
+``tests/tools.py``) to the tests that really make speech.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-import shutil
-import subprocess
-from fractions import Fraction
 from pathlib import Path
 
 import av
 import numpy as np
 
-# extension -> (container format, codec, sample rate, codec options)
-FORMATS: dict[str, tuple[str, str, int, dict[str, str]]] = {
-    "wav": ("wav", "pcm_s16le", 22050, {}),
-    "mp3": ("mp3", "libmp3lame", 22050, {}),
-    "flac": ("flac", "flac", 22050, {}),
-    "aac": ("adts", "aac", 22050, {}),
-    "ogg": ("ogg", "vorbis", 22050, {"strict": "experimental"}),
-    "mp4": ("mp4", "aac", 44100, {}),
-    "aiff": ("aiff", "pcm_s16be", 22050, {}),
-    "opus": ("ogg", "libopus", 48000, {}),
-}
+from scripts.bench import _speech
+from scripts.bench._speech import CALL_PHRASES, FORMATS, write_audio
+from tests.tools import require_tool
 
-
-def have_espeak() -> bool:
-    return shutil.which("espeak-ng") is not None
+__all__ = [
+    "CALL_PHRASES",
+    "FORMATS",
+    "SPEC_FIELDS",
+    "closest_phrase",
+    "convert",
+    "espeak",
+    "read_pcm",
+    "silence",
+    "similarity",
+    "speech_16k",
+    "tone_music",
+    "write_audio",
+]
 
 
 def espeak(text: str, out: Path, voice: str = "en", speed: int = 150) -> Path:
-    """Synthesise ``text`` with espeak-ng into a 22.05 kHz mono WAV file."""
-    subprocess.run(
-        ["espeak-ng", "-v", voice, "-s", str(speed), "-w", str(out), text], check=True, capture_output=True, timeout=60
-    )
-    return out
+    """Synthesise ``text`` with espeak-ng into a 22.05 kHz mono WAV file; without espeak-ng the calling test is
+    skipped (failed under CI=true)."""
+    require_tool("espeak-ng")
+    return _speech.espeak(text, out, voice, speed)
 
 
 def read_pcm(path: Path) -> tuple[np.ndarray, int]:
@@ -49,36 +51,6 @@ def read_pcm(path: Path) -> tuple[np.ndarray, int]:
         parts = [f.to_ndarray().reshape(-1) for fr in c.decode(s) for f in res.resample(fr)]
         parts += [f.to_ndarray().reshape(-1) for f in res.resample(None)]
     return np.concatenate(parts), rate
-
-
-def write_audio(samples: np.ndarray, rate: int, out: Path, fmt: str | None = None, channels: int = 1) -> Path:
-    """Encode float32 mono ``samples`` at ``rate`` into ``out`` (format from the extension or ``fmt``)."""
-    ext = fmt or out.suffix.lstrip(".")
-    container_fmt, codec, target_rate, options = FORMATS[ext]
-    if codec == "vorbis":  # FFmpeg's native Vorbis encoder writes stereo only
-        channels = 2
-    layout = "stereo" if channels == 2 else "mono"
-    with av.open(str(out), "w", format=container_fmt) as c:
-        stream = c.add_stream(codec, rate=target_rate, layout=layout)
-        stream.codec_context.options = dict(options)
-        resampler = av.AudioResampler(format=stream.codec_context.format.name, layout=layout, rate=target_rate)
-        block = 4096
-        pcm = np.asarray(samples, dtype=np.float32)
-        for start in range(0, len(pcm), block):
-            chunk = pcm[start : start + block].reshape(1, -1)
-            frame = av.AudioFrame.from_ndarray(chunk, format="flt", layout="mono")
-            frame.sample_rate = rate
-            frame.pts = start
-            frame.time_base = Fraction(1, rate)
-            for f in resampler.resample(frame):
-                for packet in stream.encode(f):
-                    c.mux(packet)
-        for f in resampler.resample(None):
-            for packet in stream.encode(f):
-                c.mux(packet)
-        for packet in stream.encode(None):
-            c.mux(packet)
-    return out
 
 
 def convert(wav: Path, ext: str, out_dir: Path, channels: int = 1) -> Path:
@@ -110,17 +82,6 @@ def speech_16k(text: str, folder: Path, name: str, voice: str = "en", speed: int
 
 def silence(seconds: float, rate: int = 16000) -> np.ndarray:
     return np.zeros(int(seconds * rate), dtype=np.float32)
-
-
-# Short call-centre sentences for batch/job tests and benchmarks (espeak-ng English is clear to Whisper base).
-CALL_PHRASES = [
-    "good morning, the weather today is sunny and warm",
-    "please call me back tomorrow about the invoice",
-    "the train to the city leaves at seven o'clock",
-    "thank you for calling, how can I help you",
-    "my account number is one two three four five",
-    "we will deliver the parcel on friday afternoon",
-]
 
 
 def similarity(said: str, heard: str) -> float:

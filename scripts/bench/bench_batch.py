@@ -6,6 +6,8 @@ credential, Ray tasks read them from storage and run the service's transcription
 a SQLite database. The bare baseline loads the same Whisper base model (CTranslate2 int8) once and calls
 ``WhisperModel.transcribe`` on each local file (no storage, no database, no VAD/diarisation extras).
 
+Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
+
     .venv/bin/python scripts/bench/bench_batch.py [--files 12] [--workers 1 2 4]
     .venv/bin/python scripts/bench/bench_batch.py --nodes [--files 12]
 
@@ -31,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.speechdata import CALL_PHRASES as PHRASES  # noqa: E402
+from scripts.bench._speech import CALL_PHRASES as PHRASES  # noqa: E402
 
 
 def make_audio(folder: Path, count: int) -> list[Path]:

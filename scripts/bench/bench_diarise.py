@@ -7,6 +7,8 @@ A synthetic call is built with espeak-ng (two voices taking turns) and numpy cho
   diarise+detect_music
   vs without, so the extra cost of the two options is seen next to the bare engines' cost, and the ratio.
 
+Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
+
     .venv/bin/python scripts/bench/bench_diarise.py [--turns 8] [--repeat 2]
 """
 

@@ -9,6 +9,8 @@ first upload to the last webhook received. Bare side: ``TranscriptionClient.tran
 after another, over the same handle, measured before and after the service run (mean of the two, since the load
 of a shared machine drifts).
 
+Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
+
     .venv/bin/python scripts/bench/bench_jobs.py [--files 6] [--concurrency 1]
 """
 
@@ -29,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.speechdata import CALL_PHRASES as PHRASES  # noqa: E402
+from scripts.bench._speech import CALL_PHRASES as PHRASES  # noqa: E402
 
 
 def main() -> None:

@@ -12,6 +12,8 @@ beside other load, on two threads per embedder, and prints each measured process
 - beside a busy Python process (one core taken, as by the ingress under load);
 - beside a process embedding batches of 16 texts on two passive threads (as TextAnalysis under sentiment load).
 
+Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
+
     .venv/bin/python scripts/bench/bench_omp_spin.py [--seconds 4] [--spincounts 3000 10000 30000]
 """
 

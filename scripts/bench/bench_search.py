@@ -1,5 +1,7 @@
 """Knowledge-base search speed: ingest chunks/s and query p50/p99 at 10k and 100k chunks, service vs bare Chroma.
 
+Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
+
     .venv/bin/python scripts/bench/bench_search.py [--scales 10000 100000] [--queries 200] [--pool 256]
 
 What runs, in one go:

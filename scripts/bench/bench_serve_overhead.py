@@ -3,6 +3,8 @@
 Measures requests/s and p50/p99 for /api/v1/health (no token) and an authenticated route
 (GET /ws/stream-transcribe: token check, no model) with N concurrent clients. Prints the ratio.
 
+Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
+
     .venv/bin/python scripts/bench/bench_serve_overhead.py [--duration 10] [--concurrency 16] [--warmup 5]
 
 Serve gets ``--warmup`` seconds of the same load first, unmeasured (plain uvicorn gets a few requests: it has no

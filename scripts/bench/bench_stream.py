@@ -1,6 +1,8 @@
 """Live streaming latency: from the end of an utterance to its final result, with 1, 4 and 8 concurrent streams,
 over both live endpoints.
 
+Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
+
     .venv/bin/python scripts/bench/bench_stream.py [--concurrency 1 4 8] [--rounds 3] [--realtime] [--json out.json]
 
 The real service (a local Ray Serve application with the Transcription deployment, ``configs/serve.yaml``'s
@@ -167,9 +169,9 @@ def main() -> None:
 
     from contracts.settings import Settings
     from persistence.session import Database
+    from scripts.bench._speech import espeak
     from serve_app.cli.stream import file_frames
     from serve_app.tokens import create_token
-    from tests.speechdata import espeak
 
     data = tempfile.mkdtemp(prefix="khuluma-bench-stream-")
     token = create_token(Database.migrated(Settings(data_dir=data).db_url), "bench")[0]

@@ -1,4 +1,5 @@
 """A live stream's steps in-process (no Ray, no WebSocket): what each step costs the engine, and the parts of it.
+Runs after ``./scripts/setup.sh --bench``:
 
     .venv/bin/python scripts/bench/bench_stream_engine.py [--streams 1 4 8] [--json out.json]
     # on a GPU machine (scripts/bench/gpu_check.sh): no espeak there, the audio and the model carried
@@ -119,7 +120,7 @@ def main() -> None:
     from engines.audio import load_pcm16
     from engines.pipeline import get_pipeline
     from serve_app.cli.stream import file_frames
-    from tests.speechdata import espeak
+    from scripts.bench._speech import espeak
 
     data = tempfile.mkdtemp(prefix="khuluma-bench-engine-")
     wav = Path(args.wav) if args.wav else espeak(UTTERANCE, Path(data) / "utterance.wav")

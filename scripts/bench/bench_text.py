@@ -10,6 +10,8 @@ uvicorn with the deployments in Serve's local testing mode
 p50/p99 and the ratio service/bare, each service against the bare engines measured right before and after its own
 run of the route (the machine's speed drifts within minutes).
 
+Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
+
     .venv/bin/python scripts/bench/bench_text.py [--duration 10] [--concurrency 16] [--ray] [--embedder deployment]
         [--routes ner,sentiment,classify] [--settings '{"text": {"ingress_catch_up_ms": 0}}'] [--no-uvicorn]
 

@@ -21,6 +21,8 @@ Systems:
   fws        faster-whisper-server (PyPI) from .venv-fws on the same model directory, if installed there:
              python3 -m venv .venv-fws && .venv-fws/bin/pip install faster-whisper-server
 
+Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
+
     .venv/bin/python scripts/bench/bench_transcription.py [--files 8] [--sentences 4] [--skip service,fws]
 """
 
@@ -55,7 +57,7 @@ DECODE = {"beam_size": 5, "word_timestamps": True, "vad_filter": True, "conditio
 
 def make_files(folder: Path, files: int, sentences: int) -> list[tuple[Path, float]]:
     from engines.audio import load_audio
-    from tests.speechdata import espeak, write_audio
+    from scripts.bench._speech import espeak, write_audio
 
     pool = SENTENCES["eng"][1]
     out = []

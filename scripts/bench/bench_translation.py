@@ -5,9 +5,11 @@ SentencePiece tokenisation, language tokens, beam size and max length, and (2) t
 validation, usage metering, the Translation deployment's request batching, sentence splitting. Prints
 sentences/s and the ratio service/bare.
 
-Default model: a tiny random NLLB-architecture model built on the spot (tests/tiny_models.py), so the numbers
+Default model: a tiny random NLLB-architecture model built on the spot (scripts/bench/_tiny_models.py), so the numbers
 show the serving overhead, not NLLB speed. ``--model`` takes any installed name or directory (e.g. a real
 NLLB-200 after ``khuluma models pull``).
+
+Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
 
     .venv/bin/python scripts/bench/bench_translation.py [--model NAME|DIR] [--duration 10] [--concurrency 16]
                                                         [--ray]   # also through a Ray Serve deployment
@@ -88,7 +90,7 @@ def main() -> None:
     args = ap.parse_args()
 
     data = args.data_dir or tempfile.mkdtemp(prefix="khuluma-bench-tr-")
-    from tests.tiny_models import build_tiny_nllb, convert_tiny, training_lines
+    from scripts.bench._tiny_models import build_tiny_nllb, convert_tiny, training_lines
 
     if args.model:
         from engines.model_registry import ModelRegistry, resolve

@@ -6,6 +6,8 @@ decoder (engines/asr_batching.py, faster-whisper's batched pipeline) with batche
 round, CPU seconds per window (all threads), and throughput relative to batches of 1. ``--threads`` sets
 CTranslate2's threads (default: every core this process may run on).
 
+Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
+
     .venv/bin/python scripts/bench/bench_whisper_batch.py [--windows 8] [--rounds 3] [--threads 2]
 
 Fewer cores, to see how batching's gain moves with the cores a replica has (docs/speech.md):

@@ -5,6 +5,8 @@ Bare faster-whisper (no service) transcribes the files of bench_transcription.py
 with 8 concurrent callers, in one run and with the service's ``OMP_WAIT_POLICY=passive``. Printed: files/min
 per layout and client count, and each against one decode at a time on every core (faster-whisper's default).
 
+Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
+
     .venv/bin/python scripts/bench/bench_whisper_layout.py [--layouts 1x2,2x1,2x2] [--files 8] [--sentences 2]
 
 A layout ``DxT`` is D decodes side by side with T threads each.

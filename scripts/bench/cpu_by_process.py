@@ -2,6 +2,8 @@
 (replicas, HAProxy, Ray's own processes, this load generator) during ``--duration`` seconds of each route, with
 the same 16 closed-loop clients and requests as ``bench_text.py --ray``.
 
+Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
+
     .venv/bin/python scripts/bench/cpu_by_process.py [--routes ner,sentiment,classify] [--embedder local]
 
 ``--routes health,auth`` looks at Serve's own cost instead (the routes of bench_serve_overhead.py, no model).

@@ -7,6 +7,8 @@ driver), the total, and the total against the 2.0 GB goal of the performance iss
 is a MiB). ``--after-load`` first sends one request of every text kind and a transcription, so the models' lazy
 parts (Whisper's audio decoder and VAD: about 75 MB) are loaded too.
 
+Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
+
     .venv/bin/python scripts/bench/idle_memory.py [--settle 20] [--after-load]
 """
 
@@ -31,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _load import json_option, table, write_json  # noqa: E402
 from soak import service_processes, start_service  # noqa: E402
 
-from tests.speechdata import espeak  # noqa: E402
+from scripts.bench._speech import espeak  # noqa: E402
 
 MB = 1024 * 1024
 GOAL_MB = 2048
@@ -39,8 +41,10 @@ GOAL_MB = 2048
 
 def label(process: psutil.Process, driver: int) -> str:
     if process.pid == driver:
-        return "khuluma serve (driver)"
+        return "khuluma serve (supervisor)"  # the command's pid: forwards signals (serve_app/cli/supervise.py)
     cmd = " ".join(process.cmdline())
+    if "khuluma serve" in cmd or "serve_app.cli serve" in cmd:
+        return "khuluma serve (driver)"
     replica = re.search(r"ServeReplica:[^:]+:(\w+)", cmd)
     if replica:
         return f"replica {replica.group(1)}"

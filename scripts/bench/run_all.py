@@ -1,5 +1,7 @@
 """Every bench, briefly, in one go: one markdown table of ratios written into docs/performance.md.
 
+Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
+
     .venv/bin/python scripts/bench/run_all.py [--dry-run] [--only text,search,...] [--doc docs/performance.md]
 
 Each bench runs as its own process (so one's Ray or models never slow the next) with short settings and

@@ -1,5 +1,7 @@
 """Soak test: a mixed load of normal and hostile requests for N minutes, reporting errors and memory growth.
 
+Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
+
     .venv/bin/python scripts/bench/soak.py                      # starts `khuluma serve` itself, 30 minutes
     .venv/bin/python scripts/bench/soak.py --minutes 3
     .venv/bin/python scripts/bench/soak.py --url http://127.0.0.1:8000 --token khk_...   # a running service
@@ -39,10 +41,9 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from scripts.bench._hostile import docx_bomb, lying_wav  # noqa: E402
 from scripts.bench._plain import free_port, wait_healthy  # noqa: E402
-from tests.speechdata import espeak  # noqa: E402
-from tests.unit.test_adversarial_audio import lying_wav  # noqa: E402
-from tests.unit.test_adversarial_documents import docx_bomb  # noqa: E402
+from scripts.bench._speech import espeak  # noqa: E402
 
 KB = "/api/v1/search/knowledgebase"
 MB = 1024 * 1024
@@ -245,10 +246,21 @@ def _chunked(total: int) -> Iterator[bytes]:
 
 
 def service_processes(extra: list[int]) -> list[psutil.Process]:
+    """Ray's processes on this machine, plus ``extra`` (the `khuluma serve` command we started) and its serving
+    process: the command's pid is a small supervisor that forwards signals, the process that serves is its child
+    (serve_app/cli/supervise.py). SeaweedFS and HAProxy are not counted, as before."""
+    serving: set[int] = set()
+    for pid in extra:
+        try:
+            for child in psutil.Process(pid).children():
+                if "serve" in " ".join(child.cmdline()):
+                    serving.add(child.pid)
+        except psutil.Error:
+            pass
     found = []
     for p in psutil.process_iter(["cmdline", "name"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if p.pid in extra or "ray::" in cmd or "raylet" in cmd or "gcs_server" in cmd or "dashboard" in cmd:
+        if p.pid in extra or p.pid in serving or any(k in cmd for k in ("ray::", "raylet", "gcs_server", "dashboard")):
             found.append(p)
     return found
 

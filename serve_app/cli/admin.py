@@ -8,7 +8,14 @@ from rich.table import Table
 
 from contracts.settings import get_settings
 from persistence.session import Database, migrate
-from serve_app.tokens import create_token, list_tokens, revoke_token, webhook_secret_for
+from serve_app.tokens import (
+    LIMIT_FIELDS,
+    create_token,
+    customer_limits,
+    list_tokens,
+    revoke_token,
+    webhook_secret_for,
+)
 
 token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
@@ -26,15 +33,55 @@ def _location(url: str) -> str:
     return url.split("@")[-1]
 
 
+_LIMIT_HELP = "0: unlimited; `default`: the operator's default (KHULUMA_LIMITS_{}). The customer's, for all its tokens."
+_RPM = typer.Option(
+    None, "--requests-per-minute", metavar="N", help="Requests per minute. " + _LIMIT_HELP.format("REQUESTS_PER_MINUTE")
+)
+_AUDIO = typer.Option(
+    None,
+    "--audio-seconds-per-day",
+    metavar="N",
+    help="Seconds of audio transcribed per UTC day. " + _LIMIT_HELP.format("AUDIO_SECONDS_PER_DAY"),
+)
+_LIVE = typer.Option(
+    None, "--live-sessions", metavar="N", help="Live sessions open at once. " + _LIMIT_HELP.format("LIVE_SESSIONS")
+)
+
+
+def _limit_changes(**given: str | None) -> dict[str, int | None]:
+    """The limits named on the command line: an integer >= 0, or `default` (None: the operator's default)."""
+    changes: dict[str, int | None] = {}
+    for field, value in given.items():
+        if value is None:
+            continue
+        text = value.strip().lower()
+        if text == "default":
+            changes[field] = None
+        elif text.isdigit():
+            changes[field] = int(text)
+        else:
+            option = "--" + field.replace("_", "-")
+            raise typer.BadParameter(f"{value!r} is not a number >= 0 or `default`", param_hint=option)
+    return changes
+
+
 @token_app.command("create")
 def token_create(
     customer: str = typer.Option("default", help="Customer the token belongs to (created if new)."),
     project: str = typer.Option("default", help="Project of that customer (created if new)."),
     name: str = typer.Option("", help="A label for the token."),
+    requests_per_minute: str | None = _RPM,
+    audio_seconds_per_day: str | None = _AUDIO,
+    live_sessions: str | None = _LIVE,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the token."),
 ) -> None:
-    """Create a token. It is shown once and stored only as a hash."""
-    token, info = create_token(_db(), customer, project, name)
+    """Create a token. It is shown once and stored only as a hash. Limits given here are set on the customer."""
+    limits = _limit_changes(
+        requests_per_minute=requests_per_minute,
+        audio_seconds_per_day=audio_seconds_per_day,
+        live_sessions=live_sessions,
+    )
+    token, info = create_token(_db(), customer, project, name, limits)
     if quiet:
         print(token)
         return
@@ -43,6 +90,39 @@ def token_create(
         f"[bold]{info.project}[/] (id {info.project_id}). Shown once; store it now:"
     )
     print(token)
+
+
+@token_app.command("limits")
+def token_limits(
+    ident: str = typer.Argument(..., help="Token id, listed prefix or token (its customer), or a customer name."),
+    requests_per_minute: str | None = _RPM,
+    audio_seconds_per_day: str | None = _AUDIO,
+    live_sessions: str | None = _LIVE,
+) -> None:
+    """Show a customer's limits, changing those given first. Running services apply a change within
+    KHULUMA_LIMITS_CACHE_SECONDS (10 s)."""
+    changes = _limit_changes(
+        requests_per_minute=requests_per_minute,
+        audio_seconds_per_day=audio_seconds_per_day,
+        live_sessions=live_sessions,
+    )
+    found = customer_limits(_db(), ident, changes)
+    if found is None:
+        console.print(f"[red]No token or customer matches {ident!r}.[/]")
+        raise typer.Exit(1)
+    table = Table("limit", "value", "applies")
+    defaults = get_settings().limits
+    for field in LIMIT_FIELDS:
+        own, default = getattr(found, field), getattr(defaults, field)
+        table.add_row(field, "default" if own is None else str(own), _effective(own if own is not None else default))
+    console.print(
+        f"Limits of customer [bold]{found.customer}[/] (id {found.customer_id}){' (changed)' if changes else ''}:"
+    )
+    console.print(table)
+
+
+def _effective(value: int) -> str:
+    return "unlimited" if value == 0 else str(value)
 
 
 @token_app.command("list")

@@ -4,9 +4,9 @@ spirit of the vendor's self-hosted qualification (our own code), against the sel
 - **sanity**: ``GET /health`` answers 200 within ``--max-health-s``; ``POST /v1/translate`` translates, or says
   no translation model is installed (reported, not a failure: the offline default has none).
 - **accuracy**: ``POST /v1/transcribe`` of a known sample, word error rate at most ``--max-wer``.
-- **performance**: that transcription within ``--max-sync-s``; over the live WebSocket (``/ws/stream-transcribe``,
-  ``serve_app.services.transcription.STREAM_PROTOCOL``) the first text within ``--max-first-delta-s`` of the first
-  audio, and the whole stream done within ``--max-live-rtf`` times the audio's length.
+- **performance**: that transcription within ``--max-sync-s``; over the Live API (``/v1/realtime``, with a client
+  secret minted with the token) the first transcript delta within ``--max-first-delta-s`` of the session's start,
+  and the whole session done within ``--max-live-rtf`` times the audio's length.
 
 No audio ships with Khuluma (none we may redistribute): without ``--audio`` the sample is spoken here at run time by
 espeak-ng (an English sentence), else ``--audio FILE --reference TEXT`` (and ``--lang``) are needed. Exit code 0
@@ -120,14 +120,10 @@ def check_live(url: str, token: str, audio: Path, lang: str | None, limits: Thre
     from serve_app.cli.stream import StreamError, file_frames, run_stream
 
     try:
-        outcome = asyncio.run(run_stream(url, token, file_frames(audio), lang, speed))
+        outcome = asyncio.run(run_stream(url, token, file_frames(audio), lang, speed, live_api=True))
     except StreamError as exc:
         return [failed("performance", "live first text", str(exc)), failed("performance", "live RTF", str(exc))]
-    ready = next((t for t, e in outcome.events if e.get("type") == "ready"), 0.0)
-    first = next(
-        (t for t, e in outcome.events if e.get("type") in ("partial", "segment", "final") and e.get("text")), None
-    )
-    done = outcome.final_at
+    ready, first, done = outcome.started_at, outcome.first_text_at, outcome.final_at
     rtf = (done - ready) / outcome.audio_seconds if done is not None and outcome.audio_seconds else None
     return [
         at_most("performance", "live first text", None if first is None else first - ready, limits.max_first_delta_s),

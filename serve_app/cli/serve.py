@@ -1,4 +1,13 @@
-"""``khuluma serve``: start (or join) a Ray cluster, deploy the application, stop cleanly on Ctrl-C."""
+"""``khuluma serve``: start (or join) a Ray cluster, deploy the application, stop gracefully on a signal.
+
+A graceful stop (SIGTERM, SIGINT or SIGHUP, to the process or to its whole process group): every ingress replica
+stops admitting (new requests 503 with ``Retry-After``, new live sessions refused, open ones closed with 1001) and the
+requests in flight get ``shutdown_grace_seconds`` to finish (``cluster/lifecycle.py``, ``serve_app/lifecycle.py``);
+then Serve (whose replicas run their destructors: usage rows, BM25 snapshots), the local Ray this command started,
+its SeaweedFS and Serve's HAProxy are stopped, every process this command started is gone, and it exits 0. A
+second signal skips what is left of the waiting. Queued async jobs and batches are in the database: the next start
+resumes them.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,8 +25,9 @@ from typing import Any
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 
-from contracts.settings import Settings, unknown_variables
+from contracts.settings import Settings, setting_warnings
 
 console = Console(stderr=True)
 DEFAULT_CONFIG = Path("configs/serve.yaml")
@@ -57,6 +68,11 @@ def serve(
     ),
 ) -> None:
     """Run the service on the offline default models (or the configured ones)."""
+    from serve_app.cli.supervise import split
+
+    split()  # from here on, a session of our own: a signal to the command's process group reaches only the supervisor
+    signals = StopSignals()
+    signals.install()
     if config is None and DEFAULT_CONFIG.exists():
         config = DEFAULT_CONFIG
     cfg = load_serve_config(config)
@@ -65,9 +81,8 @@ def serve(
         overrides["host"] = host
     if port:
         overrides["port"] = port
-    unknown = unknown_variables(os.environ)
-    if unknown:
-        console.print(f"[yellow]Ignored (no such setting; see contracts/settings.py):[/] {', '.join(unknown)}")
+    for line in setting_warnings(os.environ):  # ignored, not fatal: each replica logs the same once as it starts
+        console.print(f"[yellow]WARNING:[/] {escape(line)}", highlight=False)
     settings = Settings(**overrides)
     http = cfg["http_options"]
     bind_host = host or (os.environ.get("KHULUMA_HOST") and settings.host) or http.get("host") or settings.host
@@ -75,36 +90,219 @@ def serve(
     settings = settings.updated({"host": bind_host, "port": int(bind_port)})
     settings.ensure_dirs()
 
-    _migrate()  # once, before any replica starts
-    stop_event = threading.Event()
-    cleanups: list[Any] = []
+    cleanups: list[Cleanup] = []
+    lifecycle: Any = None
     try:
+        _migrate()  # once, before any replica starts
+        signals.check()
         settings = _start_storage(settings, storage, cleanups)
+        signals.check()
         _start_ray(settings, address, num_cpus, cfg, cleanups, RayPorts(dashboard, dashboard_port, metrics_port))
+        signals.install()  # again: ray.init sets a SIGTERM handler of its own
+        signals.check()
+        lifecycle = _start_lifecycle()  # before the deploy: every ingress replica finds it when it starts
         _deploy(settings, cfg)
+        signals.check()
         base = f"http://{settings.host}:{settings.port}"
         console.print(f"[bold green]Khuluma is serving at {base}[/]  (docs: {base}/docs)")
         console.print("Create a token:   [bold]khuluma token create --customer you[/]")
         console.print(f"Try it:           curl {base}/api/v1/health")
         console.print(f'Point the SDK:    VulavulaClient(token, base_url="{base}/api/v1")')
-        console.print("Ctrl-C stops everything.")
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop_event.set())
-        while not stop_event.is_set():
-            time.sleep(0.5)
+        console.print("Ctrl-C stops everything gracefully (a second Ctrl-C at once).")
+        signals.serving()
+        while not signals.stopping:
+            time.sleep(0.2)
+    except typer.Exit:
+        raise  # told already (the migration)
+    except StopRequested:  # a signal during start-up: stop what has started
+        console.print("Stopping (a signal during start-up) ...")
+        _stop_everything(cleanups, signals, serve_timeout_s=10)
+        console.print("Stopped.")
+        return
     except Exception as exc:  # noqa: BLE001 - a start-up failure is told plainly, not as a trace
         from deployments.app import GPUUnavailableError
         from deployments.checks import StartupCheckFailed
 
         if isinstance(exc, GPUUnavailableError | StartupCheckFailed):
-            console.print(f"[red]Refusing to start:[/] {exc}")
+            console.print(f"[red]Refusing to start:[/] {escape(str(exc))}")
         else:
-            console.print(f"[red]Start-up failed:[/] {type(exc).__name__}: {exc}")
-        _cleanup(cleanups)
+            console.print(f"[red]Start-up failed:[/] {type(exc).__name__}: {escape(str(exc))}")
+        signals.serving()  # no exception from a signal while cleaning up
+        _stop_everything(cleanups, signals, serve_timeout_s=10)
         raise typer.Exit(1) from None
-    console.print("Stopping ...")
-    _cleanup(cleanups)
+    grace = settings.shutdown_grace_seconds
+    console.print(
+        f"Stopping: no new requests or live sessions; up to {grace:g} s for those in flight "
+        "(a second signal stops at once) ..."
+    )
+    _drain(lifecycle, grace, signals)
+    _stop_everything(cleanups, signals)
     console.print("Stopped.")
+
+
+class StopRequested(BaseException):
+    """A stop asked for while the service was still starting."""
+
+
+class StopSignals:
+    """SIGINT, SIGTERM and SIGHUP: the first asks for a graceful stop (:attr:`stopping`), any later one to hurry
+    (:attr:`hurrying`). While the service starts, the first stops the start after its current step
+    (:meth:`check`) and a second interrupts that step at once (:class:`StopRequested`, raised in the main thread).
+
+    The handler only sets flags (plain attributes: no lock a signal could meet already held); the main thread
+    polls them."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self.hurrying = False
+        self._starting = True
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, self._received)
+
+    def serving(self) -> None:
+        self._starting = False
+
+    def check(self) -> None:
+        """During start-up: stop starting if a signal came."""
+        if self.stopping:
+            self._starting = False
+            raise StopRequested
+
+    def _received(self, signum: int, _frame: Any) -> None:
+        if self.stopping:
+            self.hurrying = True
+            if self._starting:
+                self._starting = False  # once: the clean-up that follows is not interrupted the same way
+                raise StopRequested
+        self.stopping = True
+
+
+def _start_lifecycle() -> Any:
+    """The actor through which a graceful stop reaches every ingress replica (``cluster/lifecycle.py``), alive and
+    registered under its name before this returns."""
+    import ray
+
+    from cluster.lifecycle import start_actor
+
+    actor = start_actor()
+    ray.get(actor.drained.remote(), timeout=60)
+    return actor
+
+
+def _drain(lifecycle: Any, grace_s: float, signals: StopSignals) -> None:
+    """Tell every ingress replica to drain, and wait until they report their requests done, the grace period
+    ends (plus a little for their reports) or a second signal comes."""
+    if lifecycle is None:
+        return
+    import ray
+
+    deadline = time.monotonic() + grace_s + 2
+    try:
+        ray.get(lifecycle.drain.remote(grace_s), timeout=10)
+        while not signals.hurrying and time.monotonic() < deadline:
+            if ray.get(lifecycle.drained.remote(), timeout=10):
+                return
+            time.sleep(0.2)
+    except Exception as exc:  # noqa: BLE001 - Ray is already going: stop the rest anyway
+        console.print(f"[yellow]drain: {type(exc).__name__}: {exc}[/]")
+
+
+@dataclass(frozen=True)
+class Cleanup:
+    """One thing to stop, in reverse order of starting. ``graceful``: skipped by a second signal (the processes
+    are then stopped without it)."""
+
+    name: str
+    run: Callable[[], Any]
+    limit_s: float = 60.0
+    graceful: bool = False
+
+
+def _stop_everything(cleanups: list[Cleanup], signals: StopSignals, serve_timeout_s: float | None = None) -> None:
+    """Run the clean-ups (Serve, Ray, storage; each bounded in time, and Serve's skipped by a second signal), then
+    stop any process this command started that is still there (SIGTERM, then SIGKILL): HAProxy, which Serve starts
+    in a session of its own, and anything Ray or SeaweedFS left behind."""
+    if signals.hurrying:
+        console.print("Stopping now (a second signal).")
+    started = _our_processes()  # listed while they run: once their parents exit, they are no longer below us
+    for cleanup in reversed(cleanups):
+        if cleanup.graceful and signals.hurrying:
+            console.print(f"cleanup: {cleanup.name} skipped")
+            continue
+        limit = serve_timeout_s if serve_timeout_s is not None and cleanup.graceful else cleanup.limit_s
+        _bounded(cleanup, limit, signals)
+    cleanups.clear()
+    _terminate([p for p in {*started, *_our_processes()} if p.is_running()])
+
+
+def _bounded(cleanup: Cleanup, limit_s: float, signals: StopSignals) -> None:
+    """Run one clean-up in a thread; stop waiting for a graceful one after ``limit_s`` or a second signal, for any
+    other after ``limit_s``."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            cleanup.run()
+        except BaseException as exc:  # noqa: BLE001 - told below, the next clean-up still runs
+            errors.append(exc)
+
+    worker = threading.Thread(target=run, name=f"cleanup-{cleanup.name}", daemon=True)
+    worker.start()
+    deadline = time.monotonic() + limit_s
+    while worker.is_alive() and time.monotonic() < deadline:
+        if cleanup.graceful and signals.hurrying:
+            break
+        worker.join(0.2)
+    if worker.is_alive():
+        console.print(f"[yellow]cleanup: {cleanup.name} did not finish; going on[/]")
+    for exc in errors:
+        console.print(f"[yellow]cleanup: {cleanup.name}: {exc}[/]")
+
+
+def _our_processes() -> set[Any]:
+    """Every process below this one and, when this process leads its own session (as :func:`split` makes it),
+    every other process of the session (Ray's daemons that outlived their parent); never this process."""
+    import psutil
+
+    me = psutil.Process()
+    found: set[Any] = set()
+    try:
+        found.update(me.children(recursive=True))
+    except psutil.Error:
+        pass
+    session = os.getsid(0)
+    if session != me.pid:  # not a session of our own (not on Linux): its other processes are not ours
+        return found
+    for process in psutil.process_iter():
+        try:
+            if process.pid != me.pid and os.getsid(process.pid) == session:
+                found.add(process)
+                found.update(process.children(recursive=True))
+        except (psutil.Error, ProcessLookupError, PermissionError):
+            continue
+    return found
+
+
+def _terminate(processes: list[Any], grace_s: float = 5.0) -> None:
+    import psutil
+
+    if not processes:
+        return
+    console.print(f"Stopping {len(processes)} process(es) left behind ...")
+    for process in processes:
+        try:
+            process.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(processes, timeout=grace_s)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=grace_s)
 
 
 def _migrate() -> None:
@@ -116,16 +314,7 @@ def _migrate() -> None:
         raise typer.Exit(1)
 
 
-def _cleanup(cleanups: list[Any]) -> None:
-    for fn in reversed(cleanups):
-        try:
-            fn()
-        except Exception as exc:  # noqa: BLE001
-            console.print(f"[yellow]cleanup: {exc}[/]")
-    cleanups.clear()
-
-
-def _start_storage(settings: Settings, enabled: bool, cleanups: list[Any]) -> Settings:
+def _start_storage(settings: Settings, enabled: bool, cleanups: list[Cleanup]) -> Settings:
     if settings.s3.endpoint_url or not enabled:
         return settings
     try:
@@ -136,7 +325,7 @@ def _start_storage(settings: Settings, enabled: bool, cleanups: list[Any]) -> Se
         settings.data_dir / "seaweedfs", settings.s3.access_key, settings.s3.secret_key.get_secret_value()
     )
     endpoint = server.start()
-    cleanups.append(server.stop)
+    cleanups.append(Cleanup("SeaweedFS", server.stop, limit_s=30))
     console.print(f"Object storage (SeaweedFS) at {endpoint}")
     return settings.updated({"s3": {"endpoint_url": endpoint}})
 
@@ -163,6 +352,11 @@ def ray_env() -> dict[str, str]:
         # controller's and the replicas' values must agree, or requests are counted twice or not at all
         # (docs/performance.md, fourth round)
         "RAY_SERVE_HAPROXY_METRICS_ENABLED": "0",
+        # A stopping ingress replica behind HAProxy stays reachable this long before it closes its listener (Serve's
+        # default 30 s, past the 20 s its controller waits before killing it, so its destructor never ran). `khuluma
+        # serve` drains the replicas itself before Serve stops them (health says "draining", new requests get 503),
+        # so a short period is enough and the replicas stop cleanly
+        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "2",
         # gRPC between handles caps a message at 4 MiB by default; audio and documents up to
         # KHULUMA_INLINE_PAYLOAD_MB travel inside calls (larger ones through object storage: cluster/transfer.py)
         "RAY_SERVE_REPLICA_GRPC_MAX_MESSAGE_LENGTH": str(64 * 1024 * 1024),
@@ -176,7 +370,8 @@ def ray_env() -> dict[str, str]:
 
 def cluster_ports(*, fresh: bool = True) -> dict[str, str]:
     """Ports that one Ray cluster on this machine must not share with another: HAProxy's metrics and stats
-    listeners (fixed 9101 and 8404 by default) and the direct-ingress replica ranges (see cluster/ports.py: two
+    listeners (fixed 9101 and 8404 by default), the fallback proxy's (8500 and 9500) and the direct-ingress replica
+    ranges (see cluster/ports.py: two
     clusters on Serve's default range would answer each other's requests). ``fresh=False`` keeps values already
     in the process environment (the user's, or an earlier call's)."""
     from cluster.ports import DIRECT_INGRESS_VARIABLES, direct_ingress_ports, free_port
@@ -187,7 +382,15 @@ def cluster_ports(*, fresh: bool = True) -> dict[str, str]:
     return ports
 
 
-HAPROXY_PORT_VARIABLES = ("RAY_SERVE_HAPROXY_METRICS_PORT", "RAY_SERVE_HAPROXY_STATS_PORT")
+# Ports one cluster's HAProxy set-up binds: HAProxy's own listeners, and the Python proxy HAProxy falls back to while
+# no ingress replica is up (Serve's fixed 8500/9500: a second cluster's proxy shares them with SO_REUSEPORT, so a
+# request to one service could be answered by the other's application, with another database behind it)
+HAPROXY_PORT_VARIABLES = (
+    "RAY_SERVE_HAPROXY_METRICS_PORT",
+    "RAY_SERVE_HAPROXY_STATS_PORT",
+    "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT",
+    "RAY_SERVE_FALLBACK_PROXY_GRPC_PORT",
+)
 
 
 @dataclass(frozen=True)
@@ -202,7 +405,7 @@ def _start_ray(
     address: str | None,
     num_cpus: int | None,
     cfg: dict[str, Any],
-    cleanups: list[Any],
+    cleanups: list[Cleanup],
     ports: RayPorts = RayPorts(),
 ) -> None:
     env = ray_env()
@@ -228,7 +431,7 @@ def _start_ray(
         if num_cpus:
             init_kwargs["num_cpus"] = num_cpus
     context = ray.init(**init_kwargs)
-    cleanups.append(ray.shutdown)
+    cleanups.append(Cleanup("Ray", ray.shutdown, limit_s=60))  # a local Ray: its processes; a joined one: our link
     if getattr(context, "dashboard_url", None):
         console.print(f"Ray dashboard:    http://{context.dashboard_url}  (Serve tab: the application and replicas)")
     if not address:
@@ -241,7 +444,7 @@ def _start_ray(
     serve.start(
         http_options={**http, "host": settings.host, "port": settings.port}, logging_config=cfg.get("logging_config")
     )
-    cleanups.append(serve.shutdown)
+    cleanups.append(Cleanup("Serve", serve.shutdown, limit_s=60, graceful=True))  # replicas run their destructors
 
 
 def _deploy(settings: Settings, cfg: dict[str, Any]) -> None:

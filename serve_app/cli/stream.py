@@ -10,6 +10,7 @@ line instead (see docs/speech.md). :func:`run_stream` is the client itself; the 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import sys
 import time
@@ -45,11 +46,31 @@ class StreamOutcome:
 
     @property
     def final(self) -> dict[str, Any] | None:
-        return next((e for _, e in reversed(self.events) if e.get("type") == "final"), None)
+        return next((e for _, e in reversed(self.events) if e.get("type") in DONE_EVENTS), None)
 
     @property
     def final_at(self) -> float | None:
-        return next((t for t, e in reversed(self.events) if e.get("type") == "final"), None)
+        return next((t for t, e in reversed(self.events) if e.get("type") in DONE_EVENTS), None)
+
+    @property
+    def first_text_at(self) -> float | None:
+        """When the first transcript text arrived (a partial, a segment or a Live API delta)."""
+        return next(
+            (t for t, e in self.events if e.get("type") in TEXT_EVENTS and (e.get("text") or e.get("delta"))), None
+        )
+
+    @property
+    def started_at(self) -> float:
+        """When the server said it was ready for audio."""
+        return next((t for t, e in self.events if e.get("type") in START_EVENTS), 0.0)
+
+
+# /ws/stream-transcribe's events and the Live API's (/v1/realtime)
+START_EVENTS = ("ready", "session.created")
+DONE_EVENTS = ("final", "session.closed")
+TEXT_EVENTS = ("partial", "segment", "final", "session.input_transcript.delta")
+# Live API error codes after which the session goes on (any other closes it)
+LIVE_NOTICES = ("invalid_event", "unknown_event", "invalid_audio", "translation_unavailable", "translation_failed")
 
 
 def file_frames(path: Path) -> list[bytes]:
@@ -78,6 +99,27 @@ def stream_url(url: str, lang: str | None) -> str:
     return f"{base}/ws/stream-transcribe" + (f"?lang_code={quote(lang)}" if lang else "")
 
 
+def mint_live_secret(url: str, token: str, lang: str | None) -> str:
+    """A one-session Live API secret (``POST /v1/realtime/client_secrets``); raises :class:`StreamError`."""
+    import httpx
+
+    session: dict[str, Any] = {"audio": {"input": {"format": {"type": "audio/pcm", "rate": SAMPLE_RATE}}}}
+    if lang:
+        session["audio"]["input"]["transcription"] = {"language": lang}
+    try:
+        r = httpx.post(
+            f"{url.rstrip('/')}/v1/realtime/client_secrets",
+            json={"session": session},
+            headers={"X-CLIENT-TOKEN": token},
+            timeout=30,
+        )
+    except httpx.HTTPError as exc:
+        raise StreamError(f"Cannot reach {url}: {exc}") from None
+    if r.status_code != 200:
+        raise StreamError(f"The service refused a Live API secret (HTTP {r.status_code}): {r.text[:200]}")
+    return str(r.json()["value"])
+
+
 async def run_stream(
     url: str,
     token: str,
@@ -86,9 +128,13 @@ async def run_stream(
     speed: float = 1.0,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     open_timeout: float = 60.0,
+    live_api: bool = False,
 ) -> StreamOutcome:
     """Send ``frames`` (s16le 16 kHz mono) at ``speed`` times real time (0: as fast as the socket takes them), then
-    the end of audio; collect the server's events until ``final``. Raises :class:`StreamError`."""
+    the end of audio; collect the server's events until ``final``. Raises :class:`StreamError`.
+
+    ``live_api``: through the Live API (``/v1/realtime``: a client secret minted with the token, base64 audio
+    events, ``session.close``, until ``session.closed``) instead of ``/ws/stream-transcribe``."""
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -98,20 +144,32 @@ async def run_stream(
     def clock() -> float:
         return time.monotonic() - started
 
+    def encode(frame: bytes) -> str | bytes:
+        if not live_api:
+            return frame
+        return json.dumps({"type": "session.input_audio_buffer.append", "audio": base64.b64encode(frame).decode()})
+
     async def send_audio(ws: Any) -> None:
         source = iter(frames)
         while (frame := await asyncio.to_thread(next, source, None)) is not None:
-            await ws.send(frame)
+            await ws.send(encode(frame))
             outcome.audio_seconds += len(frame) / BYTES_PER_SECOND
             if speed > 0:  # pace by the audio's own clock, so slow sends do not add up
                 await asyncio.sleep(max(0.0, outcome.audio_seconds / speed - clock()))
         outcome.audio_sent_at = clock()
-        await ws.send("EOS")
+        await ws.send(json.dumps({"type": "session.close"}) if live_api else "EOS")
 
+    if live_api:
+        secret = await asyncio.to_thread(mint_live_secret, url, token, lang)
+        base = url.rstrip("/").replace("https://", "wss://", 1).replace("http://", "ws://", 1)
+        target, headers, protocols = f"{base}/v1/realtime", {}, ["realtime", f"vulavula-insecure-api-key.{secret}"]
+    else:
+        target, headers, protocols = stream_url(url, lang), {"X-CLIENT-TOKEN": token}, None
     try:
         async with connect(
-            stream_url(url, lang),
-            additional_headers={"X-CLIENT-TOKEN": token},
+            target,
+            additional_headers=headers,
+            subprotocols=protocols,  # type: ignore[arg-type]
             open_timeout=open_timeout,
             max_size=2**24,
         ) as ws:
@@ -123,11 +181,13 @@ async def run_stream(
                     if on_event is not None:
                         on_event(event)
                     kind = event.get("type")
-                    if kind == "ready" and sender is None:
+                    if kind in START_EVENTS and sender is None:
                         sender = asyncio.create_task(send_audio(ws))
                     elif kind == "error":
-                        raise StreamError(str(event.get("detail")))
-                    elif kind == "final":
+                        detail = event.get("detail") or (event.get("error") or {}).get("message")
+                        if (event.get("error") or {}).get("code") not in LIVE_NOTICES:
+                            raise StreamError(str(detail))
+                    elif kind in DONE_EVENTS:
                         break
             finally:
                 if sender is not None and not sender.done():

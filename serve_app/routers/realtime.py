@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, WebSocket
 
 from contracts.errors import DomainError
-from serve_app.auth import AnyCaller, Ctx, authenticate
+from serve_app.auth import AnyCaller, Ctx, admit_live_principal, authenticate
 from serve_app.errors import refuse_websocket
 from serve_app.schemas.realtime import ClientSecret, ClientSecretRequest
 from serve_app.services import realtime as service
@@ -35,7 +35,12 @@ async def realtime(websocket: WebSocket, ctx: Ctx) -> None:
     try:
         asserted = await authenticate(ctx, token) if token else None
         live = await service.authorise(ctx, list(websocket.scope.get("subprotocols") or []), asserted)
+        # the secret's minter is admitted as on /ws/stream-transcribe: requests per minute, audio of the day, seats
+        seat = await admit_live_principal(ctx, websocket, live.principal)
     except DomainError as exc:
         await refuse_websocket(websocket, exc)
         return
-    await service.session(ctx, live, websocket)
+    try:
+        await service.session(ctx, live, websocket)
+    finally:
+        await ctx.admission.live.release(seat)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Response, WebSocket
 from fastapi.responses import FileResponse, JSONResponse
 
 from contracts.errors import DomainError
-from serve_app.auth import Caller, Ctx, authenticate
+from serve_app.auth import Caller, Ctx, admit_live_session
 from serve_app.errors import refuse_websocket
 from serve_app.schemas.meta import Health, Metadata, ModelsListing
 from serve_app.services import meta
@@ -31,7 +31,8 @@ async def favicon() -> FileResponse:
 @router.get("/api/v1/health", response_model=Health)
 @router.get("/health", response_model=Health)
 async def health(ctx: Ctx) -> JSONResponse:
-    """Deployment probe: 200 when every deployment answers, 503 (same body) when any does not."""
+    """Deployment probe: 200 when every deployment answers, 503 (same body) when any does not, and 503 with status
+    ``draining`` during a graceful stop (load balancers stop sending)."""
     body = await meta.health(ctx)
     # a healthy entry carries no "detail" key at all
     return JSONResponse(body.model_dump(exclude_none=True), status_code=200 if body.status == "ok" else 503)
@@ -56,11 +57,16 @@ async def stream_auth(caller: Caller) -> Response:
 
 @router.websocket("/ws/stream-transcribe")
 async def stream_transcribe(websocket: WebSocket, ctx: Ctx) -> None:
-    """Streaming transcription. Authenticates (X-CLIENT-TOKEN header or `token` query) before accepting."""
+    """Streaming transcription. Authenticates (X-CLIENT-TOKEN header or `token` query) and admits (the customer's
+    limits, this server's live sessions, no graceful stop under way) before accepting: a refusal is the HTTP answer
+    to the upgrade (401, 429 or 503 with Retry-After)."""
     token = websocket.headers.get("x-client-token") or websocket.query_params.get("token")
     try:
-        caller = await authenticate(ctx, token)
+        caller, seat = await admit_live_session(ctx, websocket, token)
     except DomainError as exc:
         await refuse_websocket(websocket, exc)
         return
-    await transcription_service.stream(ctx, caller, websocket)
+    try:
+        await transcription_service.stream(ctx, caller, websocket, seat)
+    finally:
+        await ctx.admission.live.release(seat)

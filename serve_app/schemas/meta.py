@@ -19,7 +19,7 @@ class DeploymentHealth(BaseModel):
 
 
 class Health(BaseModel):
-    status: str = Field(description="ok | degraded")
+    status: str = Field(description="ok | degraded | draining (a graceful stop is under way)")
     deployments: list[DeploymentHealth]
 
 

@@ -10,6 +10,11 @@ class UsageCounters(BaseModel):
     total_pending_invocations: int = 0
     total_seconds_transcribed: float = 0.0
     total_tokens: int = 0
+    total_refused_invocations: int = Field(
+        default=0,
+        description="Requests refused before any work: at one of the customer's limits (429) or because a queue was "
+        "full (503). Not invocations: they are in no other counter and never billed.",
+    )
 
 
 class UsageBucket(UsageCounters):

@@ -12,6 +12,7 @@ import anyio
 from sqlalchemy import text
 
 from contracts.capabilities import CapabilityInfo
+from contracts.errors import Overloaded
 from contracts.handles import DeploymentClient
 from contracts.translation import not_installed as translation_not_installed
 from serve_app import RELEASE_DATE, RELEASE_NAME, __version__
@@ -33,6 +34,9 @@ CAPABILITIES = (
     "batch_transcription",
 )
 PING_TIMEOUT_S = 5.0
+# A deployment that answered a call this recently is alive: under load the probe does not queue a ping behind the
+# requests it is busy with (nor get shed by its full queue), so health stays answerable when the service is not.
+ANSWERED_WITHIN_S = 10.0
 DESCRIBE_TIMEOUT_S = 10.0
 DB_CHECK_MAX_AGE_S = 1.0
 
@@ -62,11 +66,23 @@ def metadata(ctx: AppContext) -> Metadata:
 
 
 async def health(ctx: AppContext, timeout: float = PING_TIMEOUT_S) -> Health:
-    """The database and every deployed capability, each probed at once; ``degraded`` when any does not answer."""
+    """The database and every deployed capability, each probed at once; ``degraded`` when any does not answer,
+    ``draining`` (no probe) during a graceful stop.
+
+    A capability whose deployment answered a call in the last :data:`ANSWERED_WITHIN_S` is healthy without a ping,
+    and one whose queue is full (the ping is shed with :class:`Overloaded`) is healthy too: it is alive and shedding
+    load, which is what it should do. Neither goes through the model's queue, so a loaded service stays answerable.
+    """
+    if ctx.drain.draining:
+        return Health(status="draining", deployments=[])
 
     async def probe(name: str, client: DeploymentClient) -> DeploymentHealth:
+        if client.answered_within(ANSWERED_WITHIN_S):
+            return DeploymentHealth(name=name, healthy=True)
         try:
             await client.ping(timeout)
+            return DeploymentHealth(name=name, healthy=True)
+        except Overloaded:
             return DeploymentHealth(name=name, healthy=True)
         except TimeoutError:
             return DeploymentHealth(name=name, healthy=False, detail=f"no answer within {timeout:.0f} s")

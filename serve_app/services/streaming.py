@@ -28,7 +28,7 @@ from typing import Any
 
 from fastapi import WebSocket, WebSocketDisconnect
 
-from contracts.errors import DomainError, InvalidInput, TooLarge
+from contracts.errors import DomainError, InvalidInput, Overloaded, TooLarge
 from contracts.speech import Segment, StreamRequest, StreamStep, TranscriptionClient
 
 SAMPLE_RATE = 16_000  # the rate of /ws/stream-transcribe; the Live API declares its own
@@ -152,20 +152,37 @@ async def send(websocket: WebSocket, state: StreamState, message: dict[str, Any]
         ) from None
 
 
-async def receive(websocket: WebSocket, idle_s: float, ends_at: float) -> dict[str, Any]:
+class StreamClosing(Exception):
+    """The server asked the session to end (a graceful stop): it gets its last results and a 1001 close."""
+
+
+async def receive(
+    websocket: WebSocket, idle_s: float, ends_at: float, stop: asyncio.Event | None = None
+) -> dict[str, Any]:
     """The next message, within the idle limit and the session's end (monotonic time). A client that went away
-    raises WebSocketDisconnect."""
+    raises WebSocketDisconnect; :class:`StreamClosing` as soon as ``stop`` is set (the server is shutting down),
+    even while the client sends nothing."""
     left = ends_at - time.monotonic()
+    receiving = asyncio.ensure_future(websocket.receive())
+    stopping = asyncio.ensure_future(stop.wait()) if stop is not None else None
+    waiting = {receiving} if stopping is None else {receiving, stopping}
     try:
-        message = dict(await asyncio.wait_for(websocket.receive(), max(0.0, min(idle_s, left))))
-    except TimeoutError:
+        done, _ = await asyncio.wait(waiting, timeout=max(0.0, min(idle_s, left)), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if stopping is not None:
+            stopping.cancel()
+    if receiving not in done:
+        receiving.cancel()
+        if stopping is not None and stopping in done:
+            raise StreamClosing
         if left <= idle_s:
             raise StreamTimeout(
                 "The stream reached its longest session (KHULUMA_TRANSCRIPTION_STREAM_MAX_SECONDS).", "session_expired"
-            ) from None
+            )
         raise StreamTimeout(
             f"Nothing was received for {idle_s:g} s (KHULUMA_TRANSCRIPTION_STREAM_IDLE_SECONDS).", "idle_timeout"
-        ) from None
+        )
+    message = dict(receiving.result())  # a message that came with the stop is still handled; the next call stops
     if message["type"] == "websocket.disconnect":
         raise WebSocketDisconnect(message.get("code", 1000))
     return message
@@ -173,7 +190,9 @@ async def receive(websocket: WebSocket, idle_s: float, ends_at: float) -> dict[s
 
 def close_code(exc: DomainError) -> int:
     """WebSocket close code of a domain error: 1008 bad input (a language without a model too), 1009 too much
-    audio, 1011 anything else (the service cannot answer)."""
+    audio, 1013 try again later (the model's queue is full), 1011 anything else (the service cannot answer)."""
+    if isinstance(exc, Overloaded):
+        return 1013
     if isinstance(exc, TooLarge):
         return 1009
     if isinstance(exc, InvalidInput):
@@ -191,12 +210,17 @@ async def guard(
     meter: Callable[[str], Awaitable[None]],
     error_message: ErrorMessage,
     name: Callable[[DomainError], DomainError] = lambda exc: exc,
+    closing: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Run a stream's ``session`` (which meters and closes a session that ends well); on a disconnect, a time
     limit or an error, meter it as failed and close with the protocol's error message. ``name`` words a domain
-    error as the client sees it (a language error names the protocol's field)."""
+    error as the client sees it (a language error names the protocol's field). ``closing``: how the protocol ends
+    a session the server closes (a graceful stop: :class:`StreamClosing`)."""
     try:
         await session
+    except StreamClosing:
+        if closing is not None:
+            await closing()
     except WebSocketDisconnect:
         await meter("failed")
     except StreamTimeout as exc:

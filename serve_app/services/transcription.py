@@ -31,9 +31,10 @@ from typing import Any, TypeVar
 
 import anyio
 from fastapi import Request, WebSocket
+from starlette.websockets import WebSocketDisconnect
 
 from cluster.transfer import blob_from_bytes, blob_from_file, discard
-from contracts.errors import DomainError, InvalidInput, TimedOut, Unavailable, UnsupportedLanguage
+from contracts.errors import DomainError, InvalidInput, Overloaded, TimedOut, Unavailable, UnsupportedLanguage
 from contracts.payloads import Blob
 from contracts.speech import (
     TranscribeRequest,
@@ -42,10 +43,12 @@ from contracts.speech import (
     TranscriptionResult,
     build_record,
 )
+from serve_app.admission import LiveSeat
 from serve_app.context import AppContext, required
+from serve_app.lifecycle import GOING_AWAY
 from serve_app.schemas.transcribe import FastTranscription, V1SyncResult
 from serve_app.services.jobs import decode_audio_blob  # the v1 base64 body, shared with the v1 upload route
-from serve_app.services.streaming import SAMPLE_RATE, StreamState, advance, guard, receive, send
+from serve_app.services.streaming import SAMPLE_RATE, StreamState, StreamTimeout, advance, guard, receive, send
 from serve_app.services.usage import record_usage
 from serve_app.tokens import Principal
 from serve_app.uploads import SavedUpload, receive_file, sanitize_filename
@@ -128,6 +131,8 @@ async def _transcribe(
             raise _named(exc, language_field) from None
         if accept is not None:
             accept(result)
+    except Overloaded:
+        raise  # shed before any work (the deployment's queue was full): a refusal, not a failed invocation
     except Exception:
         await record_usage(ctx, caller, route, status="failed")
         raise
@@ -188,6 +193,7 @@ async def transcribe_upload(
     options read from the upload (its text parts) or the query, the transcription within ``timeout``, metered;
     the spool file and any object the audio travelled through are gone when this returns."""
     started = time.monotonic()
+    await ctx.admission.check_audio(caller)  # the customer's audio of the day: 429 before the upload is read
     upload, chosen = await _received(ctx, caller, request, via)
     audio = None
     try:
@@ -299,6 +305,7 @@ def _decoded_blob(ctx: AppContext, file_name: str, audio_blob: str) -> Blob:
 
 async def v1_sync(ctx: AppContext, caller: Principal, file_name: str, audio_blob: str) -> V1SyncResult:
     started = time.monotonic()
+    await ctx.admission.check_audio(caller)
     audio = await _metered(
         ctx, caller, ROUTE_V1_SYNC, anyio.to_thread.run_sync(_decoded_blob, ctx, file_name, audio_blob)
     )
@@ -337,6 +344,8 @@ server -> client (JSON text frames)
   {"type": "final", "text", "language_code", "audio_length_seconds", "segments": [...], "warnings": [...]}
   {"type": "error", "detail": ...}    then close (1008 bad input, 1009 too much audio, 1011 server error,
                                       4408 a time limit: idle, session length, or a client that stopped reading)
+      1013 try again later: the model's queue is full;
+      a graceful stop of the server: "final" over the audio received so far (its warnings say why), then close 1001
       without lang_code, audio in a language that has no speech model is refused this way (1008) once about
       6 s of speech are in; segments that fail the hallucination guards never appear (a warning says so)
 """
@@ -375,8 +384,9 @@ def _is_end(text: str) -> tuple[bool, dict[str, Any]]:
     return message.get("type") in ("end", "eos", "EOS"), message
 
 
-async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket) -> None:
-    """Streaming transcription over a WebSocket (the router authenticated the caller); see STREAM_PROTOCOL."""
+async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket, seat: LiveSeat | None = None) -> None:
+    """Streaming transcription over a WebSocket (the router authenticated and admitted the caller; ``seat`` is its
+    place among the live sessions, which a graceful stop closes); see STREAM_PROTOCOL."""
     await websocket.accept()
     limits = ctx.settings.transcription
     state = StreamState(websocket.query_params.get("lang_code") or None, limits.stream_send_timeout_seconds)
@@ -385,18 +395,60 @@ async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket) -> No
         if state.total_bytes or status == "successful":
             await record_usage(ctx, caller, ROUTE_STREAM, status=status, seconds=state.audio_seconds)
 
+    async def closing() -> None:
+        """A graceful stop ends the session: the audio received so far is finished and sent as ``final`` (within
+        :data:`CLOSING_STEP_S`), then the socket closes with 1001 (going away) and the reason."""
+        reason = (seat.reason if seat else "") or "The server is shutting down."
+        try:
+            async with asyncio.timeout(CLOSING_STEP_S):
+                await _finish(_transcription(ctx), state, websocket, warning=reason)
+            await meter("successful")
+        except (DomainError, TimeoutError, StreamTimeout, WebSocketDisconnect, RuntimeError):
+            await meter("failed")
+        try:
+            async with asyncio.timeout(1.0):
+                await websocket.close(code=GOING_AWAY, reason=reason[:120])
+        except (RuntimeError, WebSocketDisconnect, TimeoutError):
+            pass
+
     await guard(
         websocket,
         state,
-        _stream_session(ctx, websocket, state, meter),
+        _stream_session(ctx, websocket, state, meter, seat.stop if seat is not None else None),
         meter,
         lambda detail, _code: {"type": "error", "detail": detail},
         _named,
+        closing,
+    )
+
+
+CLOSING_STEP_S = 10.0  # a session closed by a graceful stop: at most this long for its last step
+
+
+async def _finish(client: TranscriptionClient, state: StreamState, websocket: WebSocket, warning: str = "") -> None:
+    """The last step over the audio still pending, then the ``final`` message."""
+    if state.buffer:
+        await _stream_step(client, state, websocket, final=True)
+    await send(
+        websocket,
+        state,
+        {
+            "type": "final",
+            "text": state.committed_text(),
+            "language_code": state.lang_code or "",
+            "audio_length_seconds": round(state.audio_seconds, 3),
+            "segments": [s.model_dump() for s in state.segments],
+            "warnings": [*state.warnings, warning] if warning else state.warnings,
+        },
     )
 
 
 async def _stream_session(
-    ctx: AppContext, websocket: WebSocket, state: StreamState, meter: Callable[[str], Awaitable[None]]
+    ctx: AppContext,
+    websocket: WebSocket,
+    state: StreamState,
+    meter: Callable[[str], Awaitable[None]],
+    stop: asyncio.Event | None = None,
 ) -> None:
     limits = ctx.settings.transcription
     limit = _limit_bytes(ctx)
@@ -406,7 +458,7 @@ async def _stream_session(
         await client.check_language(state.lang_code)
     await send(websocket, state, {"type": "ready", "sample_rate": SAMPLE_RATE, "encoding": "pcm_s16le", "channels": 1})
     while True:
-        message = await receive(websocket, limits.stream_idle_seconds, ends_at)
+        message = await receive(websocket, limits.stream_idle_seconds, ends_at, stop)
         data, text = message.get("bytes"), message.get("text")
         if data:
             if state.add_audio(data, limit):
@@ -417,21 +469,7 @@ async def _stream_session(
                 state.lang_code = str(config["lang_code"])
                 await client.check_language(state.lang_code)  # before any audio is decoded
             if end:
-                if state.buffer:
-                    await _stream_step(client, state, websocket, final=True)
-                seconds = round(state.audio_seconds, 3)
-                await send(
-                    websocket,
-                    state,
-                    {
-                        "type": "final",
-                        "text": state.committed_text(),
-                        "language_code": state.lang_code or "",
-                        "audio_length_seconds": seconds,
-                        "segments": [s.model_dump() for s in state.segments],
-                        "warnings": state.warnings,
-                    },
-                )
+                await _finish(client, state, websocket)
                 await meter("successful")
                 await websocket.close(code=1000)
                 return

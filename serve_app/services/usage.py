@@ -1,4 +1,6 @@
-"""Metering: every metered route records one usage row (invocation, outcome, seconds, tokens).
+"""Metering: every metered route records one usage row (invocation, outcome, seconds, tokens). A request refused
+before any work (a customer limit: 429; a full queue: 503 ``Overloaded``) records none: it is counted as a refusal
+at the edge (``serve_app/errors.py``) and never billed.
 
 The row goes to the context's :class:`persistence.usage_meter.UsageMeter`, which writes rows in batches off the
 request path (``KHULUMA_USAGE_FLUSH_SECONDS``); the usage report flushes it first."""
@@ -33,6 +35,7 @@ async def record_usage(
         "created_at": utcnow(),  # when it was answered, not when the meter writes it
     }
     await ctx.usage.add(row)
+    ctx.admission.note_audio(principal.customer_id, seconds)  # counts toward the customer's audio of the day
     if status == "successful":
         record_audio(route, seconds)
 

@@ -6,6 +6,10 @@ the caller's customer whose ``created_at`` lies in ``[start_date_time, end_date_
 second, UTC) in total and per calendar-aligned bucket of ``interval``: minute, hour, day, week (ISO weeks,
 Monday 00:00 UTC) or month. Every bucket in the range is listed, empty ones too; the first and last are clipped to
 the range.
+
+Refused requests (a customer limit's 429, a full queue's 503) are no usage records: they are counted per minute in
+``usage_refusals`` and reported as ``total_refused_invocations``, apart from every other counter (a minute's count
+goes to the bucket of the minute, or of the range's start for the minute it starts in).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import anyio
 from sqlalchemy import select
 
 from contracts.errors import InvalidInput
+from persistence.admission import refusals_between
 from persistence.models import UsageRecord
 from serve_app.context import AppContext
 from serve_app.schemas.usage import UsageBucket, UsageCounters, UsageReport
@@ -93,6 +98,9 @@ class Counters(UsageCounters):
         self.total_seconds_transcribed += float(seconds or 0.0)
         self.total_tokens += int(tokens or 0)
 
+    def refused(self, count: int) -> None:
+        self.total_refused_invocations += count
+
     def shown(self) -> dict[str, Any]:
         """The counters as the report shows them (seconds to the millisecond)."""
         out = self.model_dump()
@@ -132,14 +140,22 @@ def validate(start_date_time: str, end_date_time: str, interval: str) -> tuple[d
 
 
 def build_report(
-    rows: list[tuple[datetime, str, float, int]], start: datetime, end: datetime, interval: str
+    rows: list[tuple[datetime, str, float, int]],
+    start: datetime,
+    end: datetime,
+    interval: str,
+    refusals: list[tuple[datetime, int]] | None = None,
 ) -> tuple[Counters, list[UsageBucket]]:
-    """Totals and dense buckets from ``(created_at, status, seconds, tokens)`` rows inside the range."""
+    """Totals and dense buckets from ``(created_at, status, seconds, tokens)`` rows inside the range, and from
+    ``(minute, refused)`` counts of the minutes that overlap it."""
     totals = Counters()
     per_bucket: dict[datetime, Counters] = {}
     for created_at, status, seconds, tokens in rows:
         totals.add(status, seconds, tokens)
         per_bucket.setdefault(bucket_start(created_at, interval), Counters()).add(status, seconds, tokens)
+    for minute, count in refusals or []:
+        totals.refused(count)
+        per_bucket.setdefault(bucket_start(max(minute, start), interval), Counters()).refused(count)
     buckets = []
     cursor = bucket_start(start, interval)
     while cursor <= end:
@@ -175,7 +191,8 @@ async def report(ctx: AppContext, caller: Principal, start: str, end: str, inter
             return list(s.execute(query).tuples())
 
     rows = await anyio.to_thread.run_sync(fetch)
-    totals, buckets = build_report(rows, start_ts, end_ts, unit)
+    refusals = await anyio.to_thread.run_sync(refusals_between, ctx.db, caller.customer_id, start_ts, until)
+    totals, buckets = build_report(rows, start_ts, end_ts, unit, refusals)
     return UsageReport(
         **totals.shown(),
         start_date_time=start_ts.strftime(_FORMAT),

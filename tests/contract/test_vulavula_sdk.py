@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tools import require_tool
+
 pytestmark = [pytest.mark.integration, pytest.mark.contract]
 ROOT = Path(__file__).resolve().parents[2]
 SDK_PYTHON = ROOT / ".venv-sdk" / "bin" / "python"
@@ -17,6 +19,7 @@ SDK_PYTHON = ROOT / ".venv-sdk" / "bin" / "python"
 def sdk_results(serve_url, make_token, tmp_path_factory):
     if not SDK_PYTHON.exists():
         pytest.fail("The SDK venv is missing: run ./scripts/setup.sh --test")
+    require_tool("espeak-ng")  # the SDK's transcription call sends generated speech
     work = tmp_path_factory.mktemp("sdk")
     audio = work / "hello.wav"
     subprocess.run(

@@ -29,6 +29,7 @@ API = "/api/v2alpha/transcribe/batch"
 RESTART_COPIES = 4  # copies of each phrase's file in the restart test
 from tests.speechdata import CALL_PHRASES as PHRASES  # noqa: E402
 from tests.speechdata import closest_phrase, similarity  # noqa: E402
+from tests.tools import require_tool  # noqa: E402
 
 
 def _speak(text: str, path: Path) -> None:
@@ -37,8 +38,7 @@ def _speak(text: str, path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def audio_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("espeak-ng") is None:
-        pytest.skip("espeak-ng is not installed (scripts/setup.sh installs it)")
+    require_tool("espeak-ng")
     folder = tmp_path_factory.mktemp("batch-audio")
     for i, phrase in enumerate(PHRASES):
         _speak(phrase, folder / f"call-{i}.wav")

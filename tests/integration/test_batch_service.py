@@ -3,7 +3,6 @@ transcribes in a thread) and a real SeaweedFS."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import threading
 import time
@@ -19,6 +18,7 @@ from persistence.models import BatchItem
 from serve_app.cli.batch import upload_directory
 from tests.conftest import client_for
 from tests.speechdata import write_audio
+from tests.tools import require_tool
 
 API = "/api/v2alpha/transcribe/batch"
 
@@ -101,8 +101,7 @@ def test_create_validates_language_and_needs_a_token(client, make_token):
 
 
 def test_flow_runs_once_and_reports_every_file(client, make_token, db, tmp_path: Path):
-    if shutil.which("espeak-ng") is None:
-        pytest.skip("espeak-ng is not installed")
+    require_tool("espeak-ng")
     token, other = make_token("batch-unit-flow"), make_token("batch-unit-other")
     body = client.post(API, params={"lang_code": "eng"}, headers=_h(token)).json()
     batch_id = body["batch_id"]
@@ -152,8 +151,7 @@ def test_without_storage_or_runner_the_answer_is_a_clear_503(local_app, batch_db
 
 
 def test_a_batch_keeps_reading_the_bucket_it_was_created_with(app_for, make_token, tmp_path: Path):
-    if shutil.which("espeak-ng") is None:
-        pytest.skip("espeak-ng is not installed")
+    require_tool("espeak-ng")
     token = make_token("batch-unit-bucket")
     first = app_for("khuluma-test-bucket-a")
     body = first.post(API, params={"lang_code": "eng"}, headers=_h(token)).json()

@@ -199,22 +199,3 @@ def test_khuluma_serve_refuses_a_gpu_config_before_deploying(tmp_path: Path):
     assert "Refusing to start" in proc.stderr and "GPU" in proc.stderr
     # the dashboard is on by default, and its address is printed before anything else can fail
     assert f"Ray dashboard:    http://127.0.0.1:{dashboard_port}" in proc.stderr, proc.stderr
-
-
-def test_unknown_and_renamed_variables_are_reported_not_fatal(monkeypatch, tmp_path: Path):
-    from contracts.settings import unknown_variables
-
-    monkeypatch.setenv("KHULUMA_BATCH_URI", "http://127.0.0.1:8000/api/v2alpha/transcribe/batch")  # docs/batch.md
-    monkeypatch.setenv("KHULUMA_NER_MODEL", "/models/old-name")  # renamed to KHULUMA_TEXT_NER_MODEL
-    settings = Settings(data_dir=tmp_path, _env_file=None)  # an unrelated KHULUMA_<SECTION>_* never stops start-up
-    assert settings.text.ner_model is None
-    environ = {
-        "KHULUMA_BATCH_URI": "x",
-        "KHULUMA_NER_MODEL": "y",
-        "KHULUMA_TEXT_NER_MODEL": "z",
-        "KHULUMA_DATA_DIR": "d",
-        "KHULUMA_S3_SECRET_KEY": "s",
-        "KHULUMA_SECRETS_FILE": "f",
-        "PATH": "/bin",
-    }
-    assert unknown_variables(environ) == ["KHULUMA_BATCH_URI", "KHULUMA_NER_MODEL"]

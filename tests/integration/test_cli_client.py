@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from scripts.eval_wer import word_errors
 from serve_app.cli import app
-from tests.speechdata import espeak, have_espeak
+from tests.speechdata import espeak
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +62,6 @@ def test_knowledge_base_commands(env: dict[str, str], tmp_path: Path) -> None:
     assert code == 1 and stderr.startswith("404:")
 
 
-@pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
 def test_transcribe_command_and_a_refused_token(env: dict[str, str], tmp_path: Path) -> None:
     said = "Thank you for calling, your payment has been received."
     wav = espeak(said, tmp_path / "call.wav")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from cluster.webhooks import verify
 from serve_app.services.jobs import NOT_PROCESSED
 from serve_app.tokens import TokenVerifier
+from tests.tools import require_tool
 from tests.unit.test_jobs import SPOKEN, Receiver
 
 pytestmark = pytest.mark.integration
@@ -23,8 +23,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def speech(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    if shutil.which("espeak-ng") is None:
-        pytest.skip("espeak-ng is not installed (scripts/setup.sh installs it)")
+    require_tool("espeak-ng")
     path: Path = tmp_path_factory.mktemp("jobs-audio") / "weather.wav"
     subprocess.run(["espeak-ng", "-v", "en", "-s", "150", "-w", str(path), SPOKEN], check=True, capture_output=True)
     return path.read_bytes()

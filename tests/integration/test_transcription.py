@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from scripts.eval_wer import word_errors
-from tests.speechdata import convert, espeak, have_espeak
+from tests.speechdata import convert, espeak
 
-pytestmark = [pytest.mark.integration, pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")]
+pytestmark = pytest.mark.integration
 
 TEXT = "Thank you for calling, your payment has been received."
 

@@ -6,10 +6,14 @@
   really cross nodes.
 - As root the worker runs inside ``unshare --mount`` with private tmpfs mounts over ``/tmp`` and the data directory:
   a file one node writes there does not exist for the other. Without root that part is skipped with its reason
-  (the nodes then share a disk, and the test proves less).
+  (the nodes then share a disk, and the test proves less); so is it as root without ``unshare`` (failed under
+  CI=true), while the other flows run on the shared disk.
+- Tools are checked where they are used (``tests/tools.py``): PostgreSQL's server binaries for the cluster itself;
+  espeak-ng only by the speech flows, so the text, knowledge-base and placement tests run without it.
 - Backing services are real and throwaway: PostgreSQL for metadata, ``chroma run`` for vectors, SeaweedFS for
   objects. ``serve deploy`` talks to the head's dashboard, as an operator would.
-- Flows: text, knowledge-base upload and query, sync transcription, an async job with a signed webhook, a batch.
+- Flows: text, knowledge-base upload and query, sync transcription, an async job with a signed webhook, a batch,
+  and a customer's requests-per-minute limit held by the two ingress replicas (one per node) together.
   Then the worker node is killed in the middle of a batch and started again: the batch completes with every file
   transcribed exactly once.
 """
@@ -43,7 +47,8 @@ from persistence.session import Database, migrate
 from serve_app.cli.batch import upload_directory
 from serve_app.tokens import create_token
 from tests.services import ChromaServer, Postgres
-from tests.speechdata import CALL_PHRASES, espeak, have_espeak
+from tests.speechdata import CALL_PHRASES, espeak
+from tests.tools import require_tool
 from tests.unit.test_jobs import SPOKEN, Receiver
 
 pytestmark = [pytest.mark.integration, pytest.mark.twonode]
@@ -100,6 +105,8 @@ def cluster_config(port: int, settings: dict[str, Any]) -> dict[str, Any]:
             deployment["num_replicas"] = 1
     by_name = {d["name"]: d for d in app["deployments"]}
     by_name["Transcription"]["ray_actor_options"]["resources"] = {SPEECH_RESOURCE: 1}
+    # an ingress replica on each node (the profile autoscales it): per-customer limits are proven across nodes
+    by_name["Ingress"].update(num_replicas=2, max_replicas_per_node=1)
     assert by_name["KnowledgeStore"]["num_replicas"] == 2 and by_name["KnowledgeStore"]["max_replicas_per_node"] == 1
     return config
 
@@ -122,15 +129,14 @@ def alive_nodes(dashboard: str) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
-    if not have_espeak():
-        pytest.skip("espeak-ng is not installed (scripts/setup.sh --test installs it)")
+    postgres = Postgres()  # checks PostgreSQL's server binaries before anything starts
     if not ChromaServer.available():
         pytest.fail("the chroma CLI (chromadb package) is not installed")
     work = Path(tempfile.mkdtemp(prefix="khuluma-2n-"))  # outside pytest's tree: the worker's /tmp is private
     defaults = Settings(_env_file=None)
     seaweed = LocalSeaweedFS(work / "seaweedfs", defaults.s3.access_key, defaults.s3.secret_key.get_secret_value())
     s3_url = seaweed.start()
-    postgres = Postgres().start()
+    postgres.start()
     chroma = ChromaServer(work / "chroma").start()
     data_dir = work / "data"
     data_dir.mkdir()
@@ -207,11 +213,38 @@ def test_work_is_placed_on_both_nodes(two_nodes: TwoNodes) -> None:
     assert {r["node_id"] for r in replicas["Transcription"]} == {worker}
     store_nodes = [r["node_id"] for r in replicas["KnowledgeStore"]]
     assert len(store_nodes) == 2 and len(set(store_nodes)) == 2  # one replica on each node
+    ingress_nodes = [r["node_id"] for r in replicas["Ingress"]]
+    assert len(ingress_nodes) == 2 and len(set(ingress_nodes)) == 2
+
+
+def test_customer_limits_hold_across_nodes(two_nodes: TwoNodes) -> None:
+    """A customer's requests per minute are counted in PostgreSQL by both ingress replicas (one per node): 60
+    requests, 8 at a time, against a limit of 30 admit exactly 30, and the worker node's ingress answered some."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    token = create_token(two_nodes.db, f"limited-{time.time_ns()}", limits={"requests_per_minute": 30})[0]
+    minute_left = 60 - time.time() % 60
+    if minute_left < 20:  # all 60 requests inside one UTC minute
+        time.sleep(minute_left + 0.5)
+
+    def one(_: int) -> int:
+        return httpx.get(
+            f"{two_nodes.url}/ws/stream-transcribe", headers={"X-CLIENT-TOKEN": token}, timeout=60
+        ).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(one, range(60)))
+    assert codes.count(200) == 30 and codes.count(429) == 30, codes
+    route = 'route="/ws/stream-transcribe"'
+    worker = wait_for(lambda: t if route in (t := _scrape(two_nodes.worker.metrics_port)) else None, 120, "worker")
+    assert 'status="429"' in worker or 'status="200"' in worker
 
 
 def test_the_worker_disk_is_private(two_nodes: TwoNodes) -> None:
-    if not two_nodes.private_disk:
-        pytest.skip("not root or no unshare: the worker shares this disk, so no-shared-disk is not proven here")
+    if os.geteuid() != 0:
+        pytest.skip("not root: the worker shares this disk, so no-shared-disk is not proven here")
+    require_tool("unshare")  # as root, only a missing unshare leaves the disk shared
+    assert two_nodes.private_disk
     marker = two_nodes.data_dir / f"head-only-{time.time_ns()}"
     marker.write_text("written by the head's filesystem view")
     listing = subprocess.run(

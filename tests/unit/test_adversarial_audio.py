@@ -1,17 +1,15 @@
 """Audio whose header lies about its length (reliability issue: "Unable to allocate 32 GiB" -> 500).
 
-The files are made here, a few KB each: a WAV whose ``fact`` chunk and RIFF/data sizes claim six days, a FLAC whose
-STREAMINFO ``total_samples`` claims 99 days, and a FLAC of silence that really does decode to ten minutes (an audio
-"bomb": FLAC codes silence in a few bytes per block). Memory is measured with tracemalloc, which sees numpy's
-allocations, so a buffer sized from the header shows up even where the kernel would overcommit it.
+The files are made on the spot, a few KB each: a WAV whose ``fact`` chunk and RIFF/data sizes claim six days
+(``scripts/bench/_hostile.py``, shared with the soak bench), a FLAC whose STREAMINFO ``total_samples`` claims 99
+days, and a FLAC of silence that really does decode to ten minutes (an audio "bomb": FLAC codes silence in a few
+bytes per block). Memory is measured with tracemalloc, which sees numpy's allocations, so a buffer sized from the
+header shows up even where the kernel would overcommit it.
 """
 
 from __future__ import annotations
 
-import io
-import struct
 import tracemalloc
-import wave
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,30 +22,9 @@ from contracts.errors import TooLarge
 from contracts.settings import Settings, TranscriptionSettings
 from engines.audio import SAMPLE_RATE, load_audio, probe
 from engines.pipeline import TranscriptionPipeline
+from scripts.bench._hostile import RATE, lying_wav, tone
 
-RATE = 8000
 MB = 1 << 20
-
-
-def _tone(seconds: float) -> np.ndarray:
-    return np.sin(np.arange(int(seconds * RATE)) * 2 * np.pi * 440 / RATE).astype(np.float32) * 0.3
-
-
-def lying_wav(path: Path, seconds: float = 1.0) -> Path:
-    """8 kHz 8-bit WAV of ``seconds`` whose header claims 2^32 samples (6.2 days; 32 GiB once at 16 kHz float)."""
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(1)
-        w.setframerate(RATE)
-        w.writeframes((_tone(seconds) * 127 + 128).astype(np.uint8).tobytes())
-    data = bytearray(buf.getvalue())
-    at = data.find(b"data")
-    data[at:at] = b"fact" + struct.pack("<II", 4, 0xFFFFFFF0)  # sample count, read for any codec
-    struct.pack_into("<I", data, 4, 0xFFFFFF00)  # RIFF size
-    struct.pack_into("<I", data, at + 12 + 4, 0xFFFFFF00 - 48)  # data size
-    path.write_bytes(bytes(data))
-    return path
 
 
 def _flac(path: Path, audio: np.ndarray) -> Path:
@@ -66,7 +43,7 @@ def _flac(path: Path, audio: np.ndarray) -> Path:
 
 def lying_flac(path: Path, seconds: float = 1.0) -> Path:
     """A FLAC of ``seconds`` whose STREAMINFO total_samples (36 bits) is 2^36 - 1 (99 days at 8 kHz)."""
-    _flac(path, _tone(seconds))
+    _flac(path, tone(seconds))
     data = bytearray(path.read_bytes())
     assert data[:4] == b"fLaC" and data[4] & 0x7F == 0  # STREAMINFO is the first block
     # STREAMINFO: 16+16+24+24 bits of block/frame sizes (10 bytes), then 20 rate, 3 channels, 5 bits, 36 samples

@@ -1,7 +1,8 @@
-"""Document bombs (reliability issue): small uploads that expand past every budget. The hostile files are made
-here and stay small on disk: a .docx whose XML deflates ~1000:1, a .docx whose parse needs more memory than the
-cap, a PDF whose page tree lists 100,000 pages (the same page object, 600 KB), and text past the character limit.
-Extraction must answer 413/415 in seconds with bounded memory, and legitimate documents must read as before."""
+"""Document bombs (reliability issue): small uploads that expand past every budget. The hostile files are made on
+the spot and stay small on disk: a .docx whose XML deflates ~1000:1 (``scripts/bench/_hostile.py``, shared with
+the soak bench), a .docx whose parse needs more memory than the cap, a PDF whose page tree lists 100,000 pages (the
+same page object, 600 KB), and text past the character limit. Extraction must answer 413/415 in seconds with
+bounded memory, and legitimate documents must read as before."""
 
 from __future__ import annotations
 
@@ -14,43 +15,14 @@ from contracts.errors import TooLarge, UnsupportedMedia
 from contracts.settings import SearchSettings
 from engines.chunking import chunk_text
 from engines.documents import DEFAULT_LIMITS, ExtractionLimits, extract_text, extract_text_isolated
+from scripts.bench._hostile import docx_bomb, legit_docx
 from tests.unit.test_documents import make_pdf, write_pdf
 
 MB = 1 << 20
-W = b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
-PARAGRAPH = b"<w:p><w:r><w:t>a</w:t></w:r></w:p>"
 
 
 def limits(**changes: float) -> ExtractionLimits:
     return dataclasses.replace(DEFAULT_LIMITS, **changes)  # type: ignore[arg-type]
-
-
-def legit_docx(path: Path) -> Path:
-    import docx
-
-    document = docx.Document()
-    document.add_paragraph("Clinic hours: Monday to Friday, 08:00 to 16:00.")
-    table = document.add_table(rows=1, cols=2)
-    table.rows[0].cells[0].text, table.rows[0].cells[1].text = "Saturday", "closed"
-    document.save(str(path))
-    return path
-
-
-def docx_bomb(path: Path, paragraphs: int) -> Path:
-    """A real .docx whose word/document.xml is ``paragraphs`` one-letter paragraphs (35 bytes each), streamed
-    into the archive so the test never holds the XML."""
-    source = legit_docx(path.with_suffix(".src.docx"))
-    with zipfile.ZipFile(source) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as out:
-        for info in src.infolist():
-            if info.filename != "word/document.xml":
-                out.writestr(info.filename, src.read(info.filename))
-        with out.open("word/document.xml", "w") as xml:
-            xml.write(W)
-            block = PARAGRAPH * 30_000
-            for _ in range(paragraphs // 30_000):
-                xml.write(block)
-            xml.write(b"</w:body></w:document>")
-    return path
 
 
 def page_tree_bomb(path: Path, kids: int, count: int) -> Path:

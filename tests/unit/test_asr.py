@@ -22,9 +22,7 @@ from engines.audio import SAMPLE_RATE
 from engines.pipeline import TranscriptionPipeline, get_pipeline
 from engines.windows import silence_cut, windows
 from scripts.eval_wer import word_errors
-from tests.speechdata import have_espeak, silence, speech_16k, tone_music, write_audio
-
-pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
+from tests.speechdata import silence, speech_16k, tone_music, write_audio
 
 SENTENCES = [
     "Please call me back when you have finished reading the report.",

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
 from contracts.settings import Settings
 from engines.asr import SpeechRecognizer, split_long_chunks
@@ -20,7 +19,7 @@ from engines.asr_batching import WindowBatcher
 from engines.audio import SAMPLE_RATE
 from engines.whisper_weights import ensure_whisper_base
 from scripts.eval_wer import word_errors
-from tests.speechdata import have_espeak, silence, speech_16k
+from tests.speechdata import silence, speech_16k
 
 
 class WindowEcho:
@@ -129,7 +128,6 @@ SENTENCES = [
 ]
 
 
-@pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
 def test_concurrent_transcriptions_are_decoded_in_one_batch_with_their_own_words(
     settings: Settings, tmp_path: Path
 ) -> None:
@@ -202,7 +200,6 @@ def test_decode_layout_runs_one_decode_per_core_on_cpu_without_batches() -> None
     assert decode_layout(cpu.model_copy(update={"parallel_decodes": 1}), batch=1, cores=4) == (1, 4)
 
 
-@pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
 def test_concurrent_transcriptions_decode_side_by_side_with_the_same_words(settings: Settings, tmp_path: Path) -> None:
     """Two decodes of one model side by side (CTranslate2 workers; the gain is measured in
     scripts/bench/bench_transcription.py): callers that reach it together each get exactly the transcript that a

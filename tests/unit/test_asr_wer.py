@@ -7,12 +7,8 @@ Afrikaans voice is not recognisable to Whisper base (WER about 1.0), so Afrikaan
 
 from __future__ import annotations
 
-import pytest
-
 from scripts.eval_wer import SENTENCES, evaluate, word_errors
-from tests.speechdata import have_espeak
-
-pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
+from tests.tools import require_tool
 
 
 def test_word_errors_counts_edits_after_normalisation() -> None:
@@ -22,12 +18,14 @@ def test_word_errors_counts_edits_after_normalisation() -> None:
 
 
 def test_english_wer_floor(settings) -> None:
+    require_tool("espeak-ng")
     result = evaluate(["eng"], limit=3, settings=settings)["eng"]
     assert result["files"] == 3 and result["words"] == sum(len(s.split()) for s in SENTENCES["eng"][1][:3])
     assert result["wer"] <= 0.2, result
 
 
 def test_french_wer_floor(settings) -> None:
+    require_tool("espeak-ng")
     # Measured with Whisper's temperature fallback on (off by default, for deterministic transcripts): without it
     # one espeak-ng French sentence falls into a repetition loop (WER 2.4 over the six). The fallback samples; the
     # recognizer seeds it before every file (KHULUMA_WHISPER_SEED). Threads still make runs differ a little

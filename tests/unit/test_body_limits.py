@@ -38,9 +38,11 @@ def test_the_v1_base64_routes_take_the_base64_of_a_whole_file(small_limits) -> N
     """Spec: v1 files up to max_request_mb (1 GB) arrive base64 in JSON: their limit is 4/3 of that, not the
     small JSON one; over it, 413 naming the setting."""
     client, h = small_limits
-    blob = base64.b64encode(b"\0" * (3 * MB // 2)).decode()  # 2 MB of base64 for a 1.5 MB file: under 2 MB x 4/3
-    r = client.post("/api/v1/transport/file-upload", headers=h, json={"file_name": "a.wav", "audio_blob": blob})
-    assert r.status_code != 413, r.text
+    size = 3 * MB // 2
+    blob = base64.b64encode(b"\0" * size).decode()  # 2 MB of base64 for a 1.5 MB file: under 2 MB x 4/3
+    body = {"file_name": "a.wav", "audio_blob": blob, "file_size": size}
+    r = client.post("/api/v1/transport/file-upload", headers=h, json=body)
+    assert r.status_code == 200 and r.json()["upload_id"], r.text  # stored: the body was read whole
     blob = base64.b64encode(b"\0" * (3 * MB)).decode()  # a 3 MB file: over the 2 MB file limit
     r = client.post("/api/v1/transport/file-upload", headers=h, json={"file_name": "a.wav", "audio_blob": blob})
     assert r.status_code == 413 and "KHULUMA_MAX_REQUEST_MB, as base64" in r.json()["detail"], r.text
@@ -72,6 +74,9 @@ def test_a_chunked_multipart_upload_over_its_limit_is_refused(small_limits) -> N
 def test_bodies_under_the_limits_pass(small_limits) -> None:
     client, h = small_limits
     r = client.post("/api/v1/sentiment_analysis/process", headers=h, json={"encoded_text": "x" * 1000})
-    assert r.status_code != 413  # reaches the route (503 without the text deployment here)
-    r = client.post("/api/v1/transport/file-upload", headers=h, json={"file_name": "a.wav", "audio_blob": "!!"})
-    assert r.status_code == 400  # parsed, and refused for what it is
+    # reaches the route, which answers that no text deployment runs in this client
+    assert r.status_code == 503 and r.json() == {"detail": "The text capability is not deployed in this service."}
+    r = client.post(
+        "/api/v1/transport/file-upload", headers=h, json={"file_name": "a.wav", "audio_blob": "!!", "file_size": 2}
+    )
+    assert r.status_code == 400 and r.json() == {"detail": "field 'audio_blob' is not valid base64."}  # read, refused

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,11 +10,7 @@ import pytest
 import soundfile as sf
 
 from engines.diarise import assign_speakers, diarise, speech_segments
-
-pytestmark = pytest.mark.skipif(
-    shutil.which("espeak-ng") is None or shutil.which("sox") is None,
-    reason="needs espeak-ng and sox (scripts/setup.sh installs them)",
-)
+from tests.tools import require_tool
 
 SR = 16000
 LINES = {
@@ -27,6 +22,8 @@ LINES = {
 
 
 def say(tmp: Path, voice: str, text: str) -> np.ndarray:
+    require_tool("espeak-ng")
+    require_tool("sox")
     out = tmp / f"{abs(hash((voice, text)))}.wav"
     espeak = subprocess.run(
         ["espeak-ng", "-v", voice, "-s", "150", "--stdout", text], check=True, capture_output=True

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import subprocess
 import threading
 import time
@@ -39,6 +38,7 @@ from scripts.bench._plain import free_port
 from serve_app.services.jobs import NOT_PROCESSED, decode_audio_blob
 from serve_app.tokens import create_token, webhook_secret_for
 from tests.conftest import client_for
+from tests.tools import require_tool
 
 SPOKEN = "The weather today is sunny with a light breeze from the north."
 # Quick retries; the worker wakes when work is due (next_due, wake()), so it hardly ever needs to poll.
@@ -128,8 +128,8 @@ def job(db: Database, upload_id: str) -> Upload:
 
 @pytest.fixture(scope="module")
 def speech_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("espeak-ng") is None or shutil.which("sox") is None:
-        pytest.skip("needs espeak-ng and sox (scripts/setup.sh installs them)")
+    require_tool("espeak-ng")
+    require_tool("sox")
     out = tmp_path_factory.mktemp("speech") / "weather.wav"
     wav = subprocess.run(
         ["espeak-ng", "-v", "en", "-s", "150", "--stdout", SPOKEN], check=True, capture_output=True
@@ -417,8 +417,7 @@ def test_job_in_a_language_without_a_model_fails_naming_it(client_env, tmp_path:
     """espeak-ng's Setswana stands in for real speech Whisper base has no model for: the job fails with the
     sync routes' message (400), never completes as a served language."""
     env, client = client_env, client_env["client"]
-    if shutil.which("espeak-ng") is None:
-        pytest.skip("needs espeak-ng (scripts/setup.sh installs it)")
+    require_tool("espeak-ng")
     said = (
         "Batho botlhe ba tsetswe ba gololesegile le go lekalekana ka seriti le ditshwanelo. Ba abetswe go akanya le "
         "maikutlo, mme ba tshwanetse go direlana ka mowa wa bokaulengwe."

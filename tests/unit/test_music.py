@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import numpy as np
@@ -10,17 +9,15 @@ import pytest
 
 import engines.music as music_engine
 from engines.music import detect_music
-
-pytestmark = pytest.mark.skipif(
-    shutil.which("espeak-ng") is None or shutil.which("sox") is None,
-    reason="needs espeak-ng and sox (scripts/setup.sh installs them)",
-)
+from tests.tools import require_tool
 
 SR = 16000
 
 
 def _raw(cmd: list[str], stdin: bytes | None = None) -> np.ndarray:
     """16 kHz mono float32 from a command that writes WAV to stdout, converted by sox."""
+    for tool in [*cmd[:1], "sox"]:  # checked where they run: the tests that make no sound need neither
+        require_tool(tool)
     wav = subprocess.run(cmd, input=stdin, check=True, capture_output=True).stdout if cmd else stdin
     pcm = subprocess.run(
         ["sox", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-e", "signed", "-b", "16", "-"],
@@ -55,6 +52,7 @@ def chords(seconds: float) -> np.ndarray:
 
 def sox_melody() -> np.ndarray:
     """Plucked-string melody synthesised by sox (3 s)."""
+    require_tool("sox")
     notes = ["C4", "E4", "G4", "C5", "G4", "E4"]
     cmd = ["sox", "-n", "-r", str(SR), "-c", "1", "-b", "16", "-t", "wav", "-"]
     for i, note in enumerate(notes):

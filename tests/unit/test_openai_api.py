@@ -18,10 +18,9 @@ from contracts.wer import word_error_rate
 from deployments.app import build_local
 from persistence.models import UsageRecord
 from tests.conftest import client_for, serving
-from tests.speechdata import espeak, have_espeak
+from tests.speechdata import espeak
 
 openai = pytest.importorskip("openai")
-pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
 
 TEXT = "Good morning, how can I help you today? The train to Pretoria leaves from platform four."
 SETSWANA = "Batho botlhe ba tsetswe ba gololesegile le go lekalekana ka seriti le ditshwanelo."

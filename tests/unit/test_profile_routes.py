@@ -14,7 +14,7 @@ from contracts.errors import Unauthenticated
 from contracts.wer import word_error_rate
 from persistence.models import UsageRecord
 from serve_app.auth import presented_token
-from tests.speechdata import espeak, have_espeak, read_pcm
+from tests.speechdata import espeak, read_pcm
 
 TEXT = "Good morning, how can I help you today?"
 
@@ -85,7 +85,6 @@ def speech_8k(tmp_path: Path) -> Path:
     return out
 
 
-@pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
 def test_transcribe_dry_run_and_real(local_app, make_token, speech_8k: Path) -> None:
     client = local_app(["transcription"])
     headers = _basic(make_token("cloud-co", "calls"))

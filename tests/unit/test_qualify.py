@@ -15,7 +15,6 @@ from deployments.app import build_local
 from serve_app.cli import app
 from serve_app.cli.qualification import Outcome, Status, Thresholds, at_most, exit_code, summary, table
 from tests.conftest import client_for, serving
-from tests.speechdata import have_espeak
 
 WIDE = {"COLUMNS": "220"}  # the table on one line per check
 
@@ -61,7 +60,6 @@ def test_audio_is_required_without_espeak(monkeypatch) -> None:
     assert result.exit_code == 2 and "--audio" in result.output
 
 
-@pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
 def test_a_whole_run_against_the_local_service(settings, make_token, tmp_path: Path) -> None:
     client = client_for(settings, build_local(settings, ["transcription"]))
     token = make_token("qualify-co", "install")

@@ -27,15 +27,13 @@ from scripts.eval_wer import word_errors
 from serve_app.client_secrets import OpenedSecret, consume_secret, mint_secret
 from serve_app.services.live_transcript import AppendOnlyTranscript
 from serve_app.tokens import TokenVerifier
-from tests.speechdata import espeak, have_espeak, read_pcm, silence, speech_16k
+from tests.speechdata import espeak, read_pcm, silence, speech_16k
 
 TEXT = "Good morning, how can I help you today?"
 SECOND = "The train to Pretoria leaves from platform number four."
 SETSWANA = "Batho botlhe ba tsetswe ba gololesegile le go lekalekana ka seriti le ditshwanelo."
 URL = "/v1/realtime"
 SECRETS = "/v1/realtime/client_secrets"
-
-needs_speech = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
 
 
 # ------------------------------------------------------------------------------------------ a Live API client
@@ -136,7 +134,6 @@ def _check_transcript(events: list[dict[str, Any]]) -> str:
     return so_far
 
 
-@needs_speech
 @pytest.mark.parametrize("rate,language", [(16_000, "eng"), (24_000, None)])
 def test_a_session_streams_append_only_deltas(client, make_token, speech_audio, rate: int, language: str | None):
     """16 kHz with the language given, and 24 kHz (resampled by the server) with the language detected."""
@@ -373,7 +370,6 @@ def test_translation_without_a_model_is_an_error_event_and_transcription_goes_on
     assert code == 1000 and events[-1]["type"] == "session.closed"
 
 
-@needs_speech
 def test_completed_segments_are_translated(local_app, token, tiny_nllb, tmp_path: Path):
     """A tiny random NLLB model stands in for a real one: what matters is the events, not the words."""
     client = local_app(["transcription", "translation"], translation={"model": str(tiny_nllb.ct2), "max_length": 8})
@@ -390,7 +386,6 @@ def test_completed_segments_are_translated(local_app, token, tiny_nllb, tmp_path
     assert usage(client)[-1].tokens == sum(len(c["text"].split()) for c in completed)
 
 
-@needs_speech
 def test_audio_in_a_language_without_a_model_is_refused(client, token, tmp_path: Path):
     samples, rate = read_pcm(espeak(SETSWANA + " " + SETSWANA, tmp_path / "tn.wav", voice="tn"))
     secret = mint(client, token, {"audio": {"input": {"format": {"rate": rate}}}})["value"]

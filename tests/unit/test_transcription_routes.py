@@ -15,9 +15,7 @@ from starlette.websockets import WebSocketDisconnect
 from engines.audio import SAMPLE_RATE
 from persistence.models import UsageRecord
 from scripts.eval_wer import word_errors
-from tests.speechdata import FORMATS, SPEC_FIELDS, convert, espeak, have_espeak, read_pcm, silence, write_audio
-
-pytestmark = pytest.mark.skipif(not have_espeak(), reason="espeak-ng is not installed")
+from tests.speechdata import FORMATS, SPEC_FIELDS, convert, espeak, read_pcm, silence, write_audio
 
 TEXT = "Good morning, how can I help you today?"
 SECOND = "The train to Pretoria leaves from platform number four."

@@ -8,7 +8,7 @@ import pytest
 
 from contracts.errors import InvalidInput
 from engines.translation import CTranslate2Translator, DecodeOptions, TransformersTranslator, split_sentences
-from tests.tiny_models import training_lines
+from scripts.bench._tiny_models import training_lines
 
 OPTS = DecodeOptions(beam_size=2, max_length=12)
 

@@ -12,7 +12,7 @@ from contracts.languages import TRANSLATION_NLLB_CODES as LANGUAGES
 from contracts.translation import TranslationRequest
 from deployments.translation import Translation
 from engines.translation import CTranslate2Translator, DecodeOptions, Translator
-from tests.tiny_models import training_lines
+from scripts.bench._tiny_models import training_lines
 
 URL = "/api/v1/translate/process"
 INSTALL = "khuluma models pull facebook/nllb-200-distilled-600M"

@@ -7,7 +7,7 @@ tests check the plumbing (language tokens, batching order, sentence splitting, r
 
 Script use (for the benchmark or by hand)::
 
-    .venv/bin/python tests/tiny_models.py /tmp/tiny-nllb [--seed 1] [--ct2]
+    .venv/bin/python scripts/bench/_tiny_models.py /tmp/tiny-nllb [--seed 1] [--ct2]
 """
 
 from __future__ import annotations
