@@ -119,8 +119,8 @@ def main() -> None:
     from contracts.settings import Settings
     from engines.audio import load_pcm16
     from engines.pipeline import get_pipeline
-    from serve_app.cli.stream import file_frames
     from scripts.bench._speech import espeak
+    from serve_app.cli.stream import file_frames
 
     data = tempfile.mkdtemp(prefix="khuluma-bench-engine-")
     wav = Path(args.wav) if args.wav else espeak(UTTERANCE, Path(data) / "utterance.wav")
