@@ -168,7 +168,6 @@ def test_a_session_streams_append_only_deltas(client, make_token, speech_audio, 
     assert row.status == "successful" and row.seconds_transcribed == pytest.approx(seconds, abs=0.01)
 
 
-@needs_speech
 def test_deltas_stay_append_only_across_commits_at_pauses(client, token, tmp_path: Path):
     """Three utterances with pauses: each pause commits a segment mid-stream (a completed event before the next
     utterance's deltas), deltas only ever append across those commits, and the completed texts are the
