@@ -352,6 +352,14 @@ class TranscriptionSettings(BaseModel):
         description="Longest live stream session, wall clock; then it is closed with code 4408 (the audio itself is "
         "also capped by `max_request_mb`: 1009).",
     )
+    stream_commit_silence_ms: int = Field(
+        default=300,
+        ge=100,
+        le=2000,
+        description="A live stream commits its audio at every pause of at least this long that the VAD finds: the "
+        "segment before it is decoded exactly (beam search, word times) and leaves the buffer, so partials decode "
+        "only the uncommitted tail and the end of a stream has only its last short segment left to decode.",
+    )
     stream_send_timeout_seconds: float = Field(
         default=30.0,
         gt=0,

@@ -63,6 +63,12 @@ SETTING = "KHULUMA_WHISPER_LANGUAGE_MODELS"
 WINDOW_SECONDS = 30.0  # what one Whisper window holds
 
 
+QUICK_MAX_SECONDS = (
+    8.0  # a partial of up to this much speech is encoded unpadded (SpeechRecognizer.quick_segments); longer, padded
+)
+QUICK_TOKENS_PER_SECOND = 6.0  # a partial's decode stops after about this many tokens per second of speech
+
+
 def _registry(code: str) -> languages.Language | None:
     return languages.LANGUAGES.get(code)
 
@@ -349,6 +355,83 @@ class SpeechRecognizer:
         if not decoded:
             return "", float("-inf")
         return " ".join(t for t, _ in decoded).strip(), float(np.mean([lp for _, lp in decoded]))
+
+    def quick_segments(
+        self, audio: np.ndarray, route: Route, chunks: list[dict[str, int]], *, offset: float = 0.0
+    ) -> list[SpeechSegment]:
+        """A live stream's partial of the speech ``chunks`` of ``audio``: greedy, without timestamps or word times,
+        one segment, times in seconds from ``offset``. Far cheaper than :meth:`transcribe` (beam search, word
+        alignment, features padded to Whisper's 30 s), which a committed segment gets: up to
+        :data:`QUICK_MAX_SECONDS` of packed speech is encoded at its own length, not padded to 30 s (the encoder
+        is most of a step's cost and scales with its input: 3 s cost 0.12 s instead of 1.2 s on 2 busy cores,
+        docs/performance.md). Whisper was trained on 30 s windows and may loop on a short one, so the decode is
+        bounded (about :data:`QUICK_TOKENS_PER_SECOND`), repeats no 3-gram, and the hallucination guards still
+        screen it; longer speech (a model without a language token too) is padded as usual."""
+        if not chunks:
+            return []
+        from faster_whisper.transcribe import restore_speech_timestamps
+        from faster_whisper.vad import collect_chunks
+
+        model = self.model(route.model_key)
+        pieces, _ = collect_chunks(audio, chunks)
+        speech = np.ascontiguousarray(np.concatenate(pieces) if len(pieces) > 1 else pieces[0])
+        seconds = speech.size / SAMPLE_RATE
+        if route.whisper_language is None or seconds > QUICK_MAX_SECONDS:
+            segments, _ = model.transcribe(
+                speech,
+                language=route.whisper_language,
+                beam_size=1,
+                temperature=0.0,
+                condition_on_previous_text=False,
+                without_timestamps=True,
+                vad_filter=False,
+            )
+            found = list(restore_speech_timestamps(segments, chunks, SAMPLE_RATE))
+            return [
+                SpeechSegment(
+                    round(float(s.start) + offset, 3),
+                    round(float(s.end) + offset, 3),
+                    s.text.strip(),
+                    [],
+                    float(s.avg_logprob),
+                    float(s.no_speech_prob),
+                )
+                for s in found
+            ]
+        import ctranslate2
+
+        features = model.feature_extractor(speech)
+        features = features[:, : max(2, features.shape[-1] // 2 * 2)]  # the encoder halves the frames
+        tokenizer = model.hf_tokenizer
+        prompt = [
+            tokenizer.token_to_id(t)
+            for t in ("<|startoftranscript|>", f"<|{route.whisper_language}|>", "<|transcribe|>", "<|notimestamps|>")
+        ]
+        result = model.model.generate(
+            ctranslate2.StorageView.from_array(np.ascontiguousarray(features[None])),
+            [prompt],
+            beam_size=1,
+            max_length=int(8 + QUICK_TOKENS_PER_SECOND * seconds),
+            no_repeat_ngram_size=3,
+            return_scores=True,
+            return_no_speech_prob=True,
+            suppress_blank=True,
+        )[0]
+        ids = [t for t in result.sequences_ids[0] if t < tokenizer.token_to_id("<|endoftext|>")]
+        text = tokenizer.decode(ids).strip()
+        if not text:
+            return []
+        cum_logprob = float(result.scores[0]) * len(ids)  # scores are normalised by length
+        return [
+            SpeechSegment(
+                round(chunks[0]["start"] / SAMPLE_RATE + offset, 3),
+                round(chunks[-1]["end"] / SAMPLE_RATE + offset, 3),
+                text,
+                [],
+                cum_logprob / (len(ids) + 1),
+                float(result.no_speech_prob),
+            )
+        ]
 
     # ------------------------------------------------------------------ transcription
 

@@ -68,6 +68,7 @@ log = logging.getLogger("khuluma.pipeline")
 LANGID_CONFIDENCE = 0.75  # text-LID confidence needed to overrule an uncertain audio detection
 NAMED_DETECTION = 0.8  # Whisper's probability for an unserved language before a refusal names it
 SHORT_SPEECH_SECONDS = 6.0  # less speech than this is refused only below a quarter of served_language_floor
+STREAM_PAD_MS = 100  # a live stream's VAD chunks are padded this much (files: 200), so shorter pauses stay visible
 STREAM_DETECT_SECONDS = SHORT_SPEECH_SECONDS  # speech a live stream's language is decided on (sooner when clear)
 VERIFY_LOGPROB = -0.5  # mean token log-probability a forced decode needs to rescue a low detection (_reads_as)
 UNCERTAIN_DETECTION = 0.75  # audio detections below this are checked against the text
@@ -136,6 +137,7 @@ class TranscriptionPipeline:
         self.unserved_language = transcription.unserved_language
         self.served_floor = transcription.served_language_floor
         self.served_confident = transcription.served_language_confident
+        self.commit_silence_ms = transcription.stream_commit_silence_ms
         self._recognizer = recognizer
         self._lock = threading.Lock()
 
@@ -296,16 +298,19 @@ class TranscriptionPipeline:
         commit_before: float | None = None,
         final: bool = False,
     ) -> StreamStep:
-        """Transcribe an in-memory 16 kHz buffer (streaming). ``commit_before`` (seconds into ``audio``):
-        segments ending before it are final; the answer says where the caller may cut (``cut_seconds``: the
-        middle of the last silence before ``commit_before``, or 0 when there is none).
+        """Transcribe an in-memory 16 kHz buffer (streaming). ``commit_before`` (seconds into ``audio``): the
+        audio before the last pause of at least ``stream_commit_silence_ms`` that starts before it is committed:
+        decoded exactly (beam search, word times) into ``final`` segments, and the answer says where the caller
+        may cut (``cut_seconds``, the middle of that pause; 0 when there is none). The rest (the uncommitted tail)
+        gets a cheap partial (:meth:`SpeechRecognizer.quick_segments`: greedy, no timestamps) in ``pending``.
+        ``final`` (the end of the stream): everything is decoded exactly, into ``pending`` (the caller takes it).
 
         Without ``language``, the language is detected as for files, and refused the same way
         (:class:`LanguageNotServed`) once there are :data:`STREAM_DETECT_SECONDS` of speech or the stream ended
         (``final``); before that, audio that does not sound like a served language is not decoded and the step is
-        not ``language_settled``. The hallucination guards run on every step."""
+        not ``language_settled``. The hallucination guards run on every step, partials included."""
         route = self.recognizer.route(language) if language else None
-        chunks = self.recognizer.speech_chunks(audio)
+        chunks = self.recognizer.speech_chunks(audio, min_silence_ms=self.commit_silence_ms, pad_ms=STREAM_PAD_MS)
         detection = None
         warnings: list[str] = []
         settled = True
@@ -321,17 +326,29 @@ class TranscriptionPipeline:
                     cut_seconds=0.0,
                 )
             settled = settled or (detection is not None and detection.served >= self.served_confident)
-        cut = last_pause(chunks, int(commit_before * SAMPLE_RATE)) if commit_before is not None else 0
-        segments, found = guards.screen(list(self.recognizer.transcribe(audio, route, chunks, offset=offset)))
-        poor = self._quality_warning(route) if segments else None
-        cut_s = cut / SAMPLE_RATE
-        final_segments = [s for s in segments if cut and s.end <= offset + cut_s]
-        pending = [s for s in segments if not (cut and s.end <= offset + cut_s)]
+        cut = 0
+        if commit_before is not None and not final:
+            min_gap = max(0, self.commit_silence_ms - 2 * STREAM_PAD_MS) * SAMPLE_RATE // 1000  # chunks are padded
+            cut = last_pause(chunks, int(commit_before * SAMPLE_RATE), min_gap)
+        head = [c for c in chunks if c["end"] <= cut]
+        tail = [c for c in chunks if c["end"] > cut]
+        exact = self.recognizer.transcribe(audio, route, head, offset=offset) if head else iter(())
+        final_segments, found = guards.screen(list(exact))
+        if final:
+            exact_tail = self.recognizer.transcribe(audio, route, tail, offset=offset)
+            pending, found_tail = guards.screen(list(exact_tail))
+        else:
+            quick = self.recognizer.quick_segments(
+                audio[cut:], route, _shift(tail, -cut), offset=offset + cut / SAMPLE_RATE
+            )
+            pending, found_tail = guards.screen(quick)
+        found += [w for w in found_tail if w not in found]
+        poor = self._quality_warning(route) if final_segments or pending else None
         return StreamStep(
             language_code=route.code,
             language_probability=round(detection.probability, 4) if detection else None,
             language_settled=settled,
-            cut_seconds=round(cut_s, 3),
+            cut_seconds=round(cut / SAMPLE_RATE, 3),
             final=[segment(s) for s in final_segments],
             pending=[segment(s) for s in pending],
             pending_text=join_text(pending),
@@ -530,6 +547,10 @@ class TranscriptionPipeline:
 GPU_BATCH_SIZE = 4
 
 
+def _shift(chunks: list[dict[str, int]], by: int) -> list[dict[str, int]]:
+    return [{**c, "start": max(0, c["start"] + by), "end": c["end"] + by} for c in chunks]
+
+
 def _on_gpu(device: str) -> bool:
     if device == "auto":
         import ctranslate2
@@ -610,6 +631,7 @@ def get_pipeline(
         "unserved_language",
         "served_language_floor",
         "served_language_confident",
+        "stream_commit_silence_ms",
     }
     key = (str(data_dir), whisper.model_dump_json(), transcription.model_dump_json(include=read))
     with _pipelines_lock:

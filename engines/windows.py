@@ -78,15 +78,18 @@ def silence_cut(chunks: list[Chunk], size: int) -> int:
     return max(candidates)[1]
 
 
-def last_pause(chunks: list[Chunk], limit: int) -> int:
+def last_pause(chunks: list[Chunk], limit: int, min_gap: int = 0) -> int:
     """The middle of the last pause that starts before sample ``limit`` (0 when there is none): where a
-    streaming buffer may be cut, everything before it being final."""
+    streaming buffer may be cut, everything before it being final. ``min_gap`` (samples): shorter pauses do not
+    count (the VAD's chunks are padded, so a gap between them is silence on both sides)."""
     if not chunks:
         return 0
     gaps = [
-        (chunks[i]["end"], chunks[i + 1]["start"]) for i in range(len(chunks) - 1) if chunks[i + 1]["start"] <= limit
+        (chunks[i]["end"], chunks[i + 1]["start"])
+        for i in range(len(chunks) - 1)
+        if chunks[i + 1]["start"] <= limit and chunks[i + 1]["start"] - chunks[i]["end"] >= min_gap
     ]
-    if chunks[-1]["end"] < limit:
+    if chunks[-1]["end"] < limit and limit - chunks[-1]["end"] >= min_gap:
         gaps.append((chunks[-1]["end"], limit))
     if not gaps:
         return 0

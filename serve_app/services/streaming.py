@@ -5,10 +5,13 @@ Transcription deployment, its limits, and how a session ends on an error.
 (``serve_app.services.realtime``) differ only in their messages. Both:
 
 - buffer the client's PCM (signed 16-bit little-endian mono, at the stream's own rate) and run a step
-  (:func:`advance`) after every :data:`PARTIAL_EVERY_SECONDS` of new audio and once at the end;
-- commit segments that ended in a pause once more than :data:`COMMIT_AFTER_SECONDS` is pending, and everything
-  pending when no pause came for :data:`MAX_PENDING_SECONDS` (Whisper's window is 30 s), then drop the committed
-  audio, so each step re-decodes at most about half a minute;
+  (:func:`advance`) after every :data:`PARTIAL_EVERY_SECONDS` of new audio (every
+  :data:`FIRST_STEPS_EVERY_SECONDS` in the first :data:`FIRST_STEPS_SECONDS`, so the first words, which the Live
+  API sends once two successive partials agree on them, come sooner) and once at the end;
+- once the language is known, commit at every pause the VAD finds (``stream_commit_silence_ms``): the segment
+  before it is decoded exactly and its audio dropped, so a partial decodes only the uncommitted tail (greedily)
+  and the end of a stream has only its last segment left; everything pending is committed when no pause came for
+  :data:`MAX_PENDING_SECONDS` (Whisper's window is 30 s);
 - stop reading a client whose message is not taken within the send timeout (:func:`send`), close an idle or
   too-long session (:func:`receive`), and refuse more audio than ``max_request_mb`` (:meth:`StreamState.add_audio`);
 - end on an error with one error message and a close code (:func:`guard`): 1008 bad input, 1009 too much audio,
@@ -29,8 +32,9 @@ from contracts.errors import DomainError, InvalidInput, Overloaded, TooLarge
 from contracts.speech import Segment, StreamRequest, StreamStep, TranscriptionClient
 
 SAMPLE_RATE = 16_000  # the rate of /ws/stream-transcribe; the Live API declares its own
-PARTIAL_EVERY_SECONDS = 2.0
-COMMIT_AFTER_SECONDS = 8.0  # beyond this much pending audio, finished segments are committed
+PARTIAL_EVERY_SECONDS = 1.0  # a step (a partial, and a commit when a pause came) per this much new audio
+FIRST_STEPS_EVERY_SECONDS = 0.5  # in the stream's first FIRST_STEPS_SECONDS: the first words come sooner
+FIRST_STEPS_SECONDS = 1.0
 MAX_PENDING_SECONDS = 28.0  # never keep more than this uncommitted (Whisper's window is 30 s)
 SERVER_ERROR = "Internal server error during streaming transcription."
 
@@ -82,7 +86,8 @@ class StreamState:
         self.since_partial += len(data)
         if self.total_bytes > limit_bytes:
             raise TooLarge(f"The stream exceeds the limit of {limit_bytes // (1024 * 1024)} MB of audio.")
-        if self.since_partial >= PARTIAL_EVERY_SECONDS * self.bytes_per_second:
+        every = FIRST_STEPS_EVERY_SECONDS if self.audio_seconds <= FIRST_STEPS_SECONDS else PARTIAL_EVERY_SECONDS
+        if self.since_partial >= every * self.bytes_per_second:
             self.since_partial = 0
             return True
         return False
@@ -101,11 +106,12 @@ class Advance:
 
 
 async def advance(client: TranscriptionClient, state: StreamState, final: bool) -> Advance:
-    """Decode the buffer once: keep the language once it is settled, commit what ended in a pause (everything at
-    the end of the stream, or after :data:`MAX_PENDING_SECONDS` without a pause) and drop the committed audio."""
+    """Decode the buffer once: keep the language once it is settled, commit what ended in a pause (once the
+    language is known; everything at the end of the stream, or after :data:`MAX_PENDING_SECONDS` without a
+    pause) and drop the committed audio."""
     commit_before = None
-    if not final and state.pending_seconds > COMMIT_AFTER_SECONDS:
-        commit_before = state.pending_seconds - 1.0
+    if not final and state.lang_code is not None:
+        commit_before = state.pending_seconds
     step = await client.transcribe_pcm(
         StreamRequest(
             pcm=bytes(state.buffer),

@@ -168,6 +168,27 @@ def test_a_session_streams_append_only_deltas(client, make_token, speech_audio, 
     assert row.status == "successful" and row.seconds_transcribed == pytest.approx(seconds, abs=0.01)
 
 
+def test_deltas_stay_append_only_across_commits_at_pauses(client, token, tmp_path: Path):
+    """Three utterances with pauses: each pause commits a segment mid-stream (a completed event before the next
+    utterance's deltas), deltas only ever append across those commits, and the completed texts are the
+    transcript."""
+    parts = [speech_16k(TEXT, tmp_path, "a"), silence(0.8), speech_16k(SECOND, tmp_path, "b"), silence(0.8)]
+    audio = np.concatenate([*parts, speech_16k(TEXT, tmp_path, "c")])
+    events, code = stream(
+        client,
+        mint(client, token, {"audio": {"input": {"transcription": {"language": "eng"}}}})["value"],
+        pcm16(audio),
+        16_000,
+    )
+    assert code == 1000 and not [e for e in events if e["type"] == "error"], events[-1]
+    text = _check_transcript(events)
+    completed = [e for e in events if e["type"] == "session.input_transcript.completed"]
+    assert len(completed) >= 3, completed
+    assert completed[0]["end_time"] <= len(parts[0]) / 16_000 + 0.8  # the first ended at the first pause
+    errors, words = word_errors(f"{TEXT} {SECOND} {TEXT}", text)
+    assert errors / words <= 0.35, text
+
+
 def test_partial_hypotheses_become_append_only_deltas():
     from contracts.speech import Segment, Word
 

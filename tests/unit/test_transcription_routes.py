@@ -372,6 +372,8 @@ def _closed_by_server(ws) -> tuple[dict, int]:  # type: ignore[no-untyped-def]
     from starlette.websockets import WebSocketDisconnect
 
     message = ws.receive_json()
+    while message["type"] == "partial":  # a step may have come due before the error (one per second of audio)
+        message = ws.receive_json()
     with pytest.raises(WebSocketDisconnect) as closed:
         ws.receive_json()
     return message, closed.value.code
@@ -450,7 +452,35 @@ def test_stream_stops_reading_a_client_that_stopped_reading(local_app, headers) 
     before = len(_usage(client, "transcribe_stream"))
     took = asyncio.run(run())
     assert peer.sent[0]["type"] == "ready" and len(peer.sent) == 1
-    # the first partial is due after 2 s of audio: its send stalls, and not one more frame is read after it
-    assert peer.reads_when_stalled == 2 and peer.reads == 2
+    # the first partial is due after 1 s of audio: its send stalls, and not one more frame is read after it
+    assert peer.reads_when_stalled == 1 and peer.reads == 1
     assert took < 1.0 + 1.0 + 5  # the send timeout, the bounded goodbye, and the first partial's decoding
-    assert _usage(client, "transcribe_stream")[before:] == [("failed", pytest.approx(2.0))]
+    assert _usage(client, "transcribe_stream")[before:] == [("failed", pytest.approx(1.0))]
+
+
+def test_stream_commits_at_every_pause_and_the_final_is_the_committed_segments(client, headers, speech) -> None:
+    """Endpointing: a pause (0.8 s of silence here, above ``stream_commit_silence_ms``) commits the segment before
+    it while the stream goes on (a ``segment`` message comes only from a step before the end), later partials
+    hold only the uncommitted tail, and the final is the committed segments, in order, nothing else."""
+    messages = []
+    with client.websocket_connect("/ws/stream-transcribe?lang_code=eng", headers=headers) as ws:
+        assert ws.receive_json()["type"] == "ready"
+        for frame in _pcm_frames(speech, seconds_of_silence=0.8):
+            ws.send_bytes(frame)
+        ws.send_text("EOS")
+        while True:
+            messages.append(ws.receive_json())
+            if messages[-1]["type"] == "final":
+                break
+    segments = [m for m in messages if m["type"] == "segment"]
+    assert segments, [m["type"] for m in messages]  # committed at the pause, before the end of audio
+    first = segments[0]
+    assert word_errors(TEXT, first["text"])[0] <= 2, first["text"]
+    assert first["words"] and first["words"][0]["start_time"] >= first["start_time"] - 0.5  # exact: word times
+    after = [m for m in messages[messages.index(first) :] if m["type"] == "partial"]
+    assert all(not m["pending_text"] or "morning" not in m["pending_text"].lower() for m in after)  # tail only
+    final = messages[-1]
+    assert final["segments"][: len(segments)] == [{k: v for k, v in s.items() if k != "type"} for s in segments]
+    assert final["text"] == " ".join(s["text"] for s in final["segments"] if s["text"]).strip()
+    errors, words = word_errors(TEXT + " " + SECOND, final["text"])
+    assert errors / words <= 0.35, final["text"]

@@ -1,0 +1,188 @@
+"""A live stream's steps in-process (no Ray, no WebSocket): what each step costs the engine, and the parts of it.
+Runs after ``./scripts/setup.sh --bench``:
+
+    .venv/bin/python scripts/bench/bench_stream_engine.py [--streams 1 4 8] [--json out.json]
+    # on a GPU machine (scripts/bench/gpu_check.sh): no espeak there, the audio and the model carried
+    python3 scripts/bench/bench_stream_engine.py --wav utterance.wav --model-dir whisper-base --device cuda
+
+Feeds the espeak utterance of ``bench_stream.py`` through :func:`serve_app.services.streaming.advance` as fast as
+the engine goes (a client that calls ``TranscriptionPipeline.transcribe_array`` in this thread), and reports: the
+unpaced RTF, the last step's time (what the end of an utterance waits for, without transport), the mean partial
+step, and Whisper's encoder on 1 s of audio vs 30 s (faster-whisper pads every window's features to 30 s; the
+standard CTranslate2 Whisper encoder takes 3000 frames, so a short tail costs a full window's encoder pass).
+Also the file transcription of the same audio, and the word error of the streamed text against it. With
+``--streams``: that many streams at once, each sent at real time in 100 ms frames (steps decode in worker
+threads, as the deployment does): the end of the utterance -> final (p50/p99) and the first audio frame -> first
+partial with text, over the streams.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+from _load import json_option, write_json  # noqa: E402
+from bench_stream import UTTERANCE  # noqa: E402
+
+
+def wer(ref: str, hyp: str) -> float:
+    import re
+
+    r, h = (re.findall(r"[\w']+", t.lower()) for t in (ref, hyp))
+    d = list(range(len(h) + 1))
+    for i in range(1, len(r) + 1):
+        prev, d[0] = d[0], i
+        for j in range(1, len(h) + 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (r[i - 1] != h[j - 1]))
+    return d[len(h)] / max(1, len(r))
+
+
+class Direct:
+    """A TranscriptionClient that decodes in this process."""
+
+    def __init__(self, pipeline: Any) -> None:
+        self.pipeline = pipeline
+        self.times: list[float] = []
+
+    async def transcribe_pcm(self, request: Any) -> Any:
+        from engines.audio import load_pcm16
+
+        started = time.perf_counter()
+        step = await asyncio.to_thread(
+            self.pipeline.transcribe_array,
+            load_pcm16(request.pcm, request.sample_rate),
+            request.language,
+            offset=request.offset,
+            commit_before=request.commit_before,
+            final=request.final,
+        )
+        self.times.append(time.perf_counter() - started)
+        return step
+
+
+async def stream(client: Direct, pcm: bytes) -> tuple[str, float]:
+    from serve_app.services.streaming import StreamState, advance
+
+    state = StreamState("eng")
+    started = time.perf_counter()
+    for i in range(0, len(pcm), 3200):  # 100 ms frames
+        if state.add_audio(pcm[i : i + 3200], 1 << 30):
+            await advance(client, state, final=False)
+    await advance(client, state, final=True)
+    return state.committed_text(), time.perf_counter() - started
+
+
+async def paced(client: Direct, pcm: bytes) -> tuple[float, float]:
+    """One stream at real time: (last frame -> final, first frame -> first partial with text), seconds."""
+    from serve_app.services.streaming import StreamState, advance
+
+    state = StreamState("eng")
+    started, first = time.perf_counter(), float("nan")
+    for i in range(0, len(pcm), 3200):
+        await asyncio.sleep(max(0.0, i / 32_000 - (time.perf_counter() - started)))
+        if state.add_audio(pcm[i : i + 3200], 1 << 30):
+            step = await advance(client, state, final=False)
+            if first != first and (state.committed_text() or step.pending_text):
+                first = time.perf_counter() - started
+    sent = time.perf_counter()
+    await advance(client, state, final=True)
+    return time.perf_counter() - sent, first
+
+
+async def many(client: Direct, pcm: bytes, n: int) -> list[tuple[float, float]]:
+    return list(await asyncio.gather(*(paced(client, pcm) for _ in range(n))))
+
+
+def pct(xs: list[float], q: float) -> float:
+    ys = sorted(xs)
+    return ys[min(len(ys) - 1, int(q / 100 * len(ys)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--streams", type=int, nargs="*", default=[], help="concurrent real-time streams")
+    parser.add_argument("--wav", help="the utterance (default: made with espeak-ng)")
+    parser.add_argument("--model-dir", help="a CTranslate2 Whisper directory (default: the offline whisper-base)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--compute-type", help="default: int8 on cpu, float16 on cuda")
+    json_option(parser)
+    args = parser.parse_args()
+
+    from contracts.settings import Settings
+    from engines.audio import load_pcm16
+    from engines.pipeline import get_pipeline
+    from scripts.bench._speech import espeak
+    from serve_app.cli.stream import file_frames
+
+    data = tempfile.mkdtemp(prefix="khuluma-bench-engine-")
+    wav = Path(args.wav) if args.wav else espeak(UTTERANCE, Path(data) / "utterance.wav")
+    pcm = b"".join(file_frames(wav))
+    audio_s = len(pcm) / 32_000
+    compute = args.compute_type or ("float16" if args.device == "cuda" else "int8")
+    whisper = {"device": args.device, "compute_type": compute, **({"model": args.model_dir} if args.model_dir else {})}
+    settings = Settings(data_dir=data, whisper=whisper)
+    pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
+    pipeline.warm_up()
+    client = Direct(pipeline)
+    asyncio.run(stream(client, pcm))  # warm-up
+    client.times.clear()
+    text, wall = asyncio.run(stream(client, pcm))
+    steps = client.times
+
+    file_text = pipeline.transcribe(wav, "eng", False, False).text
+    model = pipeline.recognizer.model()
+    audio = load_pcm16(pcm, 16_000)
+    from faster_whisper.audio import pad_or_trim
+
+    enc = {}
+    for seconds in (1, 30):
+        features = pad_or_trim(model.feature_extractor(audio[: seconds * 16_000]))  # to 3000 frames, as it decodes
+        reps = []
+        for _ in range(3):
+            t = time.perf_counter()
+            model.encode(features)
+            reps.append(time.perf_counter() - t)
+        enc[seconds] = min(reps)
+    try:
+        model.encode(model.feature_extractor(audio[:16_000])[:, :100])
+        short_ok = "accepted"
+    except Exception as exc:  # noqa: BLE001 - what CTranslate2 says about fewer than 3000 frames
+        short_ok = f"refused: {str(exc)[:160]}"
+    out = {
+        "audio seconds": round(audio_s, 2),
+        "steps": len(steps),
+        "unpaced RTF": round(wall / audio_s, 3),
+        "last step s": round(steps[-1], 3),
+        "partial step mean s": round(sum(steps[:-1]) / max(1, len(steps) - 1), 3),
+        "encoder 1 s padded to 30 s, s": round(enc[1], 3),
+        "encoder 30 s, s": round(enc[30], 3),
+        "encoder without padding (100 frames)": short_ok,
+        "streamed text": text,
+        "file text": file_text,
+        "WER streamed vs reference": round(wer(UTTERANCE, text), 4),
+        "WER file vs reference": round(wer(UTTERANCE, file_text), 4),
+    }
+    for n in args.streams:
+        runs = asyncio.run(many(client, pcm, n))
+        latency, first = [r[0] for r in runs], [r[1] for r in runs]
+        out[f"{n} stream(s) at real time"] = {
+            "latency p50 s": round(pct(latency, 50), 3),
+            "latency p99 s": round(pct(latency, 99), 3),
+            "first partial p50 s": round(pct(first, 50), 3),
+        }
+    out["device"] = f"{args.device} {compute}"
+    for k, v in out.items():
+        print(f"{k}: {v}")
+    write_json(args.json, out)
+
+
+if __name__ == "__main__":
+    main()
