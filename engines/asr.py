@@ -341,20 +341,25 @@ class SpeechRecognizer:
     def quick_transcript(self, speech: np.ndarray, route: Route) -> tuple[str, float]:
         """A cheap look at what ``route``'s model makes of up to 30 s of ``speech``: greedy, no timestamps, no word
         times. The text and its mean log-probability per token (-inf when nothing was decoded)."""
-        model = self.model(route.model_key)
+        segments = self._greedy(self.model(route.model_key), speech[: 30 * SAMPLE_RATE], route.whisper_language)
+        decoded = [(s.text, s.avg_logprob) for s in segments]
+        if not decoded:
+            return "", float("-inf")
+        return " ".join(t for t, _ in decoded).strip(), float(np.mean([lp for _, lp in decoded]))
+
+    @staticmethod
+    def _greedy(model: Any, speech: np.ndarray, language: str | None) -> Iterator[Any]:
+        """faster-whisper's greedy decode of ``speech`` (padded to its 30 s windows), without timestamps."""
         segments, _ = model.transcribe(
-            np.ascontiguousarray(speech[: 30 * SAMPLE_RATE]),
-            language=route.whisper_language,
+            np.ascontiguousarray(speech),
+            language=language,
             beam_size=1,
             temperature=0.0,
             condition_on_previous_text=False,
             without_timestamps=True,
             vad_filter=False,
         )
-        decoded = [(s.text, s.avg_logprob) for s in segments]
-        if not decoded:
-            return "", float("-inf")
-        return " ".join(t for t, _ in decoded).strip(), float(np.mean([lp for _, lp in decoded]))
+        return cast(Iterator[Any], segments)
 
     def quick_segments(
         self, audio: np.ndarray, route: Route, chunks: list[dict[str, int]], *, offset: float = 0.0
@@ -377,15 +382,7 @@ class SpeechRecognizer:
         speech = np.ascontiguousarray(np.concatenate(pieces) if len(pieces) > 1 else pieces[0])
         seconds = speech.size / SAMPLE_RATE
         if route.whisper_language is None or seconds > QUICK_MAX_SECONDS:
-            segments, _ = model.transcribe(
-                speech,
-                language=route.whisper_language,
-                beam_size=1,
-                temperature=0.0,
-                condition_on_previous_text=False,
-                without_timestamps=True,
-                vad_filter=False,
-            )
+            segments = self._greedy(model, speech, route.whisper_language)
             found = list(restore_speech_timestamps(segments, chunks, SAMPLE_RATE))
             return [
                 SpeechSegment(
