@@ -7,7 +7,7 @@ batch tasks only, ``engines``; never ``serve_app``).
 - ``cluster.batch``: the Ray tasks and coordinator of batch transcription (runs the speech pipeline: only the
   BatchRunner deployment imports it).
 - ``cluster.memory``: freed heap memory handed back to the OS (after large bodies in the ingress, and once the
-  Transcription replica is idle).
+  Speech replica is idle).
 
 This file imports nothing, so importing ``cluster.s3`` never pulls in Ray or the engines.
 """

@@ -6,7 +6,7 @@ State lives in the database, never in memory (the state machine: ``persistence/b
 
 :func:`transcribe_batch_file` is the Ray task (``max_retries``: a killed worker's file is retried elsewhere;
 ``retry_exceptions``: storage hiccups; both set where it is submitted). It reads the audio straight from object
-storage into a temporary file, transcribes it with ``engines.pipeline.TranscriptionPipeline`` (one per worker
+storage into a temporary file, transcribes it with ``engines.speech.pipeline.TranscriptionPipeline`` (one per worker
 process, cached) and builds the file's record with ``contracts.speech.build_record``. :class:`BatchCoordinator`
 launches the tasks of a batch (``SPREAD`` over the cluster, bounded in flight), marks files whose tasks ran out of
 retries as failed, and closes the batch. It keeps nothing it cannot rebuild: on start it resumes every batch
@@ -67,9 +67,9 @@ def task_database(url: str) -> Database:
 
 
 def transcribe_file(settings: Settings, path: Path, language: str | None, diarise: bool) -> TranscriptionResult:
-    """Transcribe with the worker process's pipeline (``engines.pipeline`` keeps one per process and model
+    """Transcribe with the worker process's pipeline (``engines.speech.pipeline`` keeps one per process and model
     configuration, so models load once per worker)."""
-    from engines.pipeline import get_pipeline
+    from engines.speech.pipeline import get_pipeline
 
     pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
     return pipeline.transcribe(path, language, diarise, detect_music=False)
@@ -182,7 +182,7 @@ class BatchCoordinator:
 
     def _task_settings(self) -> dict[str, Any]:
         """What the tasks are handed (no secrets). A task decodes one file at a time: one decode
-        (``whisper.parallel_decodes`` is the Transcription replicas'), on ``batch.task_cpus`` threads when that is
+        (``whisper.parallel_decodes`` is the Speech replicas'), on ``batch.task_cpus`` threads when that is
         >= 1 (the CPUs Ray reserves for it), else on ``whisper.cpu_threads``, else on its share of this machine's
         cores among the files transcribed at once (every core for every file would make them fight)."""
         settings = self.settings

@@ -30,7 +30,7 @@ TRANSFER_PREFIX = "transfers"
 UPLOAD_PREFIX = "uploads"
 S3_SCHEME = "s3://"
 MB = 1024 * 1024
-# Serve's replica gRPC limit is raised to 64 MiB (serve_app/cli/serve.py ray_env, configs/serve.yaml); an inline
+# Serve's replica gRPC limit is raised to 64 MiB (khuluma/cli/serve.py ray_env, configs/serve.yaml); an inline
 # payload stays well under it, with room for the rest of the request.
 GRPC_MESSAGE_LIMIT = 64 * MB
 INLINE_HARD_LIMIT = 48 * MB

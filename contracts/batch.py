@@ -6,6 +6,11 @@ batch to the runner by id; everything else the runner needs is in the database, 
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, Field, WithJsonSchema
+
 from contracts.handles import DeploymentClient
 
 
@@ -26,3 +31,38 @@ class BatchClient(DeploymentClient):
     async def close(self) -> None:
         """deployments.batch.BatchRunner.close: stop resuming batches (the next runner resumes the rest)."""
         await self._call(self._handle.close.remote())
+
+
+# --- wire models of the routes (what only the HTTP edge reads and writes) ---
+
+
+# The spec's batch timestamps are ISO 8601 WITHOUT a zone (UTC by convention), which OpenAPI's `format: date-time`
+# (RFC 3339: a zone is required) does not allow; the schema says what is really sent.
+NaiveUtcTimestamp = Annotated[
+    datetime,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?$",
+            "description": "ISO 8601 timestamp in UTC, without a zone (as the spec has it).",
+            "examples": ["2026-11-23T08:15:30.123456"],
+        }
+    ),
+]
+
+
+class BatchCreated(BaseModel):
+    batch_id: str
+    blob_endpoint: str = Field(description="<endpoint>/<bucket>/batches/<batch_id>/: where the files go.")
+    sas_token: str = Field(description="The batch's upload credential: base64 JSON (see docs/batch.md).")
+
+
+class BatchInfo(BaseModel):
+    id: str
+    customer_id: int
+    project_id: int | None = None
+    keychain_id: int | None = None
+    status: str = Field(description="CREATED | PROCESSING | COMPLETE | PARTIAL | FAILED")
+    language_code: str | None = None
+    created_at: NaiveUtcTimestamp
+    updated_at: NaiveUtcTimestamp

@@ -1,6 +1,6 @@
 """Contract of the sentence embedder and the typed handle of the Embeddings deployment.
 
-Callers: TextAnalysis (sentiment and intent, ``query`` side) and KnowledgeStore (documents ``passage`` side,
+Callers: TextAnalysis (sentiment and intent, ``query`` side) and Search (documents ``passage`` side,
 search queries ``query`` side). They hold an :class:`EmbeddingSource`: the Embeddings deployment's typed handle,
 or the embedder in their own process (``embeddings.placement``; ``deployments/embeddings.LocalEmbeddings``). The
 vectors are a float32 numpy array: it crosses Ray as one buffer, where a list of lists of floats would be pickled

@@ -1,6 +1,6 @@
-"""Contract of the KnowledgeStore deployment: its request and result models, and the typed handle callers use.
+"""Contract of the Search deployment: its request and result models, and the typed handle callers use.
 
-The ingress owns knowledge bases and document rows (tenancy, duplicates, usage); the KnowledgeStore owns what is
+The ingress owns knowledge bases and document rows (tenancy, duplicates, usage); the Search owns what is
 derived from a document's content: its text, chunks, languages, vectors and the BM25 index.
 """
 
@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from contracts.errors import InvalidInput
 from contracts.handles import DeploymentClient
 from contracts.payloads import Blob
+from contracts.unicode import UnicodeText
 
 SearchMode = Literal["hybrid", "vector", "lexical"]
 
@@ -26,7 +27,7 @@ class EmptyDocument(InvalidInput):
 
 
 class DocumentFile(BaseModel):
-    """An uploaded document as the KnowledgeStore receives it: its bytes (inline or in object storage;
+    """An uploaded document as the Search receives it: its bytes (inline or in object storage;
     ``contracts/payloads.py``), never a path, so the store may run on any node."""
 
     content: Blob
@@ -54,7 +55,7 @@ class IndexedDocument(BaseModel):
 
 
 class SearchQuery(BaseModel):
-    """A query as the KnowledgeStore runs it; the ingress has checked the text and normalised ``language``."""
+    """A query as the Search runs it; the ingress has checked the text and normalised ``language``."""
 
     kb_id: str
     text: str
@@ -77,23 +78,78 @@ class SearchResultItem(BaseModel):
     end: int | None = None
 
 
-class KnowledgeClient(DeploymentClient):
-    """Typed handle of ``deployments.knowledge:KnowledgeStore``."""
+class SearchClient(DeploymentClient):
+    """Typed handle of ``deployments.search:Search``."""
 
-    deployment = "KnowledgeStore"
+    deployment = "Search"
 
     async def add_document(self, request: AddDocument) -> IndexedDocument:
-        """deployments.knowledge.KnowledgeStore.add_document"""
+        """deployments.search.Search.add_document"""
         return await self._call(self._handle.add_document.remote(request))
 
     async def delete_document(self, kb_id: str, document_id: str) -> int:
-        """deployments.knowledge.KnowledgeStore.delete_document: how many chunks were removed."""
+        """deployments.search.Search.delete_document: how many chunks were removed."""
         return await self._call(self._handle.delete_document.remote(kb_id, document_id))
 
     async def delete_kb(self, kb_id: str) -> bool:
-        """deployments.knowledge.KnowledgeStore.delete_kb: False when it held no vectors."""
+        """deployments.search.Search.delete_kb: False when it held no vectors."""
         return await self._call(self._handle.delete_kb.remote(kb_id))
 
     async def query(self, request: SearchQuery) -> list[SearchResultItem]:
-        """deployments.knowledge.KnowledgeStore.query: best first."""
+        """deployments.search.Search.query: best first."""
         return await self._call(self._handle.query.remote(request))
+
+
+# --- wire models of the routes (what only the HTTP edge reads and writes) ---
+
+
+class CreateKnowledgeBase(BaseModel):
+    knowledgebase_name: UnicodeText = Field(min_length=1, max_length=500)
+
+
+class KnowledgeBaseCreated(BaseModel):
+    id: str
+    knowledgebase_name: str
+
+
+class DocumentInfo(BaseModel):
+    id: str
+    knowledgebase_id: str
+    filename: str
+
+
+class DocumentCreated(DocumentInfo):
+    duplicate: bool = Field(
+        default=False,
+        description="True when this knowledge base already held a file with the same content: the existing "
+        "document is returned and nothing is indexed again.",
+    )
+
+
+class KnowledgeBaseInfo(BaseModel):
+    id: str
+    knowledgebase_name: str
+    documents: list[DocumentInfo]
+
+
+class QueryRequest(BaseModel):
+    query: UnicodeText
+    language: UnicodeText | None = Field(
+        default=None,
+        description="Language of the wanted passages; boosts results in it (see `strict_language`). Accepted: "
+        "afr, eng, zul, xho, sot, nso, tsn, ssw, tso, ven, nbl, swh, sna, fra as ISO 639-3 (zul), ISO 639-1 "
+        "(zu), a locale (zu_ZA, zu-ZA), an NLLB code (zul_Latn) or an English name (isiZulu). Null: no preference.",
+    )
+    top_k: int = Field(default=5, ge=1, le=100, description="How many passages to return.")
+    strict_language: bool = Field(
+        default=False, description="Return only passages detected as `language` (default: boost, not filter)."
+    )
+
+
+class QueryResult(BaseModel):
+    search_result: list[SearchResultItem]
+
+
+class Deleted(BaseModel):
+    message: str
+    id: str

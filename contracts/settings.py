@@ -115,7 +115,7 @@ class EmbeddingsSettings(BaseModel):
     )
     placement: Literal["auto", "local", "deployment"] = Field(
         default="auto",
-        description="Where the embedder runs. `local`: inside the TextAnalysis and KnowledgeStore replicas, which "
+        description="Where the embedder runs. `local`: inside the TextAnalysis and Search replicas, which "
         "saves a Ray hop per sentiment, classify and search call, and one replica; the offline model's weights are "
         "a read-only file mapping that the two share in memory. `deployment`: one Embeddings deployment that both "
         "call (one copy of a large model, scaled on its own, on a GPU if given). `auto`: `local` for the offline "
@@ -187,7 +187,7 @@ class SearchSettings(BaseModel):
     lock_wait_seconds: float = Field(
         default=30.0,
         ge=0,
-        description="How long a starting KnowledgeStore waits for another process to release the embedded store.",
+        description="How long a starting Search waits for another process to release the embedded store.",
     )
     chunk_chars: int = Field(default=800, ge=100, description="Largest chunk of a document, in characters.")
     chunk_overlap_chars: int = Field(
@@ -219,7 +219,7 @@ class SearchSettings(BaseModel):
     warm_kbs: int = Field(
         default=4,
         ge=0,
-        description="Knowledge bases whose indexes a KnowledgeStore replica loads when it starts (those used last, "
+        description="Knowledge bases whose indexes a Search replica loads when it starts (those used last, "
         "at most `bm25_cache_kbs`, each from a BM25 snapshot of its current generation): their first query after a "
         "restart does not wait for its BM25 snapshot and vector index to be read (half a second at 100k chunks). "
         "The replica reports ready once they are loaded, or after 5 s, and loads the rest in the background. 0: "
@@ -227,7 +227,7 @@ class SearchSettings(BaseModel):
     )
     bm25_snapshot_dir: Path | None = Field(
         default=None,
-        description="Where the KnowledgeStore saves each knowledge base's BM25 index (default `<data_dir>/bm25`, "
+        description="Where the Search saves each knowledge base's BM25 index (default `<data_dir>/bm25`, "
         "local to the node: a cache, never shared). A saved index of the collection's current generation is read "
         "instead of fetching and tokenizing every chunk from Chroma on the first query after a restart.",
     )
@@ -270,7 +270,7 @@ class SearchSettings(BaseModel):
 
 
 class WhisperSettings(BaseModel):
-    """Whisper speech models and decoding (read by the Transcription deployment and batch tasks)."""
+    """Whisper speech models and decoding (read by the Speech deployment and batch tasks)."""
 
     model_config = ConfigDict(extra="ignore")
     model: str | None = Field(
@@ -299,7 +299,7 @@ class WhisperSettings(BaseModel):
         "weights). 0: automatic, one per core of the machine (at most 8) on CPU without batching, else 1. One "
         "decode cannot keep two cores busy: on 2 cores, bare faster-whisper with 2 decodes of 2 threads made 79 "
         "files/min with 8 concurrent transcriptions instead of 56, and a lone one as fast (docs/speech.md). On a "
-        "large node, set it (and `cpu_threads`) from the Transcription replica's CPUs.",
+        "large node, set it (and `cpu_threads`) from the Speech replica's CPUs.",
     )
     beam_size: int = Field(default=5, ge=1, description="Beam size for Whisper decoding (1: greedy).")
     temperature_fallback: bool = Field(
@@ -548,7 +548,7 @@ class LimitsSettings(BaseModel):
         ge=0,
         description="Live sessions one ingress replica holds open at once, whoever the customers; one more is "
         "refused before the WebSocket is accepted (HTTP 503, `Retry-After`). On 2 cores one stream keeps up with "
-        "real time and eight share one Transcription replica at 2 to 4 times real time (docs/speech.md). 0: no "
+        "real time and eight share one Speech replica at 2 to 4 times real time (docs/speech.md). 0: no "
         "bound.",
     )
     live_lease_seconds: float = Field(
@@ -740,7 +740,7 @@ ENV_PREFIX = "KHULUMA_"
 # KHULUMA_* variables the project reads that are not settings: never reported as unknown.
 NOT_SETTINGS: dict[str, str] = {
     SECRETS_FILE_ENV: "the dotenv file with the secrets, read by every process (Settings' own sources)",
-    "KHULUMA_TOKEN": "the token of the `khuluma` client commands (serve_app/cli/client.py, stream.py)",
+    "KHULUMA_TOKEN": "the token of the `khuluma` client commands (khuluma/cli/client.py, stream.py)",
     "KHULUMA_URL": "the service URL of the `khuluma` client commands",
     "KHULUMA_SAS_TOKEN": "the batch upload credential of `khuluma batch upload|env`",
     "KHULUMA_BATCH_URI": "exported by `khuluma batch env` for `aws s3 cp` (docs/batch.md)",

@@ -1,10 +1,10 @@
-"""Contract of the Transcription deployment: its request and result models, the transcription record and its one
+"""Contract of the Speech deployment: its request and result models, the transcription record and its one
 builder, and the typed handle callers use.
 
 Three shapes, from the inside out:
 
 - :class:`TranscriptionResult`: what transcribing one file produced (audio facts, language, text, words,
-  timeline, warnings). The speech pipeline (``engines.pipeline``) returns it; the Transcription deployment
+  timeline, warnings). The speech pipeline (``engines.speech.pipeline``) returns it; the Speech deployment
   returns it; batch Ray tasks get it from the pipeline directly. It knows nothing of customers or storage.
 - :class:`TranscriptionRecord`: the spec's transcription record (plus our additions), as the sync routes and
   the batch results answer it. Built ONLY by :func:`build_record`, from a result (COMPLETED) or from an outcome
@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from contracts.handles import DeploymentClient
 from contracts.payloads import Blob
+from contracts.unicode import UnicodeText
 
 COMPLETED = "COMPLETED"  # transcription_status of a record built from a result
 
@@ -63,7 +64,7 @@ class Segment(BaseModel):
     text: str
     words: list[Word] = Field(default_factory=list)
     confidence: float | None = Field(
-        default=None, description="The geometric mean of the segment's token probabilities (engines.guards)."
+        default=None, description="The geometric mean of the segment's token probabilities (engines.speech.guards)."
     )
 
 
@@ -245,21 +246,73 @@ def build_record(
 # ---------------------------------------------------------------------------------------------- the handle
 
 
-class TranscriptionClient(DeploymentClient):
-    """Typed handle of ``deployments.transcription:Transcription``."""
+class SpeechClient(DeploymentClient):
+    """Typed handle of ``deployments.speech:Speech``."""
 
-    deployment = "Transcription"
+    deployment = "Speech"
 
     async def transcribe(self, request: TranscribeRequest) -> TranscriptionResult:
-        """deployments.transcription.Transcription.transcribe: raises InvalidInput/UnsupportedLanguage (400),
+        """deployments.speech.Speech.transcribe: raises InvalidInput/UnsupportedLanguage (400),
         UnsupportedMedia (415), Unavailable (503), TimedOut (past ``request.timeout_s``)."""
         return await self._call(self._handle.transcribe.remote(request))
 
     async def check_language(self, code: str) -> str:
-        """deployments.transcription.Transcription.check_language: the normalised code, or
+        """deployments.speech.Speech.check_language: the normalised code, or
         UnsupportedLanguage (unknown, or no model on this server); no audio needed."""
         return await self._call(self._handle.check_language.remote(code))
 
     async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
-        """deployments.transcription.Transcription.transcribe_pcm: one streaming step."""
+        """deployments.speech.Speech.transcribe_pcm: one streaming step."""
         return await self._call(self._handle.transcribe_pcm.remote(request))
+
+
+# --- wire models of the routes (what only the HTTP edge reads and writes) ---
+
+
+class FastTranscription(BaseModel):
+    """``/api/v2alpha/transcribe/fast``: the spec's three fields, then ours."""
+
+    text: str
+    lang_code: str
+    diarisation: dict[str, Any] = Field(default_factory=dict)
+    # additions
+    words: list[Word] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    audio_length_seconds: float | None = None
+
+
+class V1SyncRequest(BaseModel):
+    file_name: UnicodeText
+    audio_blob: UnicodeText = Field(description="base64-encoded audio bytes")
+    file_size: int = Field(description="Ignored, but must be present.")
+
+
+class V1SyncResult(BaseModel):
+    message: str
+    text: str
+    language_id: str
+
+
+class UploadResult(BaseModel):
+    upload_id: str
+    customer_id: int
+    project_id: int
+
+
+class ProcessRequest(BaseModel):
+    webhook: UnicodeText | None = None
+    language_code: UnicodeText | None = None
+
+
+class MessageResult(BaseModel):
+    message: str
+
+
+class UploadedText(BaseModel):
+    message: str
+    upload_id: str | None = None
+    text: str | None = None
+    language_id: str | None = None
+    postprocessed_text: list[dict[str, Any]] | None = None
+    status: str | None = None
+    error: str | None = None

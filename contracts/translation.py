@@ -1,5 +1,5 @@
 """Contract of the Translation deployment: its request and result models, and the typed handle callers use
-(the translation route's service, and the Transcription deployment for transcripts in English)."""
+(the translation route's service, and the Speech deployment for transcripts in English)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``@batched``: Ray Serve's ``@serve.batch`` inside a replica, the same micro-batching elsewhere.
 
-Under Serve's local testing mode (the fast tests, the plain-uvicorn benchmarks: ``deployments.app.build_local``)
+Under Serve's local testing mode (the fast tests, the plain-uvicorn benchmarks: ``khuluma.app.build_local``)
 ``@serve.batch`` raises in Ray 2.60 (it calls ``serve.get_replica_context()``), and a bare instance of a deployment
 class has no replica either; there an equivalent asyncio batcher groups concurrent calls.
 

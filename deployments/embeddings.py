@@ -1,8 +1,8 @@
-"""The sentence embedder TextAnalysis and KnowledgeStore share (contract: ``contracts/embeddings.py``), in two
+"""The sentence embedder TextAnalysis and Search share (contract: ``contracts/embeddings.py``), in two
 placements (``embeddings.placement``):
 
 - :class:`LocalEmbeddings` inside the replica that uses it: no Ray hop per call. The offline model's weights are a
-  read-only file mapping, so the copies in TextAnalysis and KnowledgeStore share their pages;
+  read-only file mapping, so the copies in TextAnalysis and Search share their pages;
 - the :class:`Embeddings` deployment: one copy both call through its handle (a large configured model, a GPU).
 
 Either way, concurrent small requests (a search query, a sentiment request's sentences) are grouped into one model

@@ -7,7 +7,7 @@ mode, which runs the constructor on the replica's user-code loop too) repeatedly
    (``cluster/retention.py``);
 1. fails jobs that were started ``jobs.max_attempts`` times without finishing (poison jobs);
 2. claims pending jobs, and jobs whose lease expired (their worker died), up to ``jobs.concurrency`` at once;
-3. transcribes each with the Transcription deployment, renewing its lease meanwhile, then stores the result or
+3. transcribes each with the Speech deployment, renewing its lease meanwhile, then stores the result or
    the failure, settles the usage row and makes the webhook delivery due;
 4. claims due webhook deliveries and POSTs them, signed, retrying with exponential backoff.
 
@@ -44,7 +44,7 @@ from cluster.webhooks import deliver, retry_delay
 from contracts.capabilities import CapabilityInfo
 from contracts.errors import DomainError, Overloaded, TimedOut, Unavailable, UnsupportedLanguage, http_status
 from contracts.jobs import JobResult, JobsStatus
-from contracts.speech import TranscribeRequest, TranscriptionClient
+from contracts.speech import SpeechClient, TranscribeRequest
 from deployments.common import configure_replica_logging, load_settings
 from persistence import jobs as job_queue
 from persistence.jobs import ClaimedJob, DueWebhook
@@ -108,20 +108,20 @@ def outcome_of(exc: Exception) -> Outcome:
 
 
 class Jobs:
-    def __init__(self, settings: dict[str, Any] | None = None, transcription: Any = None) -> None:
+    def __init__(self, settings: dict[str, Any] | None = None, speech: Any = None) -> None:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             raise RuntimeError(
                 "The Jobs deployment runs in a Serve replica (or under Serve's local testing mode: "
-                "deployments.app.build_local); its worker loop needs the replica's event loop."
+                "khuluma.app.build_local); its worker loop needs the replica's event loop."
             ) from None
         self.settings = load_settings(settings)
         configure_replica_logging("Jobs", self.settings)
         self.settings.ensure_dirs()
         self.db = Database(self.settings.db_url)
         self.db.require_current_schema()
-        self.transcription = TranscriptionClient(transcription) if transcription is not None else None
+        self.speech = SpeechClient(speech) if speech is not None else None
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.user_config: dict[str, Any] = {}
         self.processed = 0
@@ -259,11 +259,11 @@ class Jobs:
     async def _transcribe(self, job: ClaimedJob) -> Outcome:
         """The job's outcome; every failure becomes one (the client hears about it), none escapes."""
         try:
-            if self.transcription is None:
+            if self.speech is None:
                 raise Unavailable("The transcription capability is not deployed.")
             audio = await asyncio.to_thread(upload_blob, self.settings, job.path, job.size_bytes)
             request = TranscribeRequest(audio=audio, file_name=job.file_name, language=job.language_code)
-            return Outcome(result=JobResult.of(await self.transcription.transcribe(request)))
+            return Outcome(result=JobResult.of(await self.speech.transcribe(request)))
         except Exception as exc:
             if isinstance(exc, INFRASTRUCTURE_ERRORS):
                 log.warning("job %s: transcription unreachable: %r", job.upload_id, exc)

@@ -6,7 +6,7 @@ typed handle groups concurrent requests (``contracts/text.TextClient``), so Serv
 per group, and each group gets one language-ID pass, one spaCy ``pipe`` and one embeddings call. Language ID groups
 single calls with ``@batched``. The embedder runs in this replica (``embeddings.placement``
 local, the default for the offline model), or is the Embeddings deployment, whose handle the app builder then
-passes in (``deployments/app.py``).
+passes in (``khuluma/app.py``).
 
 Inputs arrive checked: the service rejects empty texts, texts over the token limit and malformed classify
 requests before they get here (``serve_app/services/text.py``).
@@ -43,11 +43,11 @@ from contracts.text import (
 from deployments.batching import batched, isolating
 from deployments.common import configure_replica_logging, load_settings
 from deployments.embeddings import LocalEmbeddings
-from engines.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, EmbeddingCache, intent_probabilities
-from engines.langid import LanguageGuess, LanguageIdentifier
-from engines.ner import HEURISTIC_LANGUAGES, EntityRecogniser, TransformersNER
-from engines.sentiment import SentimentClassifier
-from engines.text_utils import split_sentences
+from engines.text.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, EmbeddingCache, intent_probabilities
+from engines.text.langid import LanguageGuess, LanguageIdentifier
+from engines.text.ner import HEURISTIC_LANGUAGES, EntityRecogniser, TransformersNER
+from engines.text.sentiment import SentimentClassifier
+from engines.text.utils import split_sentences
 
 log = logging.getLogger(__name__)
 # Languages that multilingual-e5's pre-training (XLM-R's 100 languages) includes; the others are covered only

@@ -29,7 +29,7 @@ from contracts.translation import (
 from deployments.batching import batched
 from deployments.common import configure_replica_logging, load_settings
 from engines.model_registry import Backend, ModelEntry, ModelError, ModelRegistry, resolve
-from engines.translation import DecodeOptions, TranslationOutput, Translator, load_translator
+from engines.translation.nllb import DecodeOptions, TranslationOutput, Translator, load_translator
 
 log = logging.getLogger("khuluma.translation")
 

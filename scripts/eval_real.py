@@ -87,9 +87,9 @@ class SpeechOutcome:
 
 def speech(folder: Path, limit: int | None) -> list[SpeechOutcome]:
     from contracts.settings import Settings
-    from engines.audio import SAMPLE_RATE, load_audio
-    from engines.pipeline import get_pipeline
-    from engines.windows import speech_only
+    from engines.speech.audio import SAMPLE_RATE, load_audio
+    from engines.speech.pipeline import get_pipeline
+    from engines.speech.windows import speech_only
 
     settings = Settings(_env_file=None)
     pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
@@ -235,7 +235,7 @@ def gold_spans(sentence: list[tuple[str, str]]) -> tuple[str, list[tuple[int, in
 
 def ner_counts(sentences: list[list[tuple[str, str]]]) -> tuple[dict[str, list[int]], int, int]:
     """Per type [correct, predicted], gold entities found (any type allowed), gold entities."""
-    from engines.ner import HeuristicNER
+    from engines.text.ner import HeuristicNER
 
     recogniser = HeuristicNER()
     per_type: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -254,7 +254,7 @@ def ner_counts(sentences: list[list[tuple[str, str]]]) -> tuple[dict[str, list[i
 
 def text(folder: Path) -> dict[str, Any]:
     from contracts.quality import NER_MIN_PRECISION
-    from engines.langid import LanguageIdentifier
+    from engines.text.langid import LanguageIdentifier
 
     identifier = LanguageIdentifier()
     ner_rows, lid_rows, summary = [], [], {}

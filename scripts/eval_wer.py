@@ -76,7 +76,7 @@ def evaluate(
 ) -> dict[str, dict]:
     """WER per language (and the detected languages when ``auto``)."""
     from contracts.settings import Settings
-    from engines.pipeline import get_pipeline
+    from engines.speech.pipeline import get_pipeline
 
     settings = settings or Settings()
     pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)

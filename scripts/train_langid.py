@@ -1,4 +1,4 @@
-"""Train the character n-gram language classifier (engines/artifacts/langid_ngram.npz).
+"""Train the character n-gram language classifier (engines/text/artifacts/langid_ngram.npz).
 
 Data: the user-interface translations in Debian's LibreOffice localisation packages (`libreoffice-l10n-*`,
 MPL-2.0), fetched with `apt-get download` and unpacked with `dpkg -x` into a temporary folder (nothing is
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-ARTIFACT = ROOT / "engines" / "artifacts" / "langid_ngram.npz"
+ARTIFACT = ROOT / "engines" / "text" / "artifacts" / "langid_ngram.npz"
 # ISO 639-3 -> LibreOffice package suffix
 PACKAGES = {
     "afr": "af",

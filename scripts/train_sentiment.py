@@ -1,4 +1,4 @@
-"""Train the cross-lingual sentiment classifier (engines/artifacts/sentiment_e5.npz).
+"""Train the cross-lingual sentiment classifier (engines/text/artifacts/sentiment_e5.npz).
 
 Data that ships offline:
 - positive and negative sentences made from the VADER lexicon (``vaderSentiment`` package, MIT): strong, agreed-on
@@ -26,7 +26,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-ARTIFACT = ROOT / "engines" / "artifacts" / "sentiment_e5.npz"
+ARTIFACT = ROOT / "engines" / "text" / "artifacts" / "sentiment_e5.npz"
 SEED = 7
 LABELS = ["negative", "neutral", "positive"]
 

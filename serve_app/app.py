@@ -21,10 +21,10 @@ from serve_app.routers import (
     profile,
     realtime,
     search,
+    speech_v1,
+    speech_v2,
     text,
-    transcribe_v1,
-    transcribe_v2,
-    translate,
+    translation,
     usage,
     utility,
 )
@@ -51,10 +51,10 @@ def create_app(settings: Settings | None = None, drain: Drain | None = None) -> 
     app.state.drain = drain = drain or Drain()
     for module in (
         text,
-        translate,
+        translation,
         search,
-        transcribe_v1,
-        transcribe_v2,
+        speech_v1,
+        speech_v2,
         batch,
         usage,
         realtime,

@@ -17,9 +17,9 @@ from contracts.embeddings import EmbeddingsClient
 from contracts.errors import Unavailable
 from contracts.handles import DeploymentClient
 from contracts.jobs import JobsClient
-from contracts.search import KnowledgeClient
+from contracts.search import SearchClient
 from contracts.settings import Settings
-from contracts.speech import TranscriptionClient
+from contracts.speech import SpeechClient
 from contracts.text import TextClient
 from contracts.translation import TranslationClient
 from persistence.session import Database
@@ -38,8 +38,8 @@ class Clients:
     text: TextClient | None = None
     embeddings: EmbeddingsClient | None = None
     translation: TranslationClient | None = None
-    transcription: TranscriptionClient | None = None
-    knowledge: KnowledgeClient | None = None
+    speech: SpeechClient | None = None
+    search: SearchClient | None = None
     jobs: JobsClient | None = None
     batch: BatchClient | None = None
 
@@ -64,8 +64,8 @@ _TYPED_HANDLES: dict[str, Any] = {
     "text": TextClient,
     "embeddings": EmbeddingsClient,
     "translation": TranslationClient,
-    "transcription": TranscriptionClient,
-    "knowledge": KnowledgeClient,
+    "speech": SpeechClient,
+    "search": SearchClient,
     "jobs": JobsClient,
     "batch": BatchClient,
 }

@@ -19,7 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from contracts.settings import Settings
-from deployments.app import build_local
+from khuluma.app import build_local
 from persistence.session import migrate
 from scripts.bench._plain import free_port, wait_healthy
 from serve_app.app import create_app
@@ -65,7 +65,7 @@ def make_token(db):
 def local_app(settings: Settings):
     """A TestClient factory over the ingress with the given capabilities' deployments running in this process
     (Serve's local testing mode; default: none). Keyword arguments change settings:
-    ``local_app(["transcription"], transcription={"sync_timeout_seconds": 0.001})``."""
+    ``local_app(["speech"], transcription={"sync_timeout_seconds": 0.001})``."""
 
     def make(capabilities: list[str] | None = None, **changes: Any) -> TestClient:
         s = settings.updated(changes) if changes else settings
@@ -115,7 +115,7 @@ def serving(client: TestClient) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def serve_url(settings: Settings, seaweedfs: str) -> Iterator[str]:
     """Start Ray (local) + Serve with the whole application once per session."""
-    from serve_app.cli.serve import ray_env
+    from khuluma.cli.serve import ray_env
 
     settings = settings.updated({"s3": {"endpoint_url": seaweedfs}})  # batch storage: the session SeaweedFS
 
@@ -123,8 +123,8 @@ def serve_url(settings: Settings, seaweedfs: str) -> Iterator[str]:
     import ray
     from ray import serve
 
-    from deployments.app import build_app
-    from serve_app.cli.serve import load_serve_config
+    from khuluma.app import build_app
+    from khuluma.cli.serve import load_serve_config
 
     port = free_port()
     cfg = load_serve_config(ROOT / "configs" / "serve.yaml")

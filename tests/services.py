@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from cluster.local_ray import free_port
+from scripts.bench._local_ray import free_port
 from tests.tools import require_tool
 
 CHROMA = Path(sys.executable).with_name("chroma")

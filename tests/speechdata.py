@@ -43,7 +43,7 @@ def espeak(text: str, out: Path, voice: str = "en", speed: int = 150) -> Path:
 
 
 def read_pcm(path: Path) -> tuple[np.ndarray, int]:
-    """Decode a file to float32 mono at its own rate (test helper, independent of engines.audio)."""
+    """Decode a file to float32 mono at its own rate (test helper, independent of engines.speech.audio)."""
     with av.open(str(path)) as c:
         s = c.streams.audio[0]
         rate = s.rate
@@ -75,7 +75,7 @@ def tone_music(seconds: float, rate: int = 16000, seed: int = 0) -> np.ndarray:
 
 def speech_16k(text: str, folder: Path, name: str, voice: str = "en", speed: int = 150) -> np.ndarray:
     """espeak-ng speech as 16 kHz mono float32."""
-    from engines.audio import load_audio
+    from engines.speech.audio import load_audio
 
     return load_audio(espeak(text, folder / f"{name}.wav", voice, speed))
 

@@ -1,6 +1,6 @@
 """The plain-uvicorn side of the benchmarks: the same ingress and deployment classes in one process, no Ray.
 
-The deployments run under Serve's local testing mode (``deployments.app.build_local``), wired to the ingress the
+The deployments run under Serve's local testing mode (``khuluma.app.build_local``), wired to the ingress the
 way the Serve ingress and the tests' ``client_for`` do it: one ``AppContext`` on ``app.state.context``.
 """
 
@@ -66,13 +66,13 @@ def ray_server(settings: dict[str, Any], capabilities: Sequence[str]) -> Iterato
     deployment options, the throughput-optimised handles); yields its base URL and shuts Ray down after."""
     import os
 
-    from serve_app.cli.serve import load_serve_config, ray_env
+    from khuluma.cli.serve import load_serve_config, ray_env
 
     os.environ.update(ray_env())
     import ray
     from ray import serve
 
-    from deployments.app import build_app
+    from khuluma.app import build_app
 
     port = free_port()
     cfg = load_serve_config(ROOT / "configs" / "serve.yaml")
@@ -94,7 +94,7 @@ def serve(settings_json: str, capabilities: str, port: int) -> None:
     import uvicorn
 
     from contracts.settings import Settings
-    from deployments.app import build_local
+    from khuluma.app import build_local
     from serve_app.app import create_app
     from serve_app.context import Clients, build_context
 

@@ -11,7 +11,7 @@ Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra,
     .venv/bin/python scripts/bench/bench_batch.py [--files 12] [--workers 1 2 4]
     .venv/bin/python scripts/bench/bench_batch.py --nodes [--files 12]
 
-``--nodes`` compares one Ray node with two (``cluster/local_ray.py``: real ``ray start`` nodes on this machine,
+``--nodes`` compares one Ray node with two (``scripts/bench/_local_ray.py``: real ``ray start`` nodes on this machine,
 each with a 1-CPU quota, the per-file tasks asking for 1 CPU each): the same files, the same coordinator, and the
 ratio of the two. On a 2-core machine the second node can at best double the work done at once, and it shares
 the memory bus and the cores with everything else running; on real machines each node brings its own.
@@ -60,7 +60,7 @@ def audio_seconds(paths: list[Path]) -> float:
 def bare_faster_whisper(settings, paths: list[Path]) -> float:
     from faster_whisper import WhisperModel
 
-    from engines.whisper_weights import ensure_whisper_base
+    from engines.speech.whisper_weights import ensure_whisper_base
 
     model_dir = settings.whisper.model or str(ensure_whisper_base(settings.data_dir))
     model = WhisperModel(
@@ -82,9 +82,9 @@ def run_batch(settings, db, folder: Path, workers: int, label: str) -> tuple[flo
     """Create a batch, upload ``folder`` with its credential, process it with ``workers`` tasks in flight."""
     from cluster.batch import BatchCoordinator
     from cluster.credentials import issue_upload_credential
+    from khuluma.cli.batch import upload_directory
     from persistence import batches
     from persistence.models import new_uuid
-    from serve_app.cli.batch import upload_directory
 
     batch_id = new_uuid()
     batches.create_batch(
@@ -113,7 +113,7 @@ def run_on_nodes(settings, db, folder: Path, warm: Path, nodes: int) -> tuple[fl
     """The batch on a fresh local Ray cluster of ``nodes`` nodes with one CPU each; tasks take 1 CPU."""
     import ray
 
-    from cluster.local_ray import LocalCluster, wait_for
+    from scripts.bench._local_ray import LocalCluster, wait_for
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cluster = LocalCluster(temp_dir=Path(tempfile.mkdtemp(prefix="khuluma-bench-ray-")), env=env, dashboard=False)

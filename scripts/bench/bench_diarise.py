@@ -3,7 +3,7 @@
 A synthetic call is built with espeak-ng (two voices taking turns) and numpy chords (music on hold). Printed:
 
 - real-time factor (processing seconds / audio seconds) of ``speech_segments``, ``diarise`` and ``detect_music``;
-- the service side: ``Transcription.transcribe`` (the deployment class, called directly in this process) with
+- the service side: ``Speech.transcribe`` (the deployment class, called directly in this process) with
   diarise+detect_music
   vs without, so the extra cost of the two options is seen next to the bare engines' cost, and the ratio.
 
@@ -84,8 +84,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
 
-    from engines.diarise import default_embedder, diarise, speech_segments
-    from engines.music import detect_music
+    from engines.speech.diarise import default_embedder, diarise, speech_segments
+    from engines.speech.music import detect_music
 
     audio = build_call(args.turns)
     seconds = len(audio) / SR
@@ -106,9 +106,9 @@ def main() -> None:
     from contracts.payloads import Blob
     from contracts.settings import Settings
     from contracts.speech import TranscribeRequest, TranscriptionResult
-    from deployments.transcription import Transcription
+    from deployments.speech import Speech
 
-    service = Transcription(Settings(_env_file=None).for_replica(("whisper", "transcription")))
+    service = Speech(Settings(_env_file=None).for_replica(("whisper", "transcription")))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "call.wav"
         sf.write(path, audio, SR)

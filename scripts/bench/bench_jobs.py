@@ -2,10 +2,10 @@
 deployment directly on the same files.
 
 Service side (one process, no Ray cluster: the real deployments under Serve's local testing mode,
-``deployments.app.build_local``): the FastAPI app uploads each file (base64 JSON), places the job with a webhook to
+``khuluma.app.build_local``): the FastAPI app uploads each file (base64 JSON), places the job with a webhook to
 a real local HTTP receiver, and the ``Jobs`` deployment claims, transcribes (through its handle to the real
-``Transcription`` deployment, Whisper base int8), stores the result and delivers the signed webhook. Timed from the
-first upload to the last webhook received. Bare side: ``TranscriptionClient.transcribe`` on the same files one
+``Speech`` deployment, Whisper base int8), stores the result and delivers the signed webhook. Timed from the
+first upload to the last webhook received. Bare side: ``SpeechClient.transcribe`` on the same files one
 after another, over the same handle, measured before and after the service run (mean of the two, since the load
 of a shared machine drifts).
 
@@ -44,8 +44,8 @@ def main() -> None:
 
     from contracts.payloads import Blob
     from contracts.settings import Settings
-    from contracts.speech import TranscribeRequest, TranscriptionClient
-    from deployments.app import build_local
+    from contracts.speech import SpeechClient, TranscribeRequest
+    from khuluma.app import build_local
     from persistence.session import Database
     from serve_app.app import create_app
     from serve_app.context import Clients, build_context, get_context
@@ -67,8 +67,8 @@ def main() -> None:
     )
     settings.ensure_dirs()
     db = Database.migrated(settings.db_url)
-    handles = build_local(settings, ["transcription", "jobs"])  # the Jobs worker loop starts here
-    transcription = TranscriptionClient(handles["transcription"])
+    handles = build_local(settings, ["speech", "jobs"])  # the Jobs worker loop starts here
+    transcription = SpeechClient(handles["speech"])
 
     def transcribe(path: Path) -> None:
         asyncio.run(
@@ -137,7 +137,7 @@ def main() -> None:
     latencies = [received[u] - placed[u] for u in placed]
     print(f"{args.files} files, worker concurrency {args.concurrency}")
     print(f"{'':<34}{'seconds':>10}{'files/min':>12}")
-    print(f"{'bare Transcription.transcribe':<34}{bare:>10.2f}{60 * args.files / bare:>12.1f}")
+    print(f"{'bare Speech.transcribe':<34}{bare:>10.2f}{60 * args.files / bare:>12.1f}")
     print(f"{'async jobs (upload->webhook)':<34}{service:>10.2f}{60 * args.files / service:>12.1f}")
     print(
         f"ratio service/bare time: {service / bare:.2f}; placement->webhook latency p50 "

@@ -14,9 +14,9 @@ What runs, in one go:
    plus small Gaussian noise (sigma 0.02 per dimension, re-normalised): realistic clusters, unique vectors.
 3. End-to-end ingest through HTTP (upload -> extract -> chunk -> language ID -> embed -> Chroma) of a few real
    documents: the embedding-bound chunks/s a user sees.
-4. For each scale: a plain-uvicorn service process (the real ingress, auth and database over the KnowledgeStore
+4. For each scale: a plain-uvicorn service process (the real ingress, auth and database over the Search
    deployment, its embedder in-process, in Serve's local testing mode, embedded Chroma) first ingests the chunks
-   with their precomputed vectors through the KnowledgeStore (``add_precomputed``: metadata, owner check, Chroma writes;
+   with their precomputed vectors through the Search (``add_precomputed``: metadata, owner check, Chroma writes;
    1,000 chunks per document) and then answers ``--queries`` sequential HTTP queries (hybrid: query embedding +
    Chroma + BM25 + fusion). The first query, which builds the BM25 index, is reported apart. Then the service
    stops and the SAME Chroma directory is opened directly: the bare ``collection.query`` with the precomputed
@@ -204,11 +204,11 @@ def scaled_set(
 
 
 def serve(config_path: str) -> None:
-    """Child process: ingest precomputed chunks through the KnowledgeStore, then serve HTTP."""
+    """Child process: ingest precomputed chunks through the Search, then serve HTTP."""
     import uvicorn
 
     from contracts.settings import Settings
-    from deployments.app import build_local
+    from khuluma.app import build_local
     from persistence.models import Document, KnowledgeBase
     from persistence.session import migrate
     from serve_app.app import create_app
@@ -219,11 +219,11 @@ def serve(config_path: str) -> None:
     settings = Settings(data_dir=cfg["data_dir"], _env_file=None)
     settings.ensure_dirs()
     migrate(settings.db_url)  # as `khuluma serve` does before anything starts
-    handles = build_local(settings, ["knowledge"])  # Serve's local testing mode, in this process
+    handles = build_local(settings, ["search"])  # Serve's local testing mode, in this process
     ctx = build_context(settings, Clients.from_handles(settings, **handles))
     token, info = create_token(ctx.db, "bench", "default")
     # add_precomputed and count are the benchmark's own calls (the ingress never makes them): on the raw handle
-    store = handles["knowledge"]
+    store = handles["search"]
     stats: dict[str, Any] = {"token": token}
     if cfg.get("chunks"):
         texts = [json.loads(line) for line in Path(cfg["chunks"]).read_text().splitlines()]
@@ -262,7 +262,7 @@ def serve(config_path: str) -> None:
     @contextlib.asynccontextmanager
     async def closing(_: Any) -> AsyncIterator[None]:
         yield
-        # as Serve stops a replica: the KnowledgeStore saves its BM25 index, so the next start can read it (uvicorn
+        # as Serve stops a replica: the Search saves its BM25 index, so the next start can read it (uvicorn
         # ends the process with the signal it caught once the server has stopped: no `finally` would run)
         await asyncio.to_thread(lambda: store.close.remote().result())
 
@@ -343,7 +343,7 @@ def through_serve(data_dir: Path, kb_id: str, token: str, queries: list[str]) ->
     query after this restart, sequential query p50/p99, and the first query after a real upload."""
     out: dict[str, float] = {}
     with (
-        ray_server({"data_dir": str(data_dir)}, ["knowledge"]) as url,
+        ray_server({"data_dir": str(data_dir)}, ["search"]) as url,
         httpx.Client(base_url=url, timeout=600, headers={"X-CLIENT-TOKEN": token}) as client,
     ):
 
@@ -376,7 +376,7 @@ def run_scale(
 ) -> dict[str, Any]:
     import uuid
 
-    from engines.chunk_store import collection_name, connect_chroma
+    from engines.search.chunk_store import collection_name, connect_chroma
 
     texts, langs, vecs = scaled_set(scale, *pool)
     work.mkdir(parents=True, exist_ok=True)
@@ -480,8 +480,8 @@ def main() -> None:
         serve(args.serve)
         return
 
-    from engines.chunk_language import detect_languages
     from engines.embeddings import load_embedder
+    from engines.search.chunk_language import detect_languages
 
     embedder = load_embedder()
     pool_texts, pool_langs = make_pool(args.pool)

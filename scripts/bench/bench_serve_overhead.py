@@ -49,13 +49,13 @@ def main() -> None:
     headers = {"X-CLIENT-TOKEN": token}
 
     # Ray Serve: the ingress alone (no model deployments), configured as `khuluma serve` does.
-    from serve_app.cli.serve import load_serve_config, ray_env
+    from khuluma.cli.serve import load_serve_config, ray_env
 
     os.environ.update(ray_env())
     import ray
     from ray import serve
 
-    from deployments.app import build_app
+    from khuluma.app import build_app
 
     serve_port = free_port()
     cfg = load_serve_config(ROOT / "configs" / "serve.yaml")

@@ -5,10 +5,10 @@ Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra,
 
     .venv/bin/python scripts/bench/bench_stream.py [--concurrency 1 4 8] [--rounds 3] [--realtime] [--json out.json]
 
-The real service (a local Ray Serve application with the Transcription deployment, ``configs/serve.yaml``'s
+The real service (a local Ray Serve application with the Speech deployment, ``configs/serve.yaml``'s
 options; a Ray of its own on free ports, shut down after) and two clients:
 
-- ``/ws/stream-transcribe`` through the project's terminal client (``serve_app.cli.stream.run_stream``);
+- ``/ws/stream-transcribe`` through the project's terminal client (``khuluma.cli.stream.run_stream``);
 - with ``--realtime`` also the Live API ``/v1/realtime`` (a secret minted by ``POST /v1/realtime/client_secrets``,
   the subprotocols ``realtime`` and ``vulavula-insecure-api-key.<secret>``, ``session.input_audio_buffer.append``
   events of base64 PCM16, ``session.close``), as Vulavula's clients use it.
@@ -56,7 +56,7 @@ def pct(xs: list[float], q: float) -> float:
 
 
 async def streams(url: str, token: str, frames: list[bytes], n: int, speed: float) -> list[Any]:
-    from serve_app.cli.stream import run_stream
+    from khuluma.cli.stream import run_stream
 
     return list(await asyncio.gather(*(run_stream(url, token, frames, "eng", speed) for _ in range(n))))
 
@@ -168,9 +168,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from contracts.settings import Settings
+    from khuluma.cli.stream import file_frames
     from persistence.session import Database
     from scripts.bench._speech import espeak
-    from serve_app.cli.stream import file_frames
     from serve_app.tokens import create_token
 
     data = tempfile.mkdtemp(prefix="khuluma-bench-stream-")
@@ -180,7 +180,7 @@ def main() -> None:
     print(f"utterance: {audio_s:.1f} s of audio, {len(frames)} frames of 100 ms", flush=True)
 
     results: dict[str, dict[str, Any]] = {}
-    with ray_server({"data_dir": data}, ["transcription"]) as url:
+    with ray_server({"data_dir": data}, ["speech"]) as url:
         asyncio.run(streams(url, token, frames, 1, 0))  # warm-up: the model's first decode
         if args.realtime:
             asyncio.run(realtime_streams(url, token, frames, 1, 0))

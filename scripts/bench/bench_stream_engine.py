@@ -46,14 +46,14 @@ def wer(ref: str, hyp: str) -> float:
 
 
 class Direct:
-    """A TranscriptionClient that decodes in this process."""
+    """A SpeechClient that decodes in this process."""
 
     def __init__(self, pipeline: Any) -> None:
         self.pipeline = pipeline
         self.times: list[float] = []
 
     async def transcribe_pcm(self, request: Any) -> Any:
-        from engines.audio import load_pcm16
+        from engines.speech.audio import load_pcm16
 
         started = time.perf_counter()
         step = await asyncio.to_thread(
@@ -117,10 +117,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from contracts.settings import Settings
-    from engines.audio import load_pcm16
-    from engines.pipeline import get_pipeline
+    from engines.speech.audio import load_pcm16
+    from engines.speech.pipeline import get_pipeline
+    from khuluma.cli.stream import file_frames
     from scripts.bench._speech import espeak
-    from serve_app.cli.stream import file_frames
 
     data = tempfile.mkdtemp(prefix="khuluma-bench-engine-")
     wav = Path(args.wav) if args.wav else espeak(UTTERANCE, Path(data) / "utterance.wav")

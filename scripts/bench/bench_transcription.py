@@ -10,14 +10,14 @@ sequential (1 client) figure.
 Systems:
   bare       faster_whisper.WhisperModel.transcribe in this process (threads for concurrency), its defaults: one
              decode at a time on every core
-  bare-parallel  the same model with the service's decode layout on CPU (engines.pipeline.decode_layout: one
+  bare-parallel  the same model with the service's decode layout on CPU (engines.speech.pipeline.decode_layout: one
              CTranslate2 worker per core, decodes side by side), so service / bare-parallel is what Serve and the
              service add
-  pipeline   engines.pipeline.TranscriptionPipeline in this process (our engine, no HTTP, no Ray)
+  pipeline   engines.speech.pipeline.TranscriptionPipeline in this process (our engine, no HTTP, no Ray)
   service    POST /api/v2alpha/transcribe/sync/file on a Ray Serve app started here (configs/serve.yaml), with
              the default settings (on CPU: decodes side by side, each request's windows alone)
   service-batched  the same with KHULUMA_WHISPER_BATCH_SIZE=--batch-size (8): concurrent requests' 30 s windows
-             are decoded in one batch (engines/asr_batching.py)
+             are decoded in one batch (engines/speech/asr_batching.py)
   fws        faster-whisper-server (PyPI) from .venv-fws on the same model directory, if installed there:
              python3 -m venv .venv-fws && .venv-fws/bin/pip install faster-whisper-server
 
@@ -56,7 +56,7 @@ DECODE = {"beam_size": 5, "word_timestamps": True, "vad_filter": True, "conditio
 
 
 def make_files(folder: Path, files: int, sentences: int) -> list[tuple[Path, float]]:
-    from engines.audio import load_audio
+    from engines.speech.audio import load_audio
     from scripts.bench._speech import espeak, write_audio
 
     pool = SENTENCES["eng"][1]
@@ -113,7 +113,7 @@ def bare_system(model_dir: Path, threads: int, workers: int = 1) -> Callable[[Pa
 
 
 def pipeline_system(settings: Any) -> Callable[[Path], Any]:
-    from engines.pipeline import TranscriptionPipeline
+    from engines.speech.pipeline import TranscriptionPipeline
 
     pipeline = TranscriptionPipeline(settings.whisper, settings.transcription, settings.data_dir)
     return lambda path: pipeline.transcribe(path, None).text
@@ -123,13 +123,13 @@ class ServiceSystem:
     """Ray Serve with the transcription deployment only (as configured in configs/serve.yaml)."""
 
     def __init__(self, settings: Any) -> None:
-        from serve_app.cli.serve import load_serve_config, ray_env
+        from khuluma.cli.serve import load_serve_config, ray_env
 
         os.environ.update(ray_env())
         import ray
         from ray import serve
 
-        from deployments.app import build_app
+        from khuluma.app import build_app
         from persistence.session import Database
         from serve_app.tokens import create_token
 
@@ -140,14 +140,14 @@ class ServiceSystem:
         args = {
             "settings": settings.for_replica(),
             "deployments": cfg["deployments"],
-            "capabilities": ["transcription"],
+            "capabilities": ["speech"],
         }
         settings.ensure_dirs()  # migrated before the app starts, as `khuluma serve` does (a start-up check)
         self.token = create_token(Database.migrated(settings.db_url), "bench", "bench")[0]
         serve.run(build_app(args), name="khuluma-bench", route_prefix="/", blocking=False)
         self.url = f"http://127.0.0.1:{port}"
         _wait(self.url + "/api/v1/health", 600)
-        self.replicas = cfg["deployments"].get("Transcription", {})
+        self.replicas = cfg["deployments"].get("Speech", {})
 
     def __call__(self, path: Path) -> str:
         import httpx
@@ -252,8 +252,8 @@ def main() -> None:
     clients = [int(c) for c in args.clients.split(",")]
 
     from contracts.settings import Settings
-    from engines.pipeline import decode_layout
-    from engines.whisper_weights import ensure_whisper_base
+    from engines.speech.pipeline import decode_layout
+    from engines.speech.whisper_weights import ensure_whisper_base
 
     workdir = Path(tempfile.mkdtemp(prefix="khuluma-bench-asr-"))
     settings = Settings(data_dir=workdir / "data", _env_file=None)

@@ -40,7 +40,7 @@ def main() -> None:
     json_option(parser)
     args = parser.parse_args()
 
-    from engines.whisper_weights import ensure_whisper_base
+    from engines.speech.whisper_weights import ensure_whisper_base
 
     workdir = Path(tempfile.mkdtemp(prefix="khuluma-bench-layout-"))
     model_dir = ensure_whisper_base(workdir / "data")

@@ -44,7 +44,7 @@ espeak(UTTERANCE, Path("gpu/stage/utterance.wav"))
 PY
   .venv/bin/python scripts/bench/bench_whisper_batch.py --windows 16 --save-features gpu/stage/windows.npz
   # the offline whisper-base (float16 CTranslate2, 145 MB), joined as the service joins it
-  .venv/bin/python -c "from pathlib import Path; from engines.whisper_weights import ensure_whisper_base as e; \
+  .venv/bin/python -c "from pathlib import Path; from engines.speech.whisper_weights import ensure_whisper_base as e; \
 print(e(Path('gpu/data')))" >gpu/model_path
   cp -r "$(cat gpu/model_path)" gpu/stage/whisper-base
   tar -C gpu/stage -cf - . | split -b 60m -d - gpu/part.

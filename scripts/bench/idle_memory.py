@@ -41,9 +41,9 @@ GOAL_MB = 2048
 
 def label(process: psutil.Process, driver: int) -> str:
     if process.pid == driver:
-        return "khuluma serve (supervisor)"  # the command's pid: forwards signals (serve_app/cli/supervise.py)
+        return "khuluma serve (supervisor)"  # the command's pid: forwards signals (khuluma/cli/supervise.py)
     cmd = " ".join(process.cmdline())
-    if "khuluma serve" in cmd or "serve_app.cli serve" in cmd:
+    if "khuluma serve" in cmd or "khuluma.cli serve" in cmd:
         return "khuluma serve (driver)"
     replica = re.search(r"ServeReplica:[^:]+:(\w+)", cmd)
     if replica:

@@ -248,7 +248,7 @@ def _chunked(total: int) -> Iterator[bytes]:
 def service_processes(extra: list[int]) -> list[psutil.Process]:
     """Ray's processes on this machine, plus ``extra`` (the `khuluma serve` command we started) and its serving
     process: the command's pid is a small supervisor that forwards signals, the process that serves is its child
-    (serve_app/cli/supervise.py). SeaweedFS and HAProxy are not counted, as before."""
+    (khuluma/cli/supervise.py). SeaweedFS and HAProxy are not counted, as before."""
     serving: set[int] = set()
     for pid in extra:
         try:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
+from contracts.batch import BatchCreated, BatchInfo
 from contracts.speech import TranscriptionRecord
 from serve_app.auth import Caller, Ctx
-from serve_app.schemas.batch import BatchCreated, BatchInfo
 from serve_app.services import batch as service
 
 router = APIRouter(prefix="/api/v2alpha/transcribe/batch", tags=["batch transcription"])

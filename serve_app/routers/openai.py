@@ -10,8 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from serve_app.auth import Ctx, OpenAICaller
-from serve_app.schemas.openai import (
+from contracts.openai import (
     EmbeddingList,
     EmbeddingRequest,
     ModelList,
@@ -19,6 +18,7 @@ from serve_app.schemas.openai import (
     TranscriptionJson,
     VerboseTranscription,
 )
+from serve_app.auth import Ctx, OpenAICaller
 from serve_app.services import openai_audio, openai_embeddings, openai_models
 from serve_app.uploads import multipart_openapi
 

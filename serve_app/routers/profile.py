@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query, Request
 
+from contracts.profile import ProfileTranscription, ProfileTranslateRequest, ProfileTranslation
 from serve_app.auth import Ctx, ProfileCaller
-from serve_app.schemas.profile import ProfileTranscription, ProfileTranslateRequest, ProfileTranslation
 from serve_app.services import profile as service
 from serve_app.uploads import multipart_openapi
 

@@ -9,9 +9,9 @@ from typing import Annotated
 from fastapi import APIRouter, Body, WebSocket
 
 from contracts.errors import DomainError
+from contracts.realtime import ClientSecret, ClientSecretRequest
 from serve_app.auth import AnyCaller, Ctx, admit_live_principal, authenticate
 from serve_app.errors import refuse_websocket
-from serve_app.schemas.realtime import ClientSecret, ClientSecretRequest
 from serve_app.services import realtime as service
 
 router = APIRouter(tags=["live"])

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from serve_app.auth import Caller, Ctx
-from serve_app.schemas.search import (
+from contracts.search import (
     CreateKnowledgeBase,
     Deleted,
     DocumentCreated,
@@ -15,6 +14,7 @@ from serve_app.schemas.search import (
     QueryRequest,
     QueryResult,
 )
+from serve_app.auth import Caller, Ctx
 from serve_app.services import search as service
 from serve_app.uploads import multipart_openapi
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
+from contracts.usage import UsageReport
 from serve_app.auth import Caller, Ctx
-from serve_app.schemas.usage import UsageReport
 from serve_app.services import usage_report as service
 
 router = APIRouter(tags=["usage"])

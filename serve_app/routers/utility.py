@@ -8,11 +8,11 @@ from fastapi import APIRouter, Response, WebSocket
 from fastapi.responses import FileResponse, JSONResponse
 
 from contracts.errors import DomainError
+from contracts.meta import Health, Metadata, ModelsListing
 from serve_app.auth import Caller, Ctx, admit_live_session
 from serve_app.errors import refuse_websocket
-from serve_app.schemas.meta import Health, Metadata, ModelsListing
 from serve_app.services import meta
-from serve_app.services import transcription as transcription_service
+from serve_app.services import speech as speech_service
 
 router = APIRouter(tags=["utility"])
 _FAVICON = Path(__file__).resolve().parent.parent / "static" / "favicon.ico"
@@ -67,6 +67,6 @@ async def stream_transcribe(websocket: WebSocket, ctx: Ctx) -> None:
         await refuse_websocket(websocket, exc)
         return
     try:
-        await transcription_service.stream(ctx, caller, websocket, seat)
+        await speech_service.stream(ctx, caller, websocket, seat)
     finally:
         await ctx.admission.live.release(seat)

@@ -17,13 +17,13 @@ import anyio
 
 from cluster.credentials import encode_token, issue_upload_credential
 from cluster.s3 import batch_prefix, blob_endpoint, call_storage, for_bucket, list_objects, object_url
+from contracts.batch import BatchCreated, BatchInfo
 from contracts.errors import InvalidInput, NotFound, UnsupportedLanguage
 from contracts.speech import TranscriptionRecord, build_record
 from persistence import batches
 from persistence.batches import BatchStatus, ItemStatus
 from persistence.models import Batch, BatchItem, new_uuid
 from serve_app.context import AppContext, required
-from serve_app.schemas.batch import BatchCreated, BatchInfo
 from serve_app.tokens import Principal
 
 log = logging.getLogger(__name__)
@@ -42,14 +42,14 @@ async def _storage(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 async def _check_language(ctx: AppContext, lang_code: str | None) -> str | None:
     """The batch's language, normalised exactly as sync transcription normalises it (None: detect per file).
 
-    One rule for every route: the Transcription deployment's ``check_language`` accepts a code when the language
+    One rule for every route: the Speech deployment's ``check_language`` accepts a code when the language
     registry knows it AND a speech model for it is installed, and refuses it otherwise with the same error sync
     transcription gives, naming the field."""
     if lang_code is None or not lang_code.strip():
         return None
     code = lang_code.strip()
     try:
-        return await required(ctx.clients.transcription, "transcription").check_language(code)
+        return await required(ctx.clients.speech, "transcription").check_language(code)
     except UnsupportedLanguage as exc:
         raise exc.for_field(LANGUAGE_FIELD) from None
 

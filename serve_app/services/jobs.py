@@ -18,11 +18,11 @@ from cluster.transfer import delete_upload, store_upload
 from cluster.webhooks import check_webhook_url_async
 from contracts.errors import InvalidInput, NotFound, TooLarge, UnsupportedLanguage
 from contracts.jobs import JobResult, JobsClient
+from contracts.speech import MessageResult, UploadedText, UploadResult
 from persistence import jobs as job_queue
 from persistence.jobs import JobStatus
 from persistence.models import Upload, new_uuid
 from serve_app.context import AppContext, required
-from serve_app.schemas.transcribe import MessageResult, UploadedText, UploadResult
 from serve_app.tokens import Principal
 from serve_app.uploads import sanitize_filename
 
@@ -119,11 +119,11 @@ async def v1_process(
 
 async def _check_language(ctx: AppContext, language_code: str | None) -> str | None:
     """The normalised code, or 400 now (not a failed job later) when no speech model serves it. The
-    Transcription deployment decides: it knows the models it really has (including ones added by reconfigure)."""
+    Speech deployment decides: it knows the models it really has (including ones added by reconfigure)."""
     if language_code is None or not language_code.strip():
         return None
     try:
-        return await required(ctx.clients.transcription, "transcription").check_language(language_code)
+        return await required(ctx.clients.speech, "transcription").check_language(language_code)
     except UnsupportedLanguage as exc:
         raise exc.for_field("language_code") from None
 

@@ -14,13 +14,13 @@ from sqlalchemy import text
 from contracts.capabilities import CapabilityInfo
 from contracts.errors import Overloaded
 from contracts.handles import DeploymentClient
+from contracts.meta import DeploymentHealth, Health, Metadata, ModelsListing
 from contracts.translation import not_installed as translation_not_installed
 from serve_app import RELEASE_DATE, RELEASE_NAME, __version__
 from serve_app.context import AppContext
-from serve_app.schemas.meta import DeploymentHealth, Health, Metadata, ModelsListing
 
 # The capabilities /api/v1/models always lists, in this order; one whose deployment is not running is listed as
-# not installed. (TextAnalysis describes the first four, then Embeddings, Translation, KnowledgeStore, Transcription
+# not installed. (TextAnalysis describes the first four, then Embeddings, Translation, Search, Transcription
 # and BatchRunner one each.)
 CAPABILITIES = (
     "entity_recognition",

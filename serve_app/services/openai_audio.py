@@ -26,12 +26,12 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from contracts import languages
 from contracts.errors import InvalidInput, ModelMissing, Unavailable
 from contracts.installs import TRANSLATION_NOT_INSTALLED
+from contracts.openai import DurationUsage, TranscriptionJson
 from contracts.speech import TranscriptionResult
 from serve_app.context import AppContext
-from serve_app.schemas.openai import DurationUsage, TranscriptionJson
 from serve_app.services import openai_formats as formats
 from serve_app.services.openai_models import speech_model
-from serve_app.services.transcription import FileRoute, Options, transcribe_upload
+from serve_app.services.speech import FileRoute, Options, transcribe_upload
 from serve_app.tokens import Principal
 from serve_app.uploads import SavedUpload
 

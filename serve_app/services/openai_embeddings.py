@@ -16,9 +16,9 @@ import numpy as np
 
 from contracts.embeddings import EmbeddingSource
 from contracts.errors import InvalidInput
+from contracts.openai import Embedding, EmbeddingList, EmbeddingRequest, EmbeddingUsage
 from contracts.unicode import lone_surrogate
 from serve_app.context import AppContext, required
-from serve_app.schemas.openai import Embedding, EmbeddingList, EmbeddingRequest, EmbeddingUsage
 from serve_app.services.openai_models import embedding_model
 from serve_app.services.text import check_text
 from serve_app.services.text_limits import TextLimits, check_size

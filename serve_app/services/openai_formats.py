@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from contracts import languages
+from contracts.openai import DurationUsage, VerboseSegment, VerboseTranscription, VerboseWord
 from contracts.speech import TranscriptionResult
-from serve_app.schemas.openai import DurationUsage, VerboseSegment, VerboseTranscription, VerboseWord
 
 FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
-TEMPERATURE = 0.0  # the pipeline decodes greedily (engines/asr.py)
+TEMPERATURE = 0.0  # the pipeline decodes greedily (engines/speech/asr.py)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from contracts.capabilities import CapabilityInfo
 from contracts.errors import InvalidInput, UnknownModel
+from contracts.openai import ModelList, ModelObject
 from serve_app.context import AppContext
-from serve_app.schemas.openai import ModelList, ModelObject
 from serve_app.services import meta
 
 WHISPER_ALIAS = "whisper-1"

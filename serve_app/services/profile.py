@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from fastapi import Request
 
+from contracts.profile import ProfileTranscription, ProfileTranscriptionData, ProfileTranslation
 from serve_app.context import AppContext
-from serve_app.schemas.profile import ProfileTranscription, ProfileTranscriptionData, ProfileTranslation
-from serve_app.services import transcription
-from serve_app.services import translate as translation
+from serve_app.services import speech as transcription
+from serve_app.services import translation
 from serve_app.tokens import Principal
 
 ROUTE_TRANSLATE = "profile_translate"

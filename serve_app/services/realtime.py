@@ -9,7 +9,7 @@ with a short-lived client secret. Modelled on OpenAI's Realtime API, with the ev
   customer's one Forbidden (403).
 - :func:`session`: the session itself. The stepping, limits and close codes are ``/ws/stream-transcribe``'s
   (``serve_app.services.streaming``); the transcript goes out as append-only deltas
-  (``serve_app.services.live_transcript``). Metered as route ``realtime``: the seconds of audio received, and the
+  (``serve_app.services.speech_deltas``). Metered as route ``realtime``: the seconds of audio received, and the
   words translated as tokens.
 """
 
@@ -29,12 +29,12 @@ from fastapi import WebSocket
 from contracts import languages
 from contracts.errors import DomainError, Forbidden, Unauthenticated, UnsupportedLanguage
 from contracts.installs import TRANSLATION_NOT_INSTALLED
-from contracts.speech import TranscriptionClient
+from contracts.realtime import ClientSecret, ClientSecretRequest, SessionConfig
+from contracts.speech import SpeechClient
 from contracts.translation import TranslationRequest
 from serve_app.client_secrets import consume_secret, mint_secret, unix_seconds
 from serve_app.context import AppContext, required
-from serve_app.schemas.realtime import ClientSecret, ClientSecretRequest, SessionConfig
-from serve_app.services.live_transcript import AppendOnlyTranscript
+from serve_app.services.speech_deltas import AppendOnlyTranscript
 from serve_app.services.streaming import StreamState, advance, guard, receive, send
 from serve_app.services.usage import count_tokens, record_usage
 from serve_app.tokens import Principal
@@ -90,8 +90,8 @@ class _BadEvent(Exception):
         self.code = code
 
 
-def _transcription(ctx: AppContext) -> TranscriptionClient:
-    return required(ctx.clients.transcription, "transcription")
+def _transcription(ctx: AppContext) -> SpeechClient:
+    return required(ctx.clients.speech, "transcription")
 
 
 def _named(exc: DomainError) -> DomainError:
@@ -237,7 +237,7 @@ class _Run:
         await self.meter("successful")
         await self.websocket.close(code=1000)
 
-    async def _step(self, client: TranscriptionClient, final: bool) -> None:
+    async def _step(self, client: SpeechClient, final: bool) -> None:
         if final and not self.state.buffer:
             completed = self.transcript.commit([], final=True)
             language = self.state.lang_code

@@ -1,9 +1,9 @@
-"""Knowledge-base services: the seven operations of the spec over the database and the KnowledgeStore.
+"""Knowledge-base services: the seven operations of the spec over the database and the Search.
 
 Rules kept here:
 - Tenancy: every knowledge base and document belongs to a customer; another customer's is answered 404 (never
-  403), so ids of others cannot even be probed. The KnowledgeStore checks the owner again on its side.
-- Uploads stream to disk (``search.max_document_mb`` -> 413); the KnowledgeStore reads the saved file (415 for
+  403), so ids of others cannot even be probed. The Search checks the owner again on its side.
+- Uploads stream to disk (``search.max_document_mb`` -> 413); the Search reads the saved file (415 for
   unsupported or unreadable files, 400 for no text), and the file is removed once it answers: only chunks are
   kept.
 - Same content uploaded twice into one knowledge base: idempotent. The existing document is returned (same id
@@ -37,22 +37,20 @@ from contracts import languages
 from contracts.errors import InvalidInput, NotFound, UnsupportedLanguage
 from contracts.search import (
     AddDocument,
+    Deleted,
+    DocumentCreated,
     DocumentFile,
+    DocumentInfo,
     EmptyDocument,
     IndexedDocument,
-    KnowledgeClient,
+    KnowledgeBaseCreated,
+    KnowledgeBaseInfo,
+    QueryResult,
+    SearchClient,
     SearchQuery,
 )
 from persistence.models import Document, KnowledgeBase, utcnow
 from serve_app.context import AppContext, required
-from serve_app.schemas.search import (
-    Deleted,
-    DocumentCreated,
-    DocumentInfo,
-    KnowledgeBaseCreated,
-    KnowledgeBaseInfo,
-    QueryResult,
-)
 from serve_app.services.text_limits import TextLimits, check_size
 from serve_app.services.usage import count_tokens, record_usage
 from serve_app.tokens import Principal
@@ -106,8 +104,8 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _knowledge(ctx: AppContext) -> KnowledgeClient:
-    return required(ctx.clients.knowledge, "knowledge")
+def _knowledge(ctx: AppContext) -> SearchClient:
+    return required(ctx.clients.search, "knowledge")
 
 
 def query_language(value: str | None) -> str | None:
@@ -206,7 +204,7 @@ async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: 
             return doc.id
 
         doc_id = await _db(ctx, insert)
-        # the KnowledgeStore (any node) receives the bytes: inline when small, else through object storage
+        # the Search (any node) receives the bytes: inline when small, else through object storage
         content = await anyio.to_thread.run_sync(blob_from_file, ctx.settings, upload.path, upload.filename)
         file = DocumentFile(content=content, filename=upload.filename, content_type=upload.content_type)
         try:
@@ -271,7 +269,7 @@ async def _remove_document(ctx: AppContext, kb_id: str, doc_id: str) -> None:
 
 
 async def _discard_document(ctx: AppContext, kb_id: str, doc_id: str) -> None:
-    """After a failed ingest: its vectors (best effort: the KnowledgeStore already undid its own write), then its
+    """After a failed ingest: its vectors (best effort: the Search already undid its own write), then its
     row. A failure here is logged, so the client gets the error of the ingest itself (415, 400, 503)."""
     try:
         await _knowledge(ctx).delete_document(kb_id, doc_id)

@@ -1,7 +1,7 @@
 """What the two live transcription protocols share: the audio buffer of a stream, its stepping through the
-Transcription deployment, its limits, and how a session ends on an error.
+Speech deployment, its limits, and how a session ends on an error.
 
-``/ws/stream-transcribe`` (``serve_app.services.transcription.stream``) and the Live API ``/v1/realtime``
+``/ws/stream-transcribe`` (``serve_app.services.speech.stream``) and the Live API ``/v1/realtime``
 (``serve_app.services.realtime``) differ only in their messages. Both:
 
 - buffer the client's PCM (signed 16-bit little-endian mono, at the stream's own rate) and run a step
@@ -29,7 +29,7 @@ from typing import Any
 from fastapi import WebSocket, WebSocketDisconnect
 
 from contracts.errors import DomainError, InvalidInput, Overloaded, TooLarge
-from contracts.speech import Segment, StreamRequest, StreamStep, TranscriptionClient
+from contracts.speech import Segment, SpeechClient, StreamRequest, StreamStep
 
 SAMPLE_RATE = 16_000  # the rate of /ws/stream-transcribe; the Live API declares its own
 PARTIAL_EVERY_SECONDS = 1.0  # a step (a partial, and a commit when a pause came) per this much new audio
@@ -105,7 +105,7 @@ class Advance:
     pending_text: str
 
 
-async def advance(client: TranscriptionClient, state: StreamState, final: bool) -> Advance:
+async def advance(client: SpeechClient, state: StreamState, final: bool) -> Advance:
     """Decode the buffer once: keep the language once it is settled, commit what ended in a pause (once the
     language is known; everything at the end of the stream, or after :data:`MAX_PENDING_SECONDS` without a
     pause) and drop the committed audio."""

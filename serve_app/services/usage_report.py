@@ -22,10 +22,10 @@ import anyio
 from sqlalchemy import select
 
 from contracts.errors import InvalidInput
+from contracts.usage import UsageBucket, UsageCounters, UsageReport
 from persistence.admission import refusals_between
 from persistence.models import UsageRecord
 from serve_app.context import AppContext
-from serve_app.schemas.usage import UsageBucket, UsageCounters, UsageReport
 from serve_app.tokens import Principal
 
 INTERVALS = ("minute", "hour", "day", "week", "month")

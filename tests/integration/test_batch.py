@@ -20,8 +20,8 @@ import pytest
 from sqlalchemy import func, select
 
 from cluster.credentials import decode_token
+from khuluma.cli.batch import upload_directory, upload_file
 from persistence.models import BatchItem, UsageRecord
-from serve_app.cli.batch import upload_directory, upload_file
 
 pytestmark = pytest.mark.integration
 
@@ -224,8 +224,8 @@ def test_service_restart_during_batch_loses_nothing(
 ):
     from ray import serve
 
-    from deployments.app import build_app
-    from serve_app.cli.serve import load_serve_config
+    from khuluma.app import build_app
+    from khuluma.cli.serve import load_serve_config
 
     token = make_token("batch-restart")
     created = _create(serve_url, token)

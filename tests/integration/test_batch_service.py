@@ -13,9 +13,9 @@ import pytest
 from sqlalchemy import select
 
 from cluster.credentials import decode_token
-from deployments.app import build_local
+from khuluma.app import build_local
+from khuluma.cli.batch import upload_directory
 from persistence.models import BatchItem
-from serve_app.cli.batch import upload_directory
 from tests.conftest import client_for
 from tests.speechdata import write_audio
 from tests.tools import require_tool
@@ -53,7 +53,7 @@ def app_for(batch_db, seaweedfs: str):
 
     def make(bucket: str = "khuluma-test-batch"):
         settings = batch_db[0].updated({"s3": {"endpoint_url": seaweedfs, "bucket": bucket}})
-        handles = build_local(settings, ["batch", "transcription"])
+        handles = build_local(settings, ["batch", "speech"])
         runners.append(handles["batch"])
         return client_for(settings, handles)
 
@@ -195,7 +195,7 @@ def test_batch_and_sync_accept_and_refuse_the_same_languages(batch_db, seaweedfs
     """One registry and one model check for every route: whatever sync transcription accepts, batch create
     accepts (stored normalised), and whatever sync refuses, batch refuses with the same message, naming the field."""
     settings = batch_db[0].updated({"s3": {"endpoint_url": seaweedfs, "bucket": "khuluma-test-batch"}})
-    client = client_for(settings, build_local(settings, ["transcription"]))
+    client = client_for(settings, build_local(settings, ["speech"]))
     token = make_token("batch-unit-languages")
     silence = tmp_path / "quiet.wav"
     write_audio(np.zeros(8000, dtype=np.float32), 16000, silence)

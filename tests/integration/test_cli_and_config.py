@@ -12,8 +12,8 @@ import yaml
 from pydantic import BaseModel
 
 from contracts.settings import Settings
-from deployments.app import GPUUnavailableError, check_gpus, deployment_options, requested_gpus
-from serve_app.cli.serve import load_serve_config
+from khuluma.app import GPUUnavailableError, check_gpus, deployment_options, requested_gpus
+from khuluma.cli.serve import load_serve_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _khuluma(data_dir: Path, *args: str) -> subprocess.CompletedProcess:
     env = {"KHULUMA_DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"}
     return subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
+        [sys.executable, "-m", "khuluma.cli", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
     )
 
 
@@ -103,14 +103,14 @@ def test_serve_yaml_is_a_valid_serve_config_with_bounded_autoscaling():
         else ServeDeploySchema.parse_obj(raw)
     )
     app = schema.applications[0]
-    assert app.import_path == "deployments.app:build_app"
+    assert app.import_path == "khuluma.app:build_app"
     names = {d["name"] for d in raw["applications"][0]["deployments"]}
     from contracts.settings import Settings
-    from deployments.app import deployment_names
+    from khuluma.app import deployment_names
 
     # every deployment the builder makes for this config, and no other (Serve refuses a config naming one it lacks)
     assert names == deployment_names(Settings(**app.args["settings"]))
-    assert "Embeddings" not in names  # the offline embedder runs inside TextAnalysis and KnowledgeStore
+    assert "Embeddings" not in names  # the offline embedder runs inside TextAnalysis and Search
     assert "Translation" not in names  # no translation model ships offline: the ingress answers its 503
     for d in raw["applications"][0]["deployments"]:
         auto = d.get("autoscaling_config")
@@ -133,7 +133,7 @@ def test_khuluma_serve_tells_a_failed_start_up_check_in_one_line(tmp_path: Path)
     }
     command = ["serve", "--port", "0", "--num-cpus", "1", "--no-storage", "--no-dashboard"]
     proc = subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", *command, "--metrics-port", str(free_port())],
+        [sys.executable, "-m", "khuluma.cli", *command, "--metrics-port", str(free_port())],
         capture_output=True,
         text=True,
         env=env,
@@ -151,7 +151,7 @@ def test_gpu_check_refuses_gpus_the_cluster_lacks():
     options = deployment_options(cfg["deployments"])
     assert requested_gpus(options) == 0
     check_gpus(options, available=0)  # the default config needs none
-    cfg["deployments"]["Transcription"]["ray_actor_options"]["num_gpus"] = 0.5
+    cfg["deployments"]["Speech"]["ray_actor_options"]["num_gpus"] = 0.5
     cfg["deployments"]["TextAnalysis"]["ray_actor_options"]["num_gpus"] = 0.25
     options = deployment_options(cfg["deployments"])
     assert requested_gpus(options) == pytest.approx(0.75)
@@ -163,7 +163,7 @@ def test_gpu_check_refuses_gpus_the_cluster_lacks():
 def test_khuluma_serve_refuses_a_gpu_config_before_deploying(tmp_path: Path):
     raw = yaml.safe_load((ROOT / "configs" / "serve.yaml").read_text())
     for d in raw["applications"][0]["deployments"]:
-        if d["name"] == "Transcription":
+        if d["name"] == "Speech":
             d["ray_actor_options"]["num_gpus"] = 1
     cfg = tmp_path / "gpu.yaml"
     cfg.write_text(yaml.safe_dump(raw))
@@ -175,7 +175,7 @@ def test_khuluma_serve_refuses_a_gpu_config_before_deploying(tmp_path: Path):
         [
             sys.executable,
             "-m",
-            "serve_app.cli",
+            "khuluma.cli",
             "serve",
             "--config",
             str(cfg),

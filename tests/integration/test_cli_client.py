@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from khuluma.cli import app
 from scripts.eval_wer import word_errors
-from serve_app.cli import app
 from tests.speechdata import espeak
 
 pytestmark = pytest.mark.integration

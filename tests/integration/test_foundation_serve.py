@@ -12,8 +12,8 @@ def test_health_reports_every_deployment_healthy(serve_url):
     r = httpx.get(f"{serve_url}/api/v1/health", timeout=30)
     assert r.status_code == 200
     names = {d["name"] for d in r.json()["deployments"] if d["healthy"]}
-    assert {"database", "text", "transcription", "knowledge", "jobs", "batch"} <= names
-    # not deployed on the offline models: the embedder runs inside TextAnalysis and KnowledgeStore, and no
+    assert {"database", "text", "speech", "search", "jobs", "batch"} <= names
+    # not deployed on the offline models: the embedder runs inside TextAnalysis and Search, and no
     # translation model is installed
     assert not {"embeddings", "translation"} & {d["name"] for d in r.json()["deployments"]}
     assert httpx.get(f"{serve_url}/health", timeout=30).status_code == 200

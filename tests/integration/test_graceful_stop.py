@@ -32,8 +32,8 @@ import psutil
 import pytest
 
 from cluster.ports import free_port
+from khuluma.cli.serve import cluster_ports
 from scripts.bench._plain import wait_healthy
-from serve_app.cli.serve import cluster_ports
 from tests.speechdata import espeak
 
 pytestmark = [pytest.mark.integration]

@@ -1,4 +1,4 @@
-"""Fault tests of async jobs on the real Serve application: the Transcription replica is killed while it
+"""Fault tests of async jobs on the real Serve application: the Speech replica is killed while it
 transcribes a job. The job goes back to the queue (an infrastructure failure, within its attempt budget) and
 completes once Serve has replaced the replica; a job with bad input fails once, for good, with its reason."""
 
@@ -54,7 +54,7 @@ def _wait(db, upload_id: str, done: set[str], timeout: float) -> Upload:  # type
 
 
 def _kill_transcription_replica(how: str) -> str:
-    """Kill the live Transcription replica: through Ray (``ray.kill``) or as the OOM killer or an operator's
+    """Kill the live Speech replica: through Ray (``ray.kill``) or as the OOM killer or an operator's
     ``kill -9`` would (SIGKILL to its worker process, which Ray titles ``ray::ServeReplica:<app>:<deployment>``)."""
     import os
     import signal
@@ -66,17 +66,17 @@ def _kill_transcription_replica(how: str) -> str:
         names = [
             a["name"]
             for a in ray.util.list_named_actors(all_namespaces=True)
-            if a["namespace"] == "serve" and "#Transcription#" in a["name"]
+            if a["namespace"] == "serve" and "#Speech#" in a["name"]
         ]
-        assert names, "no live Transcription replica found"
+        assert names, "no live Speech replica found"
         ray.kill(ray.get_actor(names[0], namespace="serve"), no_restart=True)  # Serve starts a new replica
         return str(names[0])
     pids = [
         p.pid
         for p in psutil.process_iter(["cmdline"])
-        if any("ServeReplica:khuluma:Transcription" in part for part in (p.info["cmdline"] or []))
+        if any("ServeReplica:khuluma:Speech" in part for part in (p.info["cmdline"] or []))
     ]
-    assert pids, "no Transcription replica process found"
+    assert pids, "no Speech replica process found"
     os.kill(pids[0], signal.SIGKILL)
     return f"pid {pids[0]}"
 

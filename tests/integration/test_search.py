@@ -1,4 +1,4 @@
-"""Knowledge bases through the real Ray Serve application (Ingress -> KnowledgeStore, its embedder in-process)."""
+"""Knowledge bases through the real Ray Serve application (Ingress -> Search, its embedder in-process)."""
 
 from __future__ import annotations
 

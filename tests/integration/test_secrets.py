@@ -116,8 +116,8 @@ def _serve_with_secrets(out: Path, port: int) -> None:
     import ray
     from ray import serve
 
-    from deployments.app import build_app
-    from serve_app.cli.serve import ray_env
+    from khuluma.app import build_app
+    from khuluma.cli.serve import ray_env
 
     settings = Settings()
     env = ray_env()
@@ -197,9 +197,9 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 @pytest.fixture(scope="module")
 def secret_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecretApp]:
+    from khuluma.cli.serve import cluster_ports
     from persistence.session import Database
     from scripts.bench._plain import free_port
-    from serve_app.cli.serve import cluster_ports
     from serve_app.tokens import create_token
 
     tag = uuid.uuid4().hex

@@ -19,8 +19,8 @@ from cluster.credentials import UploadToken, decode_token, encode_token, issue_u
 from cluster.s3 import batch_prefix, blob_endpoint, ensure_bucket, list_objects, s3_client
 from cluster.seaweedfs import LocalSeaweedFS
 from contracts.settings import Settings
-from serve_app.cli import app as cli_app
-from serve_app.cli.batch import upload_file
+from khuluma.cli import app as cli_app
+from khuluma.cli.batch import upload_file
 
 
 @pytest.fixture()

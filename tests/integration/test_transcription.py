@@ -84,7 +84,7 @@ def test_errors_through_serve(serve_url: str, headers) -> None:
 def test_stream_through_serve(serve_url: str, headers, audio) -> None:
     from websockets.sync.client import connect
 
-    from engines.audio import load_audio
+    from engines.speech.audio import load_audio
 
     pcm = (np.clip(load_audio(audio["wav"]), -1, 1) * 32767).astype("<i2").tobytes()
     url = serve_url.replace("http://", "ws://") + "/ws/stream-transcribe?lang_code=eng"
@@ -106,7 +106,7 @@ def test_khuluma_stream_through_serve(serve_url: str, headers, audio) -> None:
     and a clear message for a token the service refuses."""
     from typer.testing import CliRunner
 
-    from serve_app.cli import app
+    from khuluma.cli import app
 
     runner = CliRunner()
     env = {"KHULUMA_TOKEN": headers["X-CLIENT-TOKEN"], "KHULUMA_URL": serve_url}

@@ -39,7 +39,7 @@ def test_serve_deployment_batches_and_hot_reloads(serve_url, settings, tiny_nllb
 
     from contracts.translation import TranslationClient, TranslationRequest
     from deployments.translation import Translation
-    from engines.translation import CTranslate2Translator, DecodeOptions
+    from engines.translation.nllb import CTranslate2Translator, DecodeOptions
     from scripts.bench._tiny_models import training_lines
 
     bound = settings.updated({"translation": {"max_length": 12, "compute_type": "float32"}}).for_replica(

@@ -2,7 +2,7 @@
 
 - A head node (the ingress, the text and search deployments, the jobs and batch coordinators) and a worker node
   started with the custom resource ``speech``. Transcription, the per-file batch tasks and one of the two
-  KnowledgeStore replicas (``max_replicas_per_node: 1``) run on the worker, so audio, documents and batch files
+  Search replicas (``max_replicas_per_node: 1``) run on the worker, so audio, documents and batch files
   really cross nodes.
 - As root the worker runs inside ``unshare --mount`` with private tmpfs mounts over ``/tmp`` and the data directory:
   a file one node writes there does not exist for the other. Without root that part is skipped with its reason
@@ -39,12 +39,12 @@ import yaml
 from sqlalchemy import func, select
 
 from cluster.credentials import decode_token
-from cluster.local_ray import LocalCluster, RayNode, free_port, private_disk_available, wait_for
 from cluster.seaweedfs import LocalSeaweedFS
 from contracts.settings import Settings
+from khuluma.cli.batch import upload_directory
 from persistence.models import BatchItem, UsageRecord
 from persistence.session import Database, migrate
-from serve_app.cli.batch import upload_directory
+from scripts.bench._local_ray import LocalCluster, RayNode, free_port, private_disk_available, wait_for
 from serve_app.tokens import create_token
 from tests.services import ChromaServer, Postgres
 from tests.speechdata import CALL_PHRASES, espeak
@@ -81,8 +81,8 @@ TEST_CPUS = {
     "Embeddings": 0.25,
     "TextAnalysis": 0.25,
     "Translation": 0.25,
-    "Transcription": 0.5,
-    "KnowledgeStore": 0.2,
+    "Speech": 0.5,
+    "Search": 0.2,
     "Jobs": 0.1,
     "BatchRunner": 0.05,
 }
@@ -104,10 +104,10 @@ def cluster_config(port: int, settings: dict[str, Any]) -> dict[str, Any]:
             deployment.pop("autoscaling_config")
             deployment["num_replicas"] = 1
     by_name = {d["name"]: d for d in app["deployments"]}
-    by_name["Transcription"]["ray_actor_options"]["resources"] = {SPEECH_RESOURCE: 1}
+    by_name["Speech"]["ray_actor_options"]["resources"] = {SPEECH_RESOURCE: 1}
     # an ingress replica on each node (the profile autoscales it): per-customer limits are proven across nodes
     by_name["Ingress"].update(num_replicas=2, max_replicas_per_node=1)
-    assert by_name["KnowledgeStore"]["num_replicas"] == 2 and by_name["KnowledgeStore"]["max_replicas_per_node"] == 1
+    assert by_name["Search"]["num_replicas"] == 2 and by_name["Search"]["max_replicas_per_node"] == 1
     return config
 
 
@@ -142,7 +142,7 @@ def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
     data_dir.mkdir()
     migrate(postgres.url)
     db = Database(postgres.url)
-    from serve_app.cli.serve import cluster_ports, ray_env
+    from khuluma.cli.serve import cluster_ports, ray_env
 
     env = {
         **os.environ,
@@ -210,8 +210,8 @@ def test_work_is_placed_on_both_nodes(two_nodes: TwoNodes) -> None:
     replicas = replicas_by_deployment(two_nodes.cluster.dashboard_url)
     assert set(replicas) == set(TEST_CPUS)
     assert all(r["state"] == "RUNNING" for rs in replicas.values() for r in rs), replicas
-    assert {r["node_id"] for r in replicas["Transcription"]} == {worker}
-    store_nodes = [r["node_id"] for r in replicas["KnowledgeStore"]]
+    assert {r["node_id"] for r in replicas["Speech"]} == {worker}
+    store_nodes = [r["node_id"] for r in replicas["Search"]]
     assert len(store_nodes) == 2 and len(set(store_nodes)) == 2  # one replica on each node
     ingress_nodes = [r["node_id"] for r in replicas["Ingress"]]
     assert len(ingress_nodes) == 2 and len(set(ingress_nodes)) == 2
@@ -277,7 +277,7 @@ def test_text_and_knowledge_base_across_nodes(two_nodes: TwoNodes) -> None:
             f"{url}{KB}/{kb_id}/document", headers=h, files={"file": (name, text.encode(), "text/plain")}, timeout=120
         )
         assert up.status_code == 200, up.text
-    # Both KnowledgeStore replicas (one per node) must see what either wrote: ask more times than there are replicas.
+    # Both Search replicas (one per node) must see what either wrote: ask more times than there are replicas.
     for _ in range(6):
         q = httpx.post(f"{url}{KB}/{kb_id}/query", headers=h, json={"query": "Which mountains get snow?"}, timeout=60)
         assert q.status_code == 200, q.text
@@ -368,7 +368,7 @@ def test_prometheus_metrics_of_every_node(two_nodes: TwoNodes) -> None:
         pytest.fail(f"not exported after 120 s: {[w for w in wanted if w not in text]}")
     assert 'status="200"' in text
     on_worker = wait_for(
-        lambda: t if 'model_call="Transcription.transcribe"' in (t := _scrape(two_nodes.worker.metrics_port)) else None,
+        lambda: t if 'model_call="Speech.transcribe"' in (t := _scrape(two_nodes.worker.metrics_port)) else None,
         120,
         "the worker node's metrics",
     )

@@ -249,7 +249,7 @@ def test_audio_of_the_day_is_checked_before_a_transcription_starts(local_app, db
     token, principal = _customer(db, audio_seconds_per_day=60)
     h = {"X-CLIENT-TOKEN": token}
     files = {"file": ("a.wav", b"RIFF0000WAVE", "audio/wav")}
-    # below the limit the request goes on (here to the 503 of a service without a Transcription deployment)
+    # below the limit the request goes on (here to the 503 of a service without a Speech deployment)
     assert client.post("/api/v2alpha/transcribe/sync/file", headers=h, files=files).status_code == 503
     with db.session() as s:
         s.add(UsageRecord(customer_id=principal.customer_id, route="transcribe_sync", seconds_transcribed=61.0))
@@ -492,7 +492,7 @@ def test_token_create_and_limits(tmp_path, monkeypatch: pytest.MonkeyPatch) -> N
     from typer.testing import CliRunner
 
     from contracts.settings import get_settings
-    from serve_app.cli import app
+    from khuluma.cli import app
 
     monkeypatch.setenv("KHULUMA_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("KHULUMA_LIMITS_LIVE_SESSIONS", "4")
@@ -547,7 +547,7 @@ def test_a_graceful_stop_ends_a_live_session_with_its_final_and_1001(local_app, 
 
     from serve_app.lifecycle import SHUTTING_DOWN
 
-    client = local_app(["transcription"])
+    client = local_app(["speech"])
     token = _customer(db)[0]
     live = client.context.admission.live
     with client.websocket_connect(STREAM + "?lang_code=eng", headers={"X-CLIENT-TOKEN": token}) as ws:

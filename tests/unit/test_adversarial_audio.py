@@ -20,8 +20,8 @@ import pytest
 
 from contracts.errors import TooLarge
 from contracts.settings import Settings, TranscriptionSettings
-from engines.audio import SAMPLE_RATE, load_audio, probe
-from engines.pipeline import TranscriptionPipeline
+from engines.speech.audio import SAMPLE_RATE, load_audio, probe
+from engines.speech.pipeline import TranscriptionPipeline
 from scripts.bench._hostile import RATE, lying_wav, tone
 
 MB = 1 << 20

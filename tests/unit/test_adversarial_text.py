@@ -318,8 +318,8 @@ def _nfd(text: str) -> str:
 
 
 def test_heuristic_ner_keeps_combining_marks_inside_words():
-    from engines.ner import HeuristicNER
-    from engines.text_utils import word_spans
+    from engines.text.ner import HeuristicNER
+    from engines.text.utils import word_spans
 
     text = "Ngibone uNelson Ma\u0300ndela eThekwini. Sikhulume noThabo Mbe\u0301ki e-Durban."
     assert "Ma\u0300ndela" in [w.text for w in word_spans(text)]
@@ -331,7 +331,7 @@ def test_heuristic_ner_keeps_combining_marks_inside_words():
 
 
 def test_english_ner_reads_nfd_text_as_its_composed_form():
-    from engines.ner import SpacyNER
+    from engines.text.ner import SpacyNER
 
     ner = SpacyNER()
     for sent in (
@@ -346,7 +346,7 @@ def test_english_ner_reads_nfd_text_as_its_composed_form():
 
 
 def test_composed_offsets_map_back_to_whole_clusters():
-    from engines.text_utils import nfc_with_offsets, original_span
+    from engines.text.utils import nfc_with_offsets, original_span
 
     text = "Ma\u0300ndela n\u0304 e\u0301\u0323"
     composed, offsets = nfc_with_offsets(text)

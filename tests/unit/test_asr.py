@@ -16,11 +16,11 @@ import pytest
 from contracts.errors import InvalidInput, LanguageNotServed, TimedOut, Unavailable
 from contracts.settings import Settings
 from contracts.speech import TranscriptionResult, build_record
-from engines import guards, whisper_weights
-from engines.asr import SETTING, SpeechRecognizer
-from engines.audio import SAMPLE_RATE
-from engines.pipeline import TranscriptionPipeline, get_pipeline
-from engines.windows import silence_cut, windows
+from engines.speech import guards, whisper_weights
+from engines.speech.asr import SETTING, SpeechRecognizer
+from engines.speech.audio import SAMPLE_RATE
+from engines.speech.pipeline import TranscriptionPipeline, get_pipeline
+from engines.speech.windows import silence_cut, windows
 from scripts.eval_wer import word_errors
 from tests.speechdata import silence, speech_16k, tone_music, write_audio
 
@@ -289,10 +289,10 @@ def test_streaming_buffer_commits_segments_before_the_last_pause(pipeline: Trans
 
 
 def test_uncertain_detection_is_confirmed_by_the_text_language(pipeline: TranscriptionPipeline, clips) -> None:
-    import engines.langid  # noqa: F401  (our module: a broken import must fail this test, not skip it)
-    from engines.asr import Detection, SpeechSegment
-    from engines.pipeline import _Pass
-    from engines.windows import Window
+    import engines.text.langid  # noqa: F401  (our module: a broken import must fail this test, not skip it)
+    from engines.speech.asr import Detection, SpeechSegment
+    from engines.speech.pipeline import _Pass
+    from engines.speech.windows import Window
 
     audio = clips["s3"]
     window = Window(0, audio, pipeline.recognizer.speech_chunks(audio))

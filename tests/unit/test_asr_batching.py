@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from contracts.settings import Settings
-from engines.asr import SpeechRecognizer, split_long_chunks
-from engines.asr_batching import WindowBatcher
-from engines.audio import SAMPLE_RATE
-from engines.whisper_weights import ensure_whisper_base
+from engines.speech.asr import SpeechRecognizer, split_long_chunks
+from engines.speech.asr_batching import WindowBatcher
+from engines.speech.audio import SAMPLE_RATE
+from engines.speech.whisper_weights import ensure_whisper_base
 from scripts.eval_wer import word_errors
 from tests.speechdata import silence, speech_16k
 
@@ -165,7 +165,7 @@ def test_concurrent_transcriptions_are_decoded_in_one_batch_with_their_own_words
 
 
 def test_batch_size_zero_batches_on_a_gpu_only_and_a_set_size_wins(settings: Settings) -> None:
-    from engines.pipeline import GPU_BATCH_SIZE, batch_size, build_recognizer, decode_layout
+    from engines.speech.pipeline import GPU_BATCH_SIZE, batch_size, build_recognizer, decode_layout
 
     assert batch_size(0, "cpu") == 1 and batch_size(0, "cuda") == GPU_BATCH_SIZE
     assert batch_size(4, "cpu") == 4 and batch_size(1, "cuda") == 1
@@ -186,7 +186,7 @@ def test_batch_size_zero_batches_on_a_gpu_only_and_a_set_size_wins(settings: Set
 
 def test_decode_layout_runs_one_decode_per_core_on_cpu_without_batches() -> None:
     from contracts.settings import WhisperSettings
-    from engines.pipeline import MAX_AUTO_PARALLEL_DECODES, decode_layout
+    from engines.speech.pipeline import MAX_AUTO_PARALLEL_DECODES, decode_layout
 
     cpu = WhisperSettings(device="cpu")
     assert decode_layout(cpu, batch=1, cores=2) == (2, 2)  # (decodes at once, threads each)
@@ -204,7 +204,7 @@ def test_concurrent_transcriptions_decode_side_by_side_with_the_same_words(setti
     """Two decodes of one model side by side (CTranslate2 workers; the gain is measured in
     scripts/bench/bench_transcription.py): callers that reach it together each get exactly the transcript that a
     model decoding one at a time, on as many threads, gives the same audio. And the default layout is what loads."""
-    from engines.pipeline import build_recognizer, decode_layout
+    from engines.speech.pipeline import build_recognizer, decode_layout
 
     two = settings.whisper.model_copy(update={"parallel_decodes": 2, "cpu_threads": 2})
     side_by_side = build_recognizer(two, settings.data_dir)
@@ -242,7 +242,7 @@ def test_batch_tasks_decode_one_file_at_a_time_on_their_share_of_the_cores(setti
 
     alone = task({"batch": {"max_parallel": 1}})
     assert alone.whisper.parallel_decodes == 1 and alone.whisper.cpu_threads == (os.cpu_count() or 1)
-    # the Transcription replicas' layout (the cluster profile's) does not reach the tasks; their CPUs decide
+    # the Speech replicas' layout (the cluster profile's) does not reach the tasks; their CPUs decide
     cluster = task({"batch": {"task_cpus": 1}, "whisper": {"parallel_decodes": 2, "cpu_threads": 2}})
     assert cluster.whisper.parallel_decodes == 1 and cluster.whisper.cpu_threads == 1
     assert task({"whisper": {"cpu_threads": 3}}).whisper.cpu_threads == 3  # without task CPUs, the setting

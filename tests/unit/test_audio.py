@@ -1,4 +1,4 @@
-"""engines.audio: every listed format decodes to 16 kHz mono float32 with true metadata; bad input -> 415/400."""
+"""engines.speech.audio: every listed format decodes to 16 kHz mono float32 with true metadata; bad input -> 415/400."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from contracts.errors import InvalidInput, UnsupportedMedia
-from engines.audio import SAMPLE_RATE, iter_audio, load_audio, load_pcm16, probe
+from engines.speech.audio import SAMPLE_RATE, iter_audio, load_audio, load_pcm16, probe
 from tests.speechdata import FORMATS, write_audio
 
 RATE = 22050

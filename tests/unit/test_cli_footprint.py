@@ -14,7 +14,7 @@ PROBE = """
 import json, sys
 sys.path.insert(0, {root!r})
 sys.argv = ["khuluma", *{args!r}]
-from serve_app.cli import main
+from khuluma.cli import main
 try:
     main()
 except SystemExit as done:
@@ -40,7 +40,7 @@ def test_khuluma_serve_imports_no_orm_and_no_client() -> None:
 def test_the_whole_command_line_is_still_there() -> None:
     from typer.testing import CliRunner
 
-    from serve_app.cli import app
+    from khuluma.cli import app
 
     shown = CliRunner().invoke(app, ["--help"]).output
     assert all(name in shown for name in ("serve", "token", "models", "kb", "batch", "stream", "db"))

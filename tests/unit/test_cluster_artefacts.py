@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from contracts.settings import Settings
-from deployments.app import SPECS, deployment_names, load_class
+from khuluma.app import SPECS, deployment_names, load_class
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = [ROOT / "configs" / "serve.yaml", ROOT / "configs" / "serve.cluster.yaml"]
@@ -25,7 +25,7 @@ def _validate_serve_config(config: dict[str, Any]) -> None:
 
     schema = ServeDeploySchema.parse_obj(config)  # raises on any unknown or invalid field
     (app,) = schema.applications
-    assert app.import_path == "deployments.app:build_app"
+    assert app.import_path == "khuluma.app:build_app"
     module, _, name = app.import_path.partition(":")
     assert callable(getattr(__import__(module, fromlist=[name]), name))
     # every deployment the builder makes for this config's settings, and no other (Serve refuses a config naming

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from engines.diarise import assign_speakers, diarise, speech_segments
+from engines.speech.diarise import assign_speakers, diarise, speech_segments
 from tests.tools import require_tool
 
 SR = 16000

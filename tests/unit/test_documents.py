@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from contracts.errors import InvalidInput, UnsupportedMedia
-from engines.chunking import chunk_text, sentence_spans
-from engines.documents import extract_text
+from engines.search.chunking import chunk_text, sentence_spans
+from engines.search.documents import extract_text
 
 
 def make_pdf(path: Path, lines: list[str]) -> Path:

@@ -19,7 +19,7 @@ import json, sys
 sys.path.insert(0, {root!r})
 if {torch_first}:
     import torch
-from engines.ner import SpacyNER
+from engines.text.ner import SpacyNER
 ner = SpacyNER()
 entities = [[(e.entity, e.word, e.start, e.end) for e in found] for found in ner.recognise({texts!r})]
 torch_after_spacy = "torch" in sys.modules

@@ -1,4 +1,4 @@
-"""Async v1 jobs: routes, the durable queue, the real Jobs deployment with the real Transcription deployment
+"""Async v1 jobs: routes, the durable queue, the real Jobs deployment with the real Speech deployment
 (faster-whisper) under Serve's local testing mode, and signed webhook deliveries to a real HTTP receiver on a
 loopback port."""
 
@@ -30,7 +30,7 @@ from contracts.errors import (
 )
 from contracts.jobs import JobResult
 from contracts.settings import Settings
-from deployments.app import build_local
+from khuluma.app import build_local
 from persistence import jobs as job_queue
 from persistence.models import Upload, UsageRecord, utcnow
 from persistence.session import Database
@@ -141,7 +141,7 @@ def speech_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def whisper_base(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Whisper base unpacked once, so each test's data directory does not unpack its own copy."""
-    from engines.whisper_weights import ensure_whisper_base
+    from engines.speech.whisper_weights import ensure_whisper_base
 
     return str(ensure_whisper_base(tmp_path_factory.mktemp("whisper")))
 
@@ -159,10 +159,10 @@ def fresh_settings(
 
 @pytest.fixture()
 def start_worker() -> Callable[..., dict[str, Any]]:
-    """Start the real Jobs deployment (and, unless told otherwise, the Transcription deployment it calls) under
+    """Start the real Jobs deployment (and, unless told otherwise, the Speech deployment it calls) under
     Serve's local testing mode; returns the handles."""
 
-    def start(settings: Settings, capabilities: tuple[str, ...] = ("transcription", "jobs")) -> dict[str, Any]:
+    def start(settings: Settings, capabilities: tuple[str, ...] = ("speech", "jobs")) -> dict[str, Any]:
         return build_local(settings, list(capabilities))
 
     return start
@@ -262,10 +262,10 @@ def test_stale_worker_cannot_overwrite_a_reclaimed_job(tmp_path_factory, speech_
 
 @pytest.fixture(scope="module")
 def client_env(tmp_path_factory, whisper_base) -> Iterator[dict[str, Any]]:
-    """The FastAPI app over the real Jobs and Transcription deployments (Serve's local testing mode) on their
+    """The FastAPI app over the real Jobs and Speech deployments (Serve's local testing mode) on their
     own database; one worker for the module, as one replica serves many requests."""
     settings = fresh_settings(tmp_path_factory, whisper_model=whisper_base)
-    handles = build_local(settings, ["transcription", "jobs"])
+    handles = build_local(settings, ["speech", "jobs"])
     client = client_for(settings, handles)
     db = Database(settings.db_url)
     acme, other = create_token(db, "acme"), create_token(db, "other-co")
@@ -515,7 +515,7 @@ def test_poison_job_fails_after_max_attempts(tmp_path_factory, start_worker, spe
 
 
 def test_unavailable_transcription_is_retried_then_failed(tmp_path_factory, start_worker, speech_wav) -> None:
-    """No Transcription deployment (Unavailable, transient): the job goes back to the queue until its attempts
+    """No Speech deployment (Unavailable, transient): the job goes back to the queue until its attempts
     are spent, then fails with 503 and its webhook says why."""
     settings = fresh_settings(tmp_path_factory, jobs={"max_attempts": 2, "lease_seconds": 1.0})
     db = Database(settings.db_url)
@@ -541,7 +541,7 @@ def test_cli_prints_the_webhook_secret(tmp_path: Path) -> None:
     db = Database.migrated(Settings(data_dir=tmp_path, _env_file=None).db_url)
     _, info = create_token(db, "acme")
     out = subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", "token", "secret", str(info.id)],
+        [sys.executable, "-m", "khuluma.cli", "token", "secret", str(info.id)],
         env=env,
         capture_output=True,
         text=True,
@@ -550,7 +550,7 @@ def test_cli_prints_the_webhook_secret(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == webhook_secret_for(db, info.id)
     missing = subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", "token", "secret", "9999"],
+        [sys.executable, "-m", "khuluma.cli", "token", "secret", "9999"],
         env=env,
         capture_output=True,
         text=True,

@@ -1,4 +1,4 @@
-"""Stopping a node of ``cluster/local_ray.LocalCluster`` stops everything it started, including a process that
+"""Stopping a node of ``scripts/bench/_local_ray.LocalCluster`` stops everything it started, including a process that
 left the node's process group for a session of its own (as Serve's HAProxy manager starts HAProxy)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.local_ray import RayNode
+from scripts.bench._local_ray import RayNode
 
 
 def _alive(pid: int) -> bool:

@@ -7,8 +7,8 @@ import subprocess
 import numpy as np
 import pytest
 
-import engines.music as music_engine
-from engines.music import detect_music
+import engines.speech.music as music_engine
+from engines.speech.music import detect_music
 from tests.tools import require_tool
 
 SR = 16000

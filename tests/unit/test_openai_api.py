@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from contracts.wer import word_error_rate
-from deployments.app import build_local
+from khuluma.app import build_local
 from persistence.models import UsageRecord
 from tests.conftest import client_for, serving
 from tests.speechdata import espeak
@@ -33,7 +33,7 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(settings) -> Iterator[Served]:
-    client = client_for(settings, build_local(settings, ["transcription", "text"]))
+    client = client_for(settings, build_local(settings, ["speech", "text"]))
     with serving(client) as url:
         yield Served(url, client)
 

@@ -86,7 +86,7 @@ def speech_8k(tmp_path: Path) -> Path:
 
 
 def test_transcribe_dry_run_and_real(local_app, make_token, speech_8k: Path) -> None:
-    client = local_app(["transcription"])
+    client = local_app(["speech"])
     headers = _basic(make_token("cloud-co", "calls"))
     audio = speech_8k.read_bytes()
     dry = client.post(

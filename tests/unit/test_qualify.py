@@ -11,9 +11,9 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from contracts.wer import word_error_rate, word_errors
-from deployments.app import build_local
-from serve_app.cli import app
-from serve_app.cli.qualification import Outcome, Status, Thresholds, at_most, exit_code, summary, table
+from khuluma.app import build_local
+from khuluma.cli import app
+from khuluma.cli.qualification import Outcome, Status, Thresholds, at_most, exit_code, summary, table
 from tests.conftest import client_for, serving
 
 WIDE = {"COLUMNS": "220"}  # the table on one line per check
@@ -61,7 +61,7 @@ def test_audio_is_required_without_espeak(monkeypatch) -> None:
 
 
 def test_a_whole_run_against_the_local_service(settings, make_token, tmp_path: Path) -> None:
-    client = client_for(settings, build_local(settings, ["transcription"]))
+    client = client_for(settings, build_local(settings, ["speech"]))
     token = make_token("qualify-co", "install")
     with serving(client) as url:
         # the mechanism, not this machine's speed (a shared 2-core test machine): generous time limits

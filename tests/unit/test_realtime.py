@@ -1,4 +1,4 @@
-"""The Live API (``/v1/realtime``) over the in-process Transcription deployment (no Ray cluster).
+"""The Live API (``/v1/realtime``) over the in-process Speech deployment (no Ray cluster).
 
 The client here is written from the protocol as Vulavula's own examples speak it: mint a client secret with the
 token, open the WebSocket with the subprotocols ``realtime`` and ``vulavula-insecure-api-key.<secret>``, read
@@ -25,7 +25,7 @@ from starlette.websockets import WebSocketDisconnect
 from persistence.models import RealtimeClientSecret, UsageRecord
 from scripts.eval_wer import word_errors
 from serve_app.client_secrets import OpenedSecret, consume_secret, mint_secret
-from serve_app.services.live_transcript import AppendOnlyTranscript
+from serve_app.services.speech_deltas import AppendOnlyTranscript
 from serve_app.tokens import TokenVerifier
 from tests.speechdata import espeak, read_pcm, silence, speech_16k
 
@@ -106,7 +106,7 @@ def speech_audio(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
 
 @pytest.fixture()
 def client(local_app):
-    return local_app(capabilities=["transcription"])
+    return local_app(capabilities=["speech"])
 
 
 @pytest.fixture()
@@ -217,7 +217,7 @@ def test_partial_hypotheses_become_append_only_deltas():
 
 
 def test_mint_defaults_validation_and_auth(local_app, token, db):
-    client = local_app(capabilities=["transcription"], transcription={"realtime_secret_seconds": 45})
+    client = local_app(capabilities=["speech"], transcription={"realtime_secret_seconds": 45})
     headers = {"X-CLIENT-TOKEN": token}
     for body in (None, {}, {"session": {}}):
         r = client.post(SECRETS, json=body, headers=headers)
@@ -290,7 +290,7 @@ def _refused(client, protocols: list[str]) -> tuple[int, str]:  # type: ignore[n
 
 
 def test_only_a_fresh_unused_secret_opens_a_session(local_app, token):
-    client = local_app(capabilities=["transcription"], transcription={"realtime_secret_seconds": 0.3})
+    client = local_app(capabilities=["speech"], transcription={"realtime_secret_seconds": 0.3})
     assert _refused(client, ["realtime"])[0] == 401  # no secret at all
     status, detail = _refused(client, subprotocols("ek_made-up-secret"))
     assert status == 403 and "client_secrets" in detail
@@ -371,7 +371,7 @@ def test_translation_without_a_model_is_an_error_event_and_transcription_goes_on
 
 def test_completed_segments_are_translated(local_app, token, tiny_nllb, tmp_path: Path):
     """A tiny random NLLB model stands in for a real one: what matters is the events, not the words."""
-    client = local_app(["transcription", "translation"], translation={"model": str(tiny_nllb.ct2), "max_length": 8})
+    client = local_app(["speech", "translation"], translation={"model": str(tiny_nllb.ct2), "max_length": 8})
     secret = mint(
         client, token, {"audio": {"input": {"transcription": {"language": "eng"}}, "output": {"language": "zul"}}}
     )
@@ -397,7 +397,7 @@ def test_audio_in_a_language_without_a_model_is_refused(client, token, tmp_path:
 
 
 def test_an_idle_session_closes_with_4408(local_app, token):
-    client = local_app(capabilities=["transcription"], transcription={"stream_idle_seconds": 0.5})
+    client = local_app(capabilities=["speech"], transcription={"stream_idle_seconds": 0.5})
     secret = mint(client, token)["value"]
     with client.websocket_connect(URL, subprotocols=subprotocols(secret)) as ws:
         assert ws.receive_json()["type"] == "session.created"
@@ -407,7 +407,7 @@ def test_an_idle_session_closes_with_4408(local_app, token):
 
 
 def test_more_audio_than_the_limit_closes_with_1009(local_app, token):
-    client = local_app(capabilities=["transcription"], max_request_mb=0.01)
+    client = local_app(capabilities=["speech"], max_request_mb=0.01)
     secret = mint(client, token)["value"]
     with client.websocket_connect(URL, subprotocols=subprotocols(secret)) as ws:
         assert ws.receive_json()["type"] == "session.created"

@@ -101,7 +101,7 @@ def test_dry_run_changes_nothing_and_zero_days_keeps_everything(store) -> None:
 
 
 def test_khuluma_db_prune(store, monkeypatch: pytest.MonkeyPatch) -> None:
-    from serve_app.cli import app
+    from khuluma.cli import app
 
     upload_id, recent = _upload(store, OLD), _upload(store, timedelta(days=2))
     monkeypatch.setenv("KHULUMA_DATA_DIR", str(store[0].data_dir))
@@ -118,7 +118,7 @@ def test_khuluma_db_prune(store, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_jobs_worker_sweeps_on_its_own(store) -> None:
-    from deployments.app import build_local
+    from khuluma.app import build_local
 
     upload_id = _upload(store, OLD)
     handles = build_local(store[0], ["jobs"])

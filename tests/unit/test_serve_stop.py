@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from serve_app.cli.serve import StopRequested, StopSignals
-from serve_app.cli.supervise import split
+from khuluma.cli.serve import StopRequested, StopSignals
+from khuluma.cli.supervise import split
 
 ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = """
 import os, signal, sys, time
 sys.path.insert(0, {root!r})
-from serve_app.cli.supervise import split
+from khuluma.cli.supervise import split
 split(force=True)
 got = []
 def on(signum, frame):
@@ -114,7 +114,7 @@ def test_the_first_signal_stops_the_second_hurries() -> None:
 def test_the_stop_runs_each_cleanup_bounded_and_stops_what_is_left(monkeypatch: pytest.MonkeyPatch) -> None:
     import psutil
 
-    from serve_app.cli import serve as serve_cli
+    from khuluma.cli import serve as serve_cli
 
     left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # e.g. an HAProxy left behind
     monkeypatch.setattr(serve_cli, "_our_processes", lambda: {psutil.Process(left.pid)})
@@ -162,7 +162,7 @@ def test_the_lifecycle_actor_tells_every_replica_and_knows_when_they_are_done() 
 def test_the_split_is_refused_in_a_process_that_is_not_the_command() -> None:
     """Called in-process (a CliRunner in pytest), ``khuluma serve`` must not fork: the caller would become the
     supervisor and go on in a child without its thread pools."""
-    from serve_app.cli.supervise import _own_process
+    from khuluma.cli.supervise import _own_process
 
     assert not _own_process()
     pid, session = os.getpid(), os.getsid(0)

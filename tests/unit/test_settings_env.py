@@ -117,7 +117,7 @@ def test_a_replica_logs_each_warning_once(
     monkeypatch.setenv("KHULUMA_WEBHOOK_ALLOW_PRIVATE", "true")
     with caplog.at_level(logging.WARNING, logger="khuluma.settings"):
         configure_replica_logging("TextAnalysis", settings)
-        configure_replica_logging("KnowledgeStore", settings)  # a second replica in this process: said once
+        configure_replica_logging("Search", settings)  # a second replica in this process: said once
     said = [r.getMessage() for r in caplog.records if r.name == "khuluma.settings"]
     assert said == ["KHULUMA_WEBHOOK_ALLOW_PRIVATE is not a setting (renamed: KHULUMA_WEBHOOKS_ALLOW_PRIVATE)"]
     assert report_setting_warnings(print) == []
@@ -127,12 +127,12 @@ def test_khuluma_serve_prints_the_warning(monkeypatch: pytest.MonkeyPatch, tmp_p
     """The serve command prints each warning before it starts anything (here it stops before the migration)."""
     from typer.testing import CliRunner
 
-    from serve_app.cli import app
+    from khuluma.cli import app
 
     monkeypatch.setenv("KHULUMA_WEBHOOK_ALLOW_PRIVATE", "true")
     monkeypatch.setenv("KHULUMA_WHISPER_MODLE", "tiny")
     monkeypatch.setenv("KHULUMA_DATA_DIR", str(tmp_path))
-    monkeypatch.setattr("serve_app.cli.serve._migrate", _stop)
+    monkeypatch.setattr("khuluma.cli.serve._migrate", _stop)
     result = CliRunner().invoke(app, ["serve", "--no-storage"])
     out = " ".join(result.output.split())  # the console wraps long lines
     assert "WARNING: KHULUMA_WEBHOOK_ALLOW_PRIVATE is not a setting (renamed: KHULUMA_WEBHOOKS_ALLOW_PRIVATE)" in out

@@ -1,4 +1,4 @@
-"""Start-up checks (deployments/checks.py): each missing dependency stops the deploy with one clear line, against
+"""Start-up checks (khuluma/checks.py): each missing dependency stops the deploy with one clear line, against
 real endpoints (a port nothing listens on, an un-migrated database, the session's SeaweedFS)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from contracts.settings import Settings
-from deployments.app import build_app
-from deployments.checks import StartupCheckFailed, check_chroma, check_database, check_object_storage
+from khuluma.app import build_app
+from khuluma.checks import StartupCheckFailed, check_chroma, check_database, check_object_storage
 from scripts.bench._plain import free_port
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engines.text_utils import split_sentences, word_spans
+from engines.text.utils import split_sentences, word_spans
 
 
 def test_split_sentences_keeps_leading_space_and_drops_marks():
@@ -29,7 +29,7 @@ def test_word_spans_offsets_unicode():
 
 @pytest.fixture(scope="module")
 def identifier():
-    from engines.langid import LanguageIdentifier
+    from engines.text.langid import LanguageIdentifier
 
     return LanguageIdentifier()
 
@@ -82,7 +82,7 @@ def test_small_embedding_calls_run_on_one_thread(monkeypatch):
 
 
 def test_langid_floors_on_udhr(identifier):
-    from engines.text_eval import evaluate_langid
+    from engines.text.eval import evaluate_langid
 
     scores = evaluate_langid(identifier)
     assert scores["all"].accuracy >= 0.95, scores["all"]
@@ -106,8 +106,8 @@ def test_langid_result_shape_and_spans(identifier):
 
 
 def test_sentiment_floors(identifier, embed):
-    from engines.sentiment import SentimentClassifier
-    from engines.text_eval import evaluate_sentiment
+    from engines.text.eval import evaluate_sentiment
+    from engines.text.sentiment import SentimentClassifier
 
     scores = evaluate_sentiment(SentimentClassifier(), identifier, embed)
     floors = {"eng": 0.9, "afr": 0.85, "sot": 0.65, "zul": 0.55}  # chance is 0.33
@@ -116,7 +116,7 @@ def test_sentiment_floors(identifier, embed):
 
 
 def test_sentiment_scores_are_confidences(embed):
-    from engines.sentiment import LABELS, SentimentClassifier
+    from engines.text.sentiment import LABELS, SentimentClassifier
 
     model = SentimentClassifier()
     texts = ["I absolutely love this, it is wonderful", "This is terrible and I hate it", "The bus leaves at nine"]
@@ -128,8 +128,8 @@ def test_sentiment_scores_are_confidences(embed):
 
 
 def test_ner_floors_and_offsets(identifier):
-    from engines.ner import EntityRecogniser
-    from engines.text_eval import evaluate_ner
+    from engines.text.eval import evaluate_ner
+    from engines.text.ner import EntityRecogniser
 
     scores = evaluate_ner(EntityRecogniser(), identifier)
     assert scores["eng"].f1 >= 0.75, scores["eng"]
@@ -142,7 +142,7 @@ def test_ner_floors_and_offsets(identifier):
 
 def test_ner_returns_only_types_measured_precise_on_real_text():
     from contracts.quality import NER_TYPES
-    from engines.ner import EntityRecogniser
+    from engines.text.ner import EntityRecogniser
 
     recogniser = EntityRecogniser()
     zulu = "UCyril Ramaphosa uvakashele eThekwini ngoMsombuluko, u-MTN uthe inethiwekhi izobuya ngo-2024."
@@ -156,7 +156,7 @@ def test_ner_returns_only_types_measured_precise_on_real_text():
 def test_heuristic_does_not_call_common_words_people():
     """What the heuristic did to real isiZulu call transcripts (issue #26): sentence-initial words after a
     transcriber's mark, road names and shouted headline words are not people; operators are organisations."""
-    from engines.ner import HeuristicNER
+    from engines.text.ner import HeuristicNER
 
     heuristic = HeuristicNER()
     texts = [
@@ -180,7 +180,7 @@ def test_spacy_ner_runs_only_what_its_entities_need():
     import json
     from pathlib import Path
 
-    from engines.ner import SpacyNER
+    from engines.text.ner import SpacyNER
 
     recogniser = SpacyNER()
     assert recogniser._nlp.pipe_names == ["ner"]
@@ -195,7 +195,7 @@ def test_spacy_ner_runs_only_what_its_entities_need():
 
 
 def test_heuristic_ner_prefixes_and_unicode():
-    from engines.ner import HeuristicNER
+    from engines.text.ner import HeuristicNER
 
     text = "😀 Izolo uJosé Nkosi uvakashele eThekwini ngoMsombuluko, wahlangana ne-ANC eKwaZulu-Natal."
     ents = HeuristicNER().recognise([text])[0]
@@ -212,8 +212,8 @@ def test_heuristic_ner_prefixes_and_unicode():
 
 
 def test_intent_floors_and_calibration(embed):
-    from engines.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K
-    from engines.text_eval import evaluate_intent
+    from engines.text.eval import evaluate_intent
+    from engines.text.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K
 
     scores = evaluate_intent(embed, DEFAULT_TEMPERATURE, DEFAULT_TOP_K)
     assert set(scores) == {"eng", "zul", "afr"}
@@ -225,7 +225,7 @@ def test_intent_floors_and_calibration(embed):
 
 
 def test_intent_probabilities_rows_sum_to_one():
-    from engines.intent import intent_probabilities
+    from engines.text.intent import intent_probabilities
 
     rng = np.random.default_rng(0)
     ex = rng.normal(size=(6, 8))
@@ -237,7 +237,7 @@ def test_intent_probabilities_rows_sum_to_one():
 
 
 def test_embedding_cache_lru():
-    from engines.intent import EmbeddingCache
+    from engines.text.intent import EmbeddingCache
 
     cache = EmbeddingCache(max_items=2)
     cache.store(["a", "b"], np.eye(2, dtype=np.float32))
@@ -288,7 +288,7 @@ def test_ngram_language_model_features_match_scikit_learns_vectorizer(identifier
 def test_ner_goes_sentence_by_sentence_in_each_sentences_language(identifier):
     """Code-switched text: the English sentences go to spaCy, the isiZulu one to the isiZulu rules (dates only);
     a short English sentence full of African names is still English."""
-    from engines.ner import EntityRecogniser
+    from engines.text.ner import EntityRecogniser
 
     recogniser = EntityRecogniser()
     mixed = "Thandi Nkosi works for Standard Bank in Johannesburg. Sihambe eThekwini ngoMsombuluko, sathenga ukudla."

@@ -84,7 +84,7 @@ def expected_words(kind: str, text: str) -> list[str]:
 
 @pytest.mark.parametrize("kind", ["wordpiece", "unigram"])
 def test_every_word_tagged_b_gives_one_entity_per_word(tmp_path, kind):
-    from engines.ner import TransformersNER
+    from engines.text.ner import TransformersNER
 
     ner = TransformersNER(str(build_model(tmp_path, kind, "B-PER")))
     ents = ner.recognise([TEXT])[0]
@@ -95,7 +95,7 @@ def test_every_word_tagged_b_gives_one_entity_per_word(tmp_path, kind):
 
 @pytest.mark.parametrize("kind", ["wordpiece", "unigram"])
 def test_inside_tags_merge_across_overlapping_windows(tmp_path, kind):
-    from engines.ner import TransformersNER
+    from engines.text.ner import TransformersNER
 
     ner = TransformersNER(str(build_model(tmp_path, kind, "I-LOC")), max_length=16, stride=4)
     text = " " + " ".join([TEXT] * 4) + "  "  # longer than one 16-token window
@@ -106,7 +106,7 @@ def test_inside_tags_merge_across_overlapping_windows(tmp_path, kind):
 
 
 def test_date_and_org_labels_map_to_lower_case(tmp_path):
-    from engines.ner import TransformersNER, map_label
+    from engines.text.ner import TransformersNER, map_label
 
     assert map_label("ORG") == "organisation" and map_label("DATE") == "date" and map_label("GPE") == "location"
     ents = TransformersNER(str(build_model(tmp_path, "wordpiece", "B-ORG"))).recognise(["SABC eGoli"])[0]

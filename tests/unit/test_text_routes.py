@@ -19,7 +19,7 @@ EXAMPLES = [
 @pytest.fixture(scope="module")
 def handles(settings):
     """One TextAnalysis for the module (loading the models is the slow part)."""
-    from deployments.app import build_local
+    from khuluma.app import build_local
 
     return build_local(settings, ["text"])
 
@@ -172,8 +172,8 @@ def test_the_app_builder_deploys_what_a_deployment_needs(settings):
     only when asked for. Both placements give the same vectors."""
     import asyncio
 
-    from deployments.app import _with_needs, build_local, default_capabilities, deployment_names
     from deployments.embeddings import LocalEmbeddings
+    from khuluma.app import _with_needs, build_local, default_capabilities, deployment_names
 
     apart = settings.updated({"embeddings": {"placement": "deployment"}})
     assert _with_needs({"text"}, apart) == {"text", "embeddings"}

@@ -1,4 +1,4 @@
-"""Synchronous and streaming transcription routes over the in-process Transcription deployment (no Ray)."""
+"""Synchronous and streaming transcription routes over the in-process Speech deployment (no Ray)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from starlette.websockets import WebSocketDisconnect
 
-from engines.audio import SAMPLE_RATE
+from engines.speech.audio import SAMPLE_RATE
 from persistence.models import UsageRecord
 from scripts.eval_wer import word_errors
 from tests.speechdata import FORMATS, SPEC_FIELDS, convert, espeak, read_pcm, silence, write_audio
@@ -33,7 +33,7 @@ def speech(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture()
 def client(local_app):
-    return local_app(capabilities=["transcription"])
+    return local_app(capabilities=["speech"])
 
 
 @pytest.fixture()
@@ -227,7 +227,7 @@ def test_audio_in_a_language_without_a_model_is_refused_on_every_route(client, h
     r = client.post("/api/v1/transcribe/sync", json=body, headers=headers)
     assert r.status_code == 400 and "without a speech model" in r.json()["detail"]
 
-    from engines.audio import load_audio
+    from engines.speech.audio import load_audio
 
     pcm = (np.clip(load_audio(wav), -1, 1) * 32767).astype("<i2").tobytes()
     with client.websocket_connect("/ws/stream-transcribe", headers=headers) as ws:
@@ -246,7 +246,7 @@ def test_audio_in_a_language_without_a_model_is_refused_on_every_route(client, h
 
 
 def test_upload_over_the_limit_is_413(local_app, headers) -> None:
-    client = local_app(capabilities=["transcription"], max_request_mb=0.05)
+    client = local_app(capabilities=["speech"], max_request_mb=0.05)
     big = b"\x00" * (200 * 1024)
     r = client.post("/api/v2alpha/transcribe/sync/file", files={"file": ("big.wav", big)}, headers=headers)
     assert r.status_code == 413
@@ -255,7 +255,7 @@ def test_upload_over_the_limit_is_413(local_app, headers) -> None:
 
 def test_sync_timeout_is_504_and_fast_timeout_is_503(local_app, headers, speech) -> None:
     client = local_app(
-        capabilities=["transcription"], transcription={"sync_timeout_seconds": 0.001, "fast_timeout_seconds": 0.001}
+        capabilities=["speech"], transcription={"sync_timeout_seconds": 0.001, "fast_timeout_seconds": 0.001}
     )
     with speech["wav"].open("rb") as f:
         r = client.post("/api/v2alpha/transcribe/sync/file", files={"file": ("x.wav", f)}, headers=headers)
@@ -297,7 +297,7 @@ def test_a_poor_language_warns_in_the_record(client, headers, tmp_path: Path) ->
 
 
 def _pcm_frames(speech: dict[str, Path], seconds_of_silence: float = 0.5) -> list[bytes]:
-    from engines.audio import load_audio
+    from engines.speech.audio import load_audio
 
     audio = np.concatenate([load_audio(speech["wav"]), silence(seconds_of_silence), load_audio(speech["second"])])
     pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
@@ -350,7 +350,7 @@ def test_stream_rejects_bad_input(client, headers) -> None:
 def test_stream_close_codes_follow_the_error_class(local_app, headers) -> None:
     from starlette.websockets import WebSocketDisconnect
 
-    client = local_app(capabilities=["transcription"], max_request_mb=0.01)
+    client = local_app(capabilities=["speech"], max_request_mb=0.01)
     with client.websocket_connect("/ws/stream-transcribe", headers=headers) as ws:
         assert ws.receive_json()["type"] == "ready"
         ws.send_bytes(b"\x00" * 20_000)  # more audio than the limit: TooLarge -> 1009
@@ -380,9 +380,7 @@ def _closed_by_server(ws) -> tuple[dict, int]:  # type: ignore[no-untyped-def]
 
 
 def test_stream_time_limits_close_with_4408(local_app, headers, db) -> None:
-    client = local_app(
-        capabilities=["transcription"], transcription={"stream_idle_seconds": 1.0, "stream_max_seconds": 2.0}
-    )
+    client = local_app(capabilities=["speech"], transcription={"stream_idle_seconds": 1.0, "stream_max_seconds": 2.0})
     before = len(_usage(client, "transcribe_stream"))
     with client.websocket_connect("/ws/stream-transcribe", headers=headers) as ws:
         assert ws.receive_json()["type"] == "ready"
@@ -438,9 +436,9 @@ def test_stream_stops_reading_a_client_that_stopped_reading(local_app, headers) 
     """Backpressure: while a message to the client is stuck, nothing more is read from it (so its audio cannot
     pile up in the server), and the stream ends after the send timeout, metered as failed."""
     from serve_app.auth import authenticate
-    from serve_app.services import transcription as service
+    from serve_app.services import speech as service
 
-    client = local_app(capabilities=["transcription"], transcription={"stream_send_timeout_seconds": 1.0})
+    client = local_app(capabilities=["speech"], transcription={"stream_send_timeout_seconds": 1.0})
     peer = _StalledReader()
 
     async def run() -> float:

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from contracts.errors import InvalidInput
-from engines.translation import CTranslate2Translator, DecodeOptions, TransformersTranslator, split_sentences
+from engines.translation.nllb import CTranslate2Translator, DecodeOptions, TransformersTranslator, split_sentences
 from scripts.bench._tiny_models import training_lines
 
 OPTS = DecodeOptions(beam_size=2, max_length=12)

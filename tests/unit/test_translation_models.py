@@ -24,7 +24,7 @@ def _khuluma(data_dir: Path, *args: str, **env: str) -> subprocess.CompletedProc
         **env,
     }
     return subprocess.run(
-        [sys.executable, "-m", "serve_app.cli", "models", *args],
+        [sys.executable, "-m", "khuluma.cli", "models", *args],
         capture_output=True,
         text=True,
         env=environ,

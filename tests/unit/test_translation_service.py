@@ -11,7 +11,7 @@ from contracts.errors import InvalidInput, Unavailable
 from contracts.languages import TRANSLATION_NLLB_CODES as LANGUAGES
 from contracts.translation import TranslationRequest
 from deployments.translation import Translation
-from engines.translation import CTranslate2Translator, DecodeOptions, Translator
+from engines.translation.nllb import CTranslate2Translator, DecodeOptions, Translator
 from scripts.bench._tiny_models import training_lines
 
 URL = "/api/v1/translate/process"
@@ -58,7 +58,7 @@ def test_without_a_model_the_route_answers_503_with_install_instructions(local_a
 
 
 def test_translation_is_deployed_only_with_a_model_unless_always(settings):
-    from deployments.app import default_capabilities, deployment_names
+    from khuluma.app import default_capabilities, deployment_names
 
     assert "translation" not in default_capabilities(settings) and "Translation" not in deployment_names(settings)
     with_model = settings.updated({"translation": {"model": "nllb-200-distilled-600M"}})

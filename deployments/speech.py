@@ -1,0 +1,186 @@
+"""Speech deployment: faster-whisper through :class:`engines.speech.pipeline.TranscriptionPipeline`.
+
+Files travel by path: the ingress saves uploads under ``<data_dir>/uploads`` on a disk every replica shares (one
+machine, or a shared volume on a cluster), so audio is never pickled through Ray. Work runs in worker threads;
+a model runs ``whisper.parallel_decodes`` decodes at once (one per core on CPU) and queues the rest, so memory
+grows with the cores, not with the requests. Once the replica has been idle for
+``IDLE_TRIM_SECONDS``, the decoders' freed buffers go back to the OS (about 70 MB after one transcription;
+docs/performance.md, idle memory).
+
+``user_config`` (Serve) / :meth:`reconfigure`: ``{"model": ..., "language_models": {...}}`` swaps the default
+Whisper model and the per-language map without a restart (the new pipeline is loaded before it is swapped in).
+
+The deployment trusts its typed input (the service checked limits); language errors leave here without a request
+field name (the service adds it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from cluster.memory import IdleTrim
+from cluster.metrics import model_timer
+from cluster.transfer import materialise
+from contracts.capabilities import CapabilityInfo
+from contracts.errors import DomainError
+from contracts.installs import TRANSLATION_NOT_INSTALLED
+from contracts.languages import nllb_code
+from contracts.settings import WhisperSettings
+from contracts.speech import StreamRequest, StreamStep, TranscribeRequest, TranscriptionResult
+from contracts.translation import TranslationClient, TranslationRequest
+from deployments.common import configure_replica_logging, load_settings
+from engines.speech.asr import SETTING
+from engines.speech.audio import load_pcm16
+from engines.speech.pipeline import TranscriptionPipeline, get_pipeline
+
+log = logging.getLogger("khuluma.transcription")
+
+_NOTE = (
+    f"Whisper base covers afr, eng, fra; isiZulu and Sesotho need models configured in {SETTING}. "
+    f"Auto-detection refuses audio most likely in a language without a model (400, naming the setting) instead "
+    f"of answering a wrong language: on real recordings it refused 33 of 35 isiZulu clips (the other 2 carried a "
+    f"warning) and refused none of 64 English, Afrikaans and French ones (docs/speech.md). Segments that fail the "
+    f"hallucination guards are left out with a warning. diarisation available; music-on-hold detection available. "
+    f"Translation of transcripts to English uses the translation capability when a model is installed."
+)
+
+
+BATCHING_THREADS = 32  # at least the deployment's max_ongoing_requests (16 by default, serve.yaml)
+IDLE_TRIM_SECONDS = 5.0  # well past the pause between a live stream's steps (one every 2 s of audio)
+
+
+class Speech:
+    def __init__(self, settings: dict[str, Any] | None = None, translation: Any = None) -> None:
+        self.settings = load_settings(settings)
+        configure_replica_logging("Speech", self.settings)
+        self.translation = TranslationClient(translation) if translation is not None else None
+        self.pipeline: TranscriptionPipeline = self._pipeline(self.settings.whisper)
+        self.pipeline.warm_up()
+        self.user_config: dict[str, Any] = {}
+        self._reload = asyncio.Lock()
+        # Batching: a thread per request the replica admits, so requests wait in the batcher, where their windows
+        # can share a batch, not in front of a thread pool. Without it, asyncio's default size (cores + 4): every
+        # running request holds its decoded audio, and the model decodes at most parallel_decodes at once anyway.
+        threads = BATCHING_THREADS if self.pipeline.recognizer.batching else min(32, (os.cpu_count() or 1) + 4)
+        self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="transcribe")
+        self._idle = IdleTrim(IDLE_TRIM_SECONDS)
+
+    def _pipeline(self, whisper: WhisperSettings) -> TranscriptionPipeline:
+        return get_pipeline(whisper, self.settings.transcription, self.settings.data_dir)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def ping(self) -> bool:
+        return True
+
+    async def reconfigure(self, config: dict[str, Any] | None) -> None:
+        """``model``: default Whisper model (null: the setting); ``language_models``: code -> model, added to
+        the ``KHULUMA_WHISPER_LANGUAGE_MODELS`` setting."""
+        config = dict(config or {})
+        base = self.settings.whisper
+        whisper = WhisperSettings.model_validate(
+            {
+                **base.model_dump(),
+                "model": config.get("model") or base.model,
+                # entries add to (or override) the setting's map; an empty map keeps the setting's languages
+                "language_models": {**base.language_models, **dict(config.get("language_models") or {})},
+            }
+        )
+        async with self._reload:
+            if whisper == self.pipeline.whisper:
+                self.user_config = config
+                return
+            pipeline = self._pipeline(whisper)
+            await asyncio.to_thread(pipeline.warm_up)  # the old pipeline serves until the new one is ready
+            self.pipeline, self.user_config = pipeline, config
+            log.info(
+                "transcription reconfigured: model=%s language_models=%s", pipeline.model_name, whisper.language_models
+            )
+
+    def describe(self) -> list[CapabilityInfo]:
+        pipeline = self.pipeline
+        recognizer = pipeline.recognizer
+        return [
+            CapabilityInfo(
+                capability="transcription",
+                installed=True,
+                model=pipeline.model_name,
+                backend=f"faster-whisper (CTranslate2 {recognizer.compute_type}, {recognizer.device})",
+                languages=pipeline.languages(),
+                note=_NOTE,
+            )
+        ]
+
+    # ------------------------------------------------------------------ requests
+
+    async def transcribe(self, request: TranscribeRequest) -> TranscriptionResult:
+        """What transcribing the request's audio produced; ``translate`` adds an English ``translation``
+        (or a warning when no translation model is installed)."""
+        result = await self._idle.run(self._threads, self._transcribe_file, request)
+        if request.translate:
+            await self._translate(result)
+        return result
+
+    def _transcribe_file(self, request: TranscribeRequest) -> TranscriptionResult:
+        # the bytes become a file private to this replica for the decoder, and go when it is done
+        with (
+            model_timer("Speech.transcribe"),
+            materialise(self.settings.s3, request.audio, request.file_name) as path,
+        ):
+            return self.pipeline.transcribe(
+                path, request.language, request.diarise, request.detect_music, timeout_s=request.timeout_s
+            )
+
+    def check_language(self, code: str) -> str:
+        """The normalised code, or UnsupportedLanguage when it is unknown or has no model (no audio needed)."""
+        return self.pipeline.recognizer.route(code).code
+
+    async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
+        """Streaming step: PCM16LE mono bytes at ``request.sample_rate`` (resampled to 16 kHz here) -> final and
+        pending segments (see ``TranscriptionPipeline.transcribe_array``)."""
+        audio = load_pcm16(request.pcm, request.sample_rate)
+        if audio.size == 0:
+            return StreamStep(language_code=request.language or "", cut_seconds=0.0)
+        step = functools.partial(
+            self.pipeline.transcribe_array,
+            np.ascontiguousarray(audio),
+            request.language,
+            offset=request.offset,
+            commit_before=request.commit_before,
+            final=request.final,
+        )
+        return await self._idle.run(self._threads, step)
+
+    async def _translate(self, result: TranscriptionResult) -> None:
+        text, language, warnings = result.text, result.language_code, result.warnings
+        if not text:
+            return
+        if language == "eng":
+            result.translation = text
+            return
+        if self.translation is None:
+            why = "the translation capability is not deployed."
+            if not self.settings.translation.model:  # not deployed because no model is set: as it would answer
+                why = TRANSLATION_NOT_INSTALLED
+            warnings.append(f"Translation to English is not available: {why}")
+            return
+        source = nllb_code(language)
+        if source is None:
+            warnings.append(f"Translation to English is not available for language '{language}'.")
+            return
+        try:
+            result.translation = await self.translation.translate(
+                TranslationRequest(text=text, source=source, target="eng_Latn")
+            )
+        except DomainError as exc:
+            warnings.append(f"Translation to English is not available: {exc.detail}")
+        except Exception as exc:  # noqa: BLE001 - the transcript stands without its translation
+            log.warning("translation of a transcript failed: %s", exc)
+            warnings.append(f"Translation to English failed: {type(exc).__name__}.")

@@ -1,0 +1,1 @@
+"""Speech engines: recognition, language decisions, guards, diarisation, music, the timeline."""

@@ -1,0 +1,584 @@
+"""Speech recognition: faster-whisper (CTranslate2, int8 on CPU) with per-language models and honest languages.
+
+Languages (the spec's codes, ISO 639-3 style):
+
+==========  =====================  ===============================================================
+code        language               model
+==========  =====================  ===============================================================
+``afr``     Afrikaans              Whisper base (token ``af``) unless a model is configured
+``eng``     (South African) English  Whisper base (``en``)
+``fra``     (African) French       Whisper base (``fr``)
+``zul``     isiZulu                only a configured model: Whisper has no isiZulu
+``sot``     Sesotho                only a configured model: Whisper has no Sesotho
+``cs-zul``  code-switched isiZulu  the ``cs-zul`` model if configured, else the ``zul`` model
+==========  =====================  ===============================================================
+
+``KHULUMA_WHISPER_LANGUAGE_MODELS`` (``WhisperSettings.language_models``) maps a code to a faster-whisper model
+(CTranslate2 directory, or a Hugging Face id / size name that faster-whisper can load from its cache: nothing is
+downloaded here when offline). Any code may be configured (e.g. ``xho``). Models load lazily, once, and are shared
+by every thread of the process.
+
+Codes, names, aliases and Whisper tokens come from the language registry (``contracts.languages``). A request
+for a code without a model is an :class:`UnsupportedLanguage` that names the setting to configure.
+
+Auto-detection (:meth:`SpeechRecognizer.detect`) runs Whisper's language detection on up to 30 s of speech over
+every language Whisper knows, and reports the likeliest served language with the probability mass of all served
+ones, never renormalised: audio in a language without a model (isiZulu, isiXhosa, Setswana...) leaves little mass
+on the served languages, and :mod:`engines.speech.pipeline` refuses it instead of answering a confident wrong language.
+Configured languages without a Whisper token (zul, sot) are recognised by their own model's transcript, checked by
+the text language identifier, in :mod:`engines.speech.pipeline`.
+
+Long audio: :meth:`speech_chunks` runs Silero VAD (faster-whisper's bundled ONNX model) and
+:meth:`transcribe` decodes only the speech, packed into 30 s windows, mapping times back to the original audio.
+
+Batching (``batch_size`` > 1): the windows of concurrent calls that share a model and a language are decoded
+together (:mod:`engines.speech.asr_batching`, faster-whisper's batched decoder). Each 30 s window is then decoded on its
+own, without Whisper's seek across windows; with the sampling fallback on, decoding stays sequential (the
+batched decoder has one temperature).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Hashable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from contracts import languages
+from contracts.errors import TimedOut, Unavailable, UnsupportedLanguage
+from contracts.languages import CODE_SWITCHED_ZULU, TRANSCRIPTION_CODES, transcription_code
+from engines.speech.asr_batching import WindowBatcher
+
+log = logging.getLogger("khuluma.asr")
+
+SAMPLE_RATE = 16_000
+DEFAULT_MODEL = "default"  # key of the default model in the model table
+SETTING = "KHULUMA_WHISPER_LANGUAGE_MODELS"
+WINDOW_SECONDS = 30.0  # what one Whisper window holds
+
+
+QUICK_MAX_SECONDS = (
+    8.0  # a partial of up to this much speech is encoded unpadded (SpeechRecognizer.quick_segments); longer, padded
+)
+QUICK_TOKENS_PER_SECOND = 6.0  # a partial's decode stops after about this many tokens per second of speech
+
+
+def _registry(code: str) -> languages.Language | None:
+    return languages.LANGUAGES.get(code)
+
+
+def _on_base(code: str) -> bool:
+    lang = _registry(code)
+    return bool(lang and lang.whisper_base)
+
+
+def _whisper_token(code: str) -> str | None:
+    """Whisper's language token for ``code`` (None: Whisper does not know the language, e.g. isiZulu)."""
+    lang = _registry(code)
+    return lang.whisper if lang else None
+
+
+def whisper_language_name(token: str) -> str:
+    """English name of a Whisper language token ('sw' -> 'Swahili'): the registry's, else CLDR's (babel)."""
+    for lang in languages.LANGUAGES.values():
+        if lang.whisper == token:
+            return lang.name
+    try:
+        from babel import Locale
+
+        return str(Locale.parse(token).english_name)
+    except Exception:  # noqa: BLE001 - a token CLDR does not know ('haw' is known; 'jw' is not)
+        return token
+
+
+# The transcription languages in the order the service has always listed them (error texts, /api/v1/models):
+# those Whisper base covers, then those that need a configured model.
+LISTED_CODES: tuple[str, ...] = tuple(c for c in TRANSCRIPTION_CODES if _on_base(c)) + tuple(
+    c for c in TRANSCRIPTION_CODES if not _on_base(c)
+)
+
+
+@dataclass(frozen=True)
+class Route:
+    """How one language is transcribed: which model, and which Whisper language token to force."""
+
+    code: str
+    model_key: str  # DEFAULT_MODEL or the code whose configured model is used
+    model_ref: str
+    whisper_language: str | None  # None: the model detects (fine-tuned models of languages Whisper lacks)
+
+
+@dataclass
+class WordTiming:
+    word: str  # as Whisper wrote it, leading space included (joining words rebuilds the text)
+    start: float
+    end: float
+    probability: float
+    speaker_id: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.word.strip()
+
+
+@dataclass
+class SpeechSegment:
+    start: float
+    end: float
+    text: str
+    words: list[WordTiming] = field(default_factory=list)
+    avg_logprob: float = 0.0
+    no_speech_prob: float = 0.0
+
+
+@dataclass(frozen=True)
+class Detection:
+    """Auto-detected language. Probabilities are Whisper's over every language it knows, never renormalised over
+    the served ones: a served language's probability includes its kin (Dutch for Afrikaans)."""
+
+    code: str
+    probability: float  # of ``code``
+    candidates: list[tuple[str, float]]  # served languages, best first
+    served: float = 1.0  # mass of all served languages (1.0 when the language was decided otherwise)
+    heard: list[tuple[str, float]] = field(default_factory=list)  # Whisper's own top languages (its tokens)
+
+
+class SpeechRecognizer:
+    """Whisper models by language; thread-safe (a model runs ``parallel_decodes`` decodes at once, each on
+    ``cpu_threads`` threads, and queues the rest)."""
+
+    def __init__(
+        self,
+        default_model: str | Path,
+        language_models: dict[str, str] | None = None,
+        *,
+        default_model_name: str = "whisper-base",
+        device: str = "cpu",
+        compute_type: str = "int8",
+        cpu_threads: int = 0,
+        parallel_decodes: int = 1,  # decodes of one model at once (CTranslate2 workers sharing its weights)
+        beam_size: int = 5,
+        temperature_fallback: bool = False,
+        seed: int = 1234,
+        download_root: Path | None = None,  # Hugging Face cache to look in (default: the standard HF cache)
+        batch_size: int = 1,  # windows decoded together across concurrent calls (1: each call alone)
+        batch_wait_s: float = 0.01,  # how long a batch waits to fill
+    ) -> None:
+        self.default_ref = str(default_model)
+        self.default_name = default_model_name
+        self.language_models = {transcription_code(k): str(v) for k, v in (language_models or {}).items() if v}
+        self.device = device
+        self.compute_type = compute_type
+        self.cpu_threads = cpu_threads or (os.cpu_count() or 1)
+        self.parallel_decodes = max(1, parallel_decodes)
+        self.beam_size = beam_size
+        # The fallback samples; off by default so the same audio always gives the same transcript.
+        self.temperatures = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0) if temperature_fallback else (0.0,)
+        self.seed = seed
+        self.download_root = download_root
+        self._models: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.batch_size = batch_size
+        self._batcher = (
+            WindowBatcher(self._decode_batch, batch_size, batch_wait_s)
+            if batch_size > 1 and len(self.temperatures) == 1
+            else None
+        )
+        # (model key, language) -> batched pipeline, tokenizer, decoding options
+        self._batched: dict[Hashable, tuple[Any, Any, Any]] = {}
+
+    @property
+    def batching(self) -> bool:
+        """Whether concurrent calls' windows share batches (``batch_size`` > 1 and no sampling fallback)."""
+        return self._batcher is not None
+
+    # ------------------------------------------------------------------ languages
+
+    def routes(self) -> dict[str, Route]:
+        """Every language code that has a model, with how it is transcribed."""
+        out: dict[str, Route] = {}
+        for code in LISTED_CODES:
+            if _on_base(code):
+                out[code] = Route(code, DEFAULT_MODEL, self.default_ref, _whisper_token(code))
+        for code, ref in self.language_models.items():
+            out[code] = Route(code, code, ref, _whisper_token(code))
+        if CODE_SWITCHED_ZULU not in out and "zul" in out:  # code-switched isiZulu runs on the isiZulu model
+            zul = out["zul"]
+            out[CODE_SWITCHED_ZULU] = Route(CODE_SWITCHED_ZULU, zul.model_key, zul.model_ref, zul.whisper_language)
+        return out
+
+    def route(self, requested: str) -> Route:
+        """The route for a requested language code (any accepted spelling).
+
+        Raises :class:`UnsupportedLanguage` for an unknown code (``unknown=True``) or a known one without a
+        model here; the caller names its request field (``.for_field("lang_code")``).
+        """
+        code = transcription_code(requested)
+        routes = self.routes()
+        if code in routes:
+            return routes[code]
+        available = ", ".join(sorted(routes))
+        if code in TRANSCRIPTION_CODES:
+            target = "zul" if code == CODE_SWITCHED_ZULU else code
+            raise UnsupportedLanguage(
+                code,
+                f"({languages.speech_name(code)}) has no speech model on this server: Whisper base does not cover it. "
+                f'An operator can configure one with {SETTING}=\'{{"{target}": "<model directory or Hugging '
+                f"Face id>\"}}' (a faster-whisper / CTranslate2 Whisper model fine-tuned for "
+                f"{languages.speech_name(target)}). Languages available now: {available}.",
+            )
+        raise UnsupportedLanguage(
+            requested,
+            f"Accepted codes: {', '.join(LISTED_CODES)} (available on this server: {available}).",
+            unknown=True,
+        )
+
+    def detectable(self) -> dict[str, str]:
+        """Whisper token -> code, for the languages auto-detection may answer (a served language's kin too)."""
+        out: dict[str, str] = {}
+        for code, route in self.routes().items():
+            if route.whisper_language and code != CODE_SWITCHED_ZULU:
+                out.setdefault(route.whisper_language, code)
+        for code in list(out.values()):
+            lang = _registry(code)
+            for kin in lang.whisper_kin if lang else ():
+                out.setdefault(kin, code)
+        return out
+
+    # ------------------------------------------------------------------ models
+
+    def model(self, key: str = DEFAULT_MODEL) -> Any:
+        """The loaded faster-whisper model for ``key`` (loaded on first use)."""
+        model = self._models.get(key)
+        if model is not None:
+            return model
+        with self._lock:
+            model = self._models.get(key)
+            if model is None:
+                ref = self.default_ref if key == DEFAULT_MODEL else self.language_models[key]
+                model = self._load(ref, key)
+                self._models[key] = model
+        return model
+
+    def _load(self, ref: str, key: str) -> Any:
+        from faster_whisper import WhisperModel
+
+        started = time.perf_counter()
+        try:
+            model = WhisperModel(
+                ref,
+                device=self.device,
+                compute_type=self.compute_type,
+                cpu_threads=self.cpu_threads,
+                num_workers=self.parallel_decodes,
+                download_root=str(self.download_root) if self.download_root else None,
+                local_files_only=True,  # never download weights at run time
+            )
+        except Exception as exc:  # noqa: BLE001 - missing directory, no network for a hub id, bad files
+            which = (
+                "default Whisper model (KHULUMA_WHISPER_MODEL)"
+                if key == DEFAULT_MODEL
+                else f"speech model for '{key}' ({SETTING})"
+            )
+            raise Unavailable(
+                f"The {which} '{ref}' could not be loaded: {type(exc).__name__}: {exc}. Point the setting at a "
+                f"faster-whisper (CTranslate2) model directory."
+            ) from None
+        log.info("loaded Whisper model %s for %s in %.1f s", ref, key, time.perf_counter() - started)
+        return model
+
+    def loaded(self) -> list[str]:
+        return list(self._models)
+
+    # ------------------------------------------------------------------ VAD
+
+    @staticmethod
+    def speech_chunks(
+        audio: np.ndarray, *, min_silence_ms: int = 500, pad_ms: int = 200, threshold: float = 0.5
+    ) -> list[dict[str, int]]:
+        """Silero VAD speech chunks ``{"start": sample, "end": sample}`` of 16 kHz ``audio``."""
+        from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+        if audio.size < 512:
+            return []
+        options = VadOptions(
+            threshold=threshold,
+            min_silence_duration_ms=min_silence_ms,
+            speech_pad_ms=pad_ms,
+            min_speech_duration_ms=120,
+        )
+        return get_speech_timestamps(np.ascontiguousarray(audio, dtype=np.float32), options)
+
+    # ------------------------------------------------------------------ detection
+
+    def detect(self, speech: np.ndarray) -> Detection | None:
+        """Language of ``speech`` (16 kHz, speech only) by Whisper's detector over every language it knows: the
+        likeliest served language and the mass of all served ones (low when the audio is in a language without a
+        model: real isiZulu scores 0.02 to 0.06). None: too little speech, no multilingual model, nothing served."""
+        allowed = self.detectable()
+        if not allowed or speech.size < SAMPLE_RATE // 4:
+            return None
+        model = self.model(DEFAULT_MODEL)
+        if not model.model.is_multilingual:
+            return None
+        _, _, all_probs = model.detect_language(audio=np.ascontiguousarray(speech[: 30 * SAMPLE_RATE]))
+        scores: dict[str, float] = {}
+        for token, p in all_probs:
+            if token in allowed:
+                scores[allowed[token]] = scores.get(allowed[token], 0.0) + float(p)
+        if not scores:
+            return None
+        ranked = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)
+        heard = [(token, round(float(p), 4)) for token, p in all_probs[:5]]
+        return Detection(ranked[0][0], ranked[0][1], ranked, served=min(1.0, sum(scores.values())), heard=heard)
+
+    def quick_transcript(self, speech: np.ndarray, route: Route) -> tuple[str, float]:
+        """A cheap look at what ``route``'s model makes of up to 30 s of ``speech``: greedy, no timestamps, no word
+        times. The text and its mean log-probability per token (-inf when nothing was decoded)."""
+        segments = self._greedy(self.model(route.model_key), speech[: 30 * SAMPLE_RATE], route.whisper_language)
+        decoded = [(s.text, s.avg_logprob) for s in segments]
+        if not decoded:
+            return "", float("-inf")
+        return " ".join(t for t, _ in decoded).strip(), float(np.mean([lp for _, lp in decoded]))
+
+    @staticmethod
+    def _greedy(model: Any, speech: np.ndarray, language: str | None) -> Iterator[Any]:
+        """faster-whisper's greedy decode of ``speech`` (padded to its 30 s windows), without timestamps."""
+        segments, _ = model.transcribe(
+            np.ascontiguousarray(speech),
+            language=language,
+            beam_size=1,
+            temperature=0.0,
+            condition_on_previous_text=False,
+            without_timestamps=True,
+            vad_filter=False,
+        )
+        return cast(Iterator[Any], segments)
+
+    def quick_segments(
+        self, audio: np.ndarray, route: Route, chunks: list[dict[str, int]], *, offset: float = 0.0
+    ) -> list[SpeechSegment]:
+        """A live stream's partial of the speech ``chunks`` of ``audio``: greedy, without timestamps or word times,
+        one segment, times in seconds from ``offset``. Far cheaper than :meth:`transcribe` (beam search, word
+        alignment, features padded to Whisper's 30 s), which a committed segment gets: up to
+        :data:`QUICK_MAX_SECONDS` of packed speech is encoded at its own length, not padded to 30 s (the encoder
+        is most of a step's cost and scales with its input: 3 s cost 0.12 s instead of 1.2 s on 2 busy cores,
+        docs/performance.md). Whisper was trained on 30 s windows and may loop on a short one, so the decode is
+        bounded (about :data:`QUICK_TOKENS_PER_SECOND`), repeats no 3-gram, and the hallucination guards still
+        screen it; longer speech (a model without a language token too) is padded as usual."""
+        if not chunks:
+            return []
+        from faster_whisper.transcribe import restore_speech_timestamps
+        from faster_whisper.vad import collect_chunks
+
+        model = self.model(route.model_key)
+        pieces, _ = collect_chunks(audio, chunks)
+        speech = np.ascontiguousarray(np.concatenate(pieces) if len(pieces) > 1 else pieces[0])
+        seconds = speech.size / SAMPLE_RATE
+        if route.whisper_language is None or seconds > QUICK_MAX_SECONDS:
+            segments = self._greedy(model, speech, route.whisper_language)
+            found = list(restore_speech_timestamps(segments, chunks, SAMPLE_RATE))
+            return [
+                SpeechSegment(
+                    round(float(s.start) + offset, 3),
+                    round(float(s.end) + offset, 3),
+                    s.text.strip(),
+                    [],
+                    float(s.avg_logprob),
+                    float(s.no_speech_prob),
+                )
+                for s in found
+            ]
+        import ctranslate2
+
+        features = model.feature_extractor(speech)
+        features = features[:, : max(2, features.shape[-1] // 2 * 2)]  # the encoder halves the frames
+        tokenizer = model.hf_tokenizer
+        prompt = [
+            tokenizer.token_to_id(t)
+            for t in ("<|startoftranscript|>", f"<|{route.whisper_language}|>", "<|transcribe|>", "<|notimestamps|>")
+        ]
+        result = model.model.generate(
+            ctranslate2.StorageView.from_array(np.ascontiguousarray(features[None])),
+            [prompt],
+            beam_size=1,
+            max_length=int(8 + QUICK_TOKENS_PER_SECOND * seconds),
+            no_repeat_ngram_size=3,
+            return_scores=True,
+            return_no_speech_prob=True,
+            suppress_blank=True,
+        )[0]
+        ids = [t for t in result.sequences_ids[0] if t < tokenizer.token_to_id("<|endoftext|>")]
+        text = tokenizer.decode(ids).strip()
+        if not text:
+            return []
+        cum_logprob = float(result.scores[0]) * len(ids)  # scores are normalised by length
+        return [
+            SpeechSegment(
+                round(chunks[0]["start"] / SAMPLE_RATE + offset, 3),
+                round(chunks[-1]["end"] / SAMPLE_RATE + offset, 3),
+                text,
+                [],
+                cum_logprob / (len(ids) + 1),
+                float(result.no_speech_prob),
+            )
+        ]
+
+    # ------------------------------------------------------------------ transcription
+
+    def transcribe(
+        self,
+        audio: np.ndarray,
+        route: Route,
+        chunks: list[dict[str, int]],
+        *,
+        offset: float = 0.0,
+        deadline: float | None = None,
+    ) -> Iterator[SpeechSegment]:
+        """Segments of the speech ``chunks`` of ``audio`` (samples), times in seconds from ``offset``.
+
+        Only speech is decoded: the chunks are packed end to end and times are mapped back. ``deadline``
+        (``time.time()``) raises :class:`TimedOut` between segments once passed.
+        """
+        if not chunks:
+            return
+        # a model without a language token for this route (a fine-tuned one) detects its language: alone
+        if self._batcher is not None and route.whisper_language:
+            segments: Iterable[Any] = self._transcribe_batched(audio, route, chunks)
+        else:
+            segments = self._transcribe_alone(audio, route, chunks)
+        for segment in segments:
+            if deadline is not None and time.time() > deadline:
+                raise TimedOut("Transcription took longer than the time limit.")
+            words = [
+                WordTiming(
+                    w.word,
+                    round(float(w.start) + offset, 3),
+                    round(float(w.end) + offset, 3),
+                    round(float(w.probability), 4),
+                )
+                for w in (segment.words or [])
+            ]
+            yield SpeechSegment(
+                round(float(segment.start) + offset, 3),
+                round(float(segment.end) + offset, 3),
+                segment.text.strip(),
+                words,
+                float(segment.avg_logprob),
+                float(segment.no_speech_prob),
+            )
+
+    def _transcribe_alone(self, audio: np.ndarray, route: Route, chunks: list[dict[str, int]]) -> Iterator[Any]:
+        """faster-whisper's sequential decoder over the packed speech (seeking across 30 s windows)."""
+        from faster_whisper.transcribe import restore_speech_timestamps
+        from faster_whisper.vad import collect_chunks
+
+        model = self.model(route.model_key)
+        pieces, _ = collect_chunks(audio, chunks)
+        speech = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+        if len(self.temperatures) > 1:
+            import ctranslate2
+
+            ctranslate2.set_random_seed(self.seed)  # the sampling fallback repeats itself for the same audio
+        segments, _info = model.transcribe(
+            speech,
+            language=route.whisper_language,
+            task="transcribe",
+            beam_size=self.beam_size,
+            temperature=list(self.temperatures),
+            word_timestamps=True,
+            vad_filter=False,
+            condition_on_previous_text=False,
+        )
+        return restore_speech_timestamps(segments, chunks, SAMPLE_RATE)
+
+    # ------------------------------------------------------------------ batched decoding
+
+    def _transcribe_batched(self, audio: np.ndarray, route: Route, chunks: list[dict[str, int]]) -> Iterator[Any]:
+        """The speech packed into windows of at most 30 s, decoded in batches shared with concurrent calls."""
+        from faster_whisper.audio import pad_or_trim
+        from faster_whisper.transcribe import Segment, Word, restore_speech_timestamps
+        from faster_whisper.vad import collect_chunks
+
+        assert self._batcher is not None
+        model = self.model(route.model_key)
+        chunks = split_long_chunks(chunks, int(WINDOW_SECONDS * SAMPLE_RATE))
+        pieces, metadata = collect_chunks(audio, chunks, max_duration=WINDOW_SECONDS)
+        features = [pad_or_trim(model.feature_extractor(piece)[..., :-1]) for piece in pieces]
+        decoded = self._batcher.decode((route.model_key, route.whisper_language), features, metadata)
+        segments = [
+            Segment(
+                id=index,
+                seek=part["seek"],
+                start=round(part["start"], 3),
+                end=round(part["end"], 3),
+                text=part["text"],
+                tokens=part["tokens"],
+                avg_logprob=part["avg_logprob"],
+                compression_ratio=part["compression_ratio"],
+                no_speech_prob=part["no_speech_prob"],
+                words=[Word(**word) for word in part.get("words") or []],
+                temperature=0.0,
+            )
+            for index, part in enumerate((p for window in decoded for p in window), start=1)
+        ]
+        return restore_speech_timestamps(segments, chunks, SAMPLE_RATE)
+
+    def _decode_batch(
+        self, key: Hashable, features: np.ndarray, metadata: list[dict[str, Any]]
+    ) -> list[list[dict[str, Any]]]:
+        """One batched decode of windows of one model and language (runs on the batcher's thread)."""
+        pipeline, tokenizer, options = self._batched_decoder(key)
+        pipeline.last_speech_timestamp = 0.0  # windows of different files: no pause carried from one to another
+        return pipeline.forward(features, tokenizer, metadata, options)
+
+    def _batched_decoder(self, key: Hashable) -> tuple[Any, Any, Any]:
+        found = self._batched.get(key)
+        if found is not None:
+            return found
+        from faster_whisper import BatchedInferencePipeline
+        from faster_whisper.tokenizer import Tokenizer
+
+        model_key, language = cast(tuple[str, str], key)
+        model = self.model(model_key)
+        pipeline = BatchedInferencePipeline(model)
+        # faster-whisper builds its own options (suppressed tokens, punctuation, defaults of this version): ask it
+        # for them with one second of silence it does not decode (its segments are a lazy generator)
+        _, info = pipeline.transcribe(
+            np.zeros(SAMPLE_RATE, dtype=np.float32),
+            language=language,
+            beam_size=self.beam_size,
+            temperature=0.0,
+            word_timestamps=True,
+            without_timestamps=False,
+            vad_filter=False,
+            clip_timestamps=[{"start": 0.0, "end": 1.0}],
+        )
+        tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=language)
+        found = self._batched[key] = (pipeline, tokenizer, info.transcription_options)
+        return found
+
+    def close(self) -> None:
+        if self._batcher is not None:
+            self._batcher.close()
+
+
+def split_long_chunks(chunks: list[dict[str, int]], longest: int) -> list[dict[str, int]]:
+    """Speech chunks of at most ``longest`` samples: a longer one is cut into equal parts (a window holds 30 s)."""
+    out: list[dict[str, int]] = []
+    for chunk in chunks:
+        length = chunk["end"] - chunk["start"]
+        parts = -(-length // longest)
+        if parts <= 1:
+            out.append(chunk)
+            continue
+        step = -(-length // parts)
+        starts = range(chunk["start"], chunk["end"], step)
+        out += [{"start": start, "end": min(start + step, chunk["end"])} for start in starts]
+    return out

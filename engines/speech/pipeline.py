@@ -1,0 +1,646 @@
+"""One audio file -> a :class:`~contracts.speech.TranscriptionResult` (the record's content; the caller builds
+the record with ``contracts.speech.build_record``).
+
+:class:`TranscriptionPipeline` is plain Python (no Ray, no HTTP, no global settings: it is handed the
+``WhisperSettings`` and ``TranscriptionSettings`` sections): the Speech deployment and the batch Ray tasks
+call :meth:`TranscriptionPipeline.transcribe`; :func:`get_pipeline` keeps one per process and model
+configuration, so models load once per process.
+
+Steps of :meth:`~TranscriptionPipeline.transcribe`:
+
+1. The requested language is checked first (:class:`UnsupportedLanguage` for an unknown code or a language
+   without a model), then the file header (not audio / corrupt, empty).
+2. Audio is decoded to 16 kHz mono. Without diarisation and music detection it is *streamed*: decoded in 30 s
+   blocks and transcribed in windows (``engines.speech.windows``) cut in silence, so memory stays flat for any length.
+   Diarisation and music detection need the whole signal (4 bytes per sample, 230 MB per hour): it is built
+   from what actually decodes (never from the header's claimed duration) and capped at
+   ``transcription.max_whole_audio_seconds`` (:class:`TooLarge` beyond it).
+3. Music detection (``engines.speech.music``, optional): music spans are silenced before the VAD, so they are never
+   decoded as words; they appear in the timeline (``type: music``) and in ``warnings``.
+4. Silero VAD finds speech; only speech is decoded by Whisper, with word timestamps.
+5. Language: the requested one, or auto-detected (see :meth:`_choose_language`) and confirmed on the transcript
+   with the text language identifier (``engines.text.langid``, optional).
+6. Diarisation (``engines.speech.diarise``, optional): speaker turns over the VAD speech; every word gets a speaker.
+7. The timeline (``engines.speech.timeline``): speech / music / silence items in time order.
+
+Translation of the transcript is not done here: the Speech deployment asks the Translation deployment.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from contracts.capabilities import LanguageSupport
+from contracts.errors import InvalidInput, LanguageNotServed, TimedOut
+from contracts.languages import CODE_SWITCHED_ZULU
+from contracts.languages import speech_name as language_name
+from contracts.quality import UNMEASURED, Quality, speech_quality
+from contracts.settings import TranscriptionSettings, WhisperSettings
+from contracts.speech import StreamStep, TranscriptionResult
+from engines.speech import diarise as diarisation
+from engines.speech import guards
+from engines.speech import music as music_detection
+from engines.speech.asr import (
+    DEFAULT_MODEL,
+    LISTED_CODES,
+    SETTING,
+    Detection,
+    Route,
+    SpeechRecognizer,
+    SpeechSegment,
+    whisper_language_name,
+)
+from engines.speech.audio import SAMPLE_RATE, iter_audio, load_audio, probe
+from engines.speech.timeline import assign_speakers, build_timeline, join_text, outside, segment, word
+from engines.speech.windows import Window, array_blocks, last_pause, speech_only, windows
+
+log = logging.getLogger("khuluma.pipeline")
+
+LANGID_CONFIDENCE = 0.75  # text-LID confidence needed to overrule an uncertain audio detection
+NAMED_DETECTION = 0.8  # Whisper's probability for an unserved language before a refusal names it
+SHORT_SPEECH_SECONDS = 6.0  # less speech than this is refused only below a quarter of served_language_floor
+STREAM_PAD_MS = 100  # a live stream's VAD chunks are padded this much (files: 200), so shorter pauses stay visible
+STREAM_DETECT_SECONDS = SHORT_SPEECH_SECONDS  # speech a live stream's language is decided on (sooner when clear)
+VERIFY_LOGPROB = -0.5  # mean token log-probability a forced decode needs to rescue a low detection (_reads_as)
+UNCERTAIN_DETECTION = 0.75  # audio detections below this are checked against the text
+BASE_MODEL_NAME = "whisper-base"  # what the records and /api/v1/models call the default model
+
+
+@dataclass
+class _Pass:
+    """What one transcription pass over the audio produced."""
+
+    route: Route | None = None
+    detection: Detection | None = None
+    segments: list[SpeechSegment] = field(default_factory=list)
+    speech: list[tuple[float, float]] = field(default_factory=list)  # VAD speech spans, seconds
+    samples: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return join_text(self.segments)
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes}:{secs:02d}"
+
+
+class _LanguageIdentifier:
+    """The text language identifier (engines.text.langid), loaded once per process on first use; None if absent."""
+
+    _instance: Any = None
+    _failed = False
+    _lock = threading.Lock()
+
+    @classmethod
+    def get(cls) -> Any:
+        if cls._instance is None and not cls._failed:
+            with cls._lock:
+                if cls._instance is None and not cls._failed:
+                    try:
+                        from engines.text.langid import LanguageIdentifier
+
+                        cls._instance = LanguageIdentifier()
+                    except Exception as exc:  # noqa: BLE001 - optional: detection works without it
+                        log.warning("text language identifier unavailable: %s", exc)
+                        cls._failed = True
+        return cls._instance
+
+
+class TranscriptionPipeline:
+    """Transcribes files into :class:`TranscriptionResult`; thread-safe, one per process is enough."""
+
+    def __init__(
+        self,
+        whisper: WhisperSettings,
+        transcription: TranscriptionSettings,
+        data_dir: Path,
+        *,
+        recognizer: SpeechRecognizer | None = None,
+    ) -> None:
+        self.whisper = whisper
+        self.data_dir = Path(data_dir)  # where the default Whisper weights are unpacked
+        self.window_seconds = transcription.window_seconds
+        self.diarisation_threshold = transcription.diarisation_threshold
+        self.max_whole_audio_seconds = transcription.max_whole_audio_seconds
+        self.unserved_language = transcription.unserved_language
+        self.served_floor = transcription.served_language_floor
+        self.served_confident = transcription.served_language_confident
+        self.commit_silence_ms = transcription.stream_commit_silence_ms
+        self._recognizer = recognizer
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ model
+
+    @property
+    def recognizer(self) -> SpeechRecognizer:
+        if self._recognizer is None:
+            with self._lock:
+                if self._recognizer is None:
+                    self._recognizer = build_recognizer(self.whisper, self.data_dir)
+        return self._recognizer
+
+    @property
+    def model_name(self) -> str:
+        return self.whisper.model or BASE_MODEL_NAME
+
+    def warm_up(self) -> None:
+        """Load the default model now (deployments call this at start so the first request is not slow)."""
+        self.recognizer.model(DEFAULT_MODEL)
+
+    def languages(self) -> list[LanguageSupport]:
+        """Per-language truth for ``GET /api/v1/models``."""
+        routes = self.recognizer.routes()
+        out = []
+        for code in LISTED_CODES:
+            route = routes.get(code)
+            if route is None:
+                target = "zul" if code == CODE_SWITCHED_ZULU else code
+                out.append(
+                    LanguageSupport.of(
+                        code,
+                        False,
+                        None,
+                        f"Whisper base has no {language_name(target)}; configure a model with "
+                        f'{SETTING}=\'{{"{target}": "<dir or HF id>"}}\'.',
+                        name=language_name(code),
+                    )
+                )
+                continue
+            model = self.model_name if route.model_key == DEFAULT_MODEL else route.model_ref
+            note = None
+            if code == CODE_SWITCHED_ZULU and route.model_key != CODE_SWITCHED_ZULU:
+                note = "Runs on the isiZulu model."
+            elif route.whisper_language is None:
+                note = "Auto-detection reaches it only through the text language identifier."
+            quality = self._quality(route)
+            if quality.poor:
+                note = f"Poor on real speech: {quality.note}"
+            out.append(LanguageSupport.of(code, True, model, note, name=language_name(code), quality=quality))
+        for code, route in routes.items():
+            if code not in LISTED_CODES:  # configured beyond the spec's languages: named by its code
+                out.append(
+                    LanguageSupport(
+                        code=code, name=code, supported=True, model=route.model_ref, note=f"Configured in {SETTING}."
+                    )
+                )
+        return out
+
+    def _quality(self, route: Route) -> Quality:
+        """Measured quality of ``route`` on real speech: figures exist for the offline Whisper base only."""
+        on_base = route.model_key == DEFAULT_MODEL and not self.whisper.model
+        return speech_quality(route.code) if on_base else UNMEASURED
+
+    def _quality_warning(self, route: Route) -> str | None:
+        quality = self._quality(route)
+        if not quality.poor:
+            return None
+        return (
+            f"Transcripts in {language_name(route.code)} from {self.model_name} are unreliable: {quality.note} "
+            f"(WER {quality.value:.2f} on {quality.data}). Check them before relying on them, or configure a model "
+            f"for the language in {SETTING}."
+        )
+
+    # ------------------------------------------------------------------ the file route
+
+    def transcribe(
+        self,
+        path: Path | str,
+        language: str | None = None,
+        diarise: bool = False,
+        detect_music: bool = False,
+        *,
+        timeout_s: float | None = None,
+    ) -> TranscriptionResult:
+        """What transcribing the file at ``path`` produced.
+
+        Raises domain errors: :class:`UnsupportedLanguage` / :class:`InvalidInput` (bad language, empty audio),
+        :class:`UnsupportedMedia` (not audio), :class:`Unavailable` (a model cannot load), :class:`TimedOut`
+        (past ``timeout_s``), :class:`TooLarge` (diarisation or music detection on audio that decodes to more than
+        ``max_whole_audio_seconds``).
+        """
+        started = time.time()
+        deadline = started + timeout_s if timeout_s else None
+        path = Path(path)
+        requested = self.recognizer.route(language) if language else None
+        info = probe(path)
+        warnings: list[str] = []
+        music: list[tuple[float, float]] = []
+        audio: np.ndarray | None = None
+        if diarise or detect_music:
+            audio = load_audio(path, info, max_seconds=self.max_whole_audio_seconds)
+            if detect_music:
+                music = self._detect_music(audio, warnings)
+                for start, end in music:  # silence music so neither VAD nor Whisper sees it
+                    audio[int(start * SAMPLE_RATE) : int(end * SAMPLE_RATE)] = 0.0
+
+        def file_windows() -> Iterator[Window]:
+            blocks = array_blocks(audio) if audio is not None else iter_audio(path, 30.0, info)
+            return windows(blocks, self.window_seconds, self.recognizer.speech_chunks)
+
+        result = self._pass(file_windows, requested, deadline)
+        if result.samples == 0:
+            raise InvalidInput("The audio file contains no samples (zero-length audio).")
+        if requested is None and result.route is not None:
+            result = self._confirm_language(result, file_windows, deadline)
+
+        words = outside([w for s in result.segments for w in s.words], music)
+        if audio is not None and diarise:
+            assign_speakers(words, diarisation.diarise(audio, result.speech, threshold=self.diarisation_threshold))
+        duration = round(result.samples / SAMPLE_RATE, 3)
+        text = "".join(w.word for w in words).strip() if words else join_text(result.segments)
+        code = result.route.code if result.route else "und"  # no route: no speech to detect a language in
+        warnings = info.warnings + warnings + result.warnings
+        poor = self._quality_warning(result.route) if result.route else None
+        if poor and text:
+            warnings.append(poor)
+        if not text:
+            warnings.append("No speech was recognised in the audio.")
+        return TranscriptionResult(
+            file_size=info.size_bytes,
+            audio_length_seconds=duration,
+            sample_rate=info.sample_rate,
+            channels=info.channels,
+            frame_rate=info.frame_rate,
+            mime_type=info.mime_type,
+            language_code=code,
+            language_probability=round(result.detection.probability, 4) if result.detection else None,
+            text=text,
+            words=[word(w) for w in words],
+            diarised=diarise,
+            timeline=build_timeline(result.segments, words, music, duration, diarise),
+            warnings=warnings,
+            model=self.model_name
+            if not result.route or result.route.model_key == DEFAULT_MODEL
+            else result.route.model_ref,
+            processing_seconds=round(time.time() - started, 3),
+        )
+
+    # ------------------------------------------------------------------ streaming (arrays of PCM)
+
+    def transcribe_array(
+        self,
+        audio: np.ndarray,
+        language: str | None = None,
+        *,
+        offset: float = 0.0,
+        commit_before: float | None = None,
+        final: bool = False,
+    ) -> StreamStep:
+        """Transcribe an in-memory 16 kHz buffer (streaming). ``commit_before`` (seconds into ``audio``): the
+        audio before the last pause of at least ``stream_commit_silence_ms`` that starts before it is committed:
+        decoded exactly (beam search, word times) into ``final`` segments, and the answer says where the caller
+        may cut (``cut_seconds``, the middle of that pause; 0 when there is none). The rest (the uncommitted tail)
+        gets a cheap partial (:meth:`SpeechRecognizer.quick_segments`: greedy, no timestamps) in ``pending``.
+        ``final`` (the end of the stream): everything is decoded exactly, into ``pending`` (the caller takes it).
+
+        Without ``language``, the language is detected as for files, and refused the same way
+        (:class:`LanguageNotServed`) once there are :data:`STREAM_DETECT_SECONDS` of speech or the stream ended
+        (``final``); before that, audio that does not sound like a served language is not decoded and the step is
+        not ``language_settled``. The hallucination guards run on every step, partials included."""
+        route = self.recognizer.route(language) if language else None
+        chunks = self.recognizer.speech_chunks(audio, min_silence_ms=self.commit_silence_ms, pad_ms=STREAM_PAD_MS)
+        detection = None
+        warnings: list[str] = []
+        settled = True
+        if route is None:
+            speech = speech_only(audio, chunks) if chunks else np.zeros(0, np.float32)
+            settled = final or speech.size >= STREAM_DETECT_SECONDS * SAMPLE_RATE
+            detection, route = self._decide_language(speech, warnings, settled=settled)
+            if not settled and detection is not None and detection.served < self.served_floor:
+                return StreamStep(
+                    language_code=route.code,
+                    language_probability=round(detection.probability, 4),
+                    language_settled=False,
+                    cut_seconds=0.0,
+                )
+            settled = settled or (detection is not None and detection.served >= self.served_confident)
+        cut = 0
+        if commit_before is not None and not final:
+            min_gap = max(0, self.commit_silence_ms - 2 * STREAM_PAD_MS) * SAMPLE_RATE // 1000  # chunks are padded
+            cut = last_pause(chunks, int(commit_before * SAMPLE_RATE), min_gap)
+        head = [c for c in chunks if c["end"] <= cut]
+        tail = [c for c in chunks if c["end"] > cut]
+        exact = self.recognizer.transcribe(audio, route, head, offset=offset) if head else iter(())
+        final_segments, found = guards.screen(list(exact))
+        if final:
+            exact_tail = self.recognizer.transcribe(audio, route, tail, offset=offset)
+            pending, found_tail = guards.screen(list(exact_tail))
+        else:
+            quick = self.recognizer.quick_segments(
+                audio[cut:], route, _shift(tail, -cut), offset=offset + cut / SAMPLE_RATE
+            )
+            pending, found_tail = guards.screen(quick)
+        found += [w for w in found_tail if w not in found]
+        poor = self._quality_warning(route) if final_segments or pending else None
+        return StreamStep(
+            language_code=route.code,
+            language_probability=round(detection.probability, 4) if detection else None,
+            language_settled=settled,
+            cut_seconds=round(cut / SAMPLE_RATE, 3),
+            final=[segment(s) for s in final_segments],
+            pending=[segment(s) for s in pending],
+            pending_text=join_text(pending),
+            warnings=warnings + found + ([poor] if poor else []),
+        )
+
+    # ------------------------------------------------------------------ passes
+
+    def _pass(
+        self,
+        file_windows: Callable[[], Iterator[Window]],
+        route: Route | None,
+        deadline: float | None,
+        detection: Detection | None = None,
+    ) -> _Pass:
+        result = _Pass(route=route, detection=detection)
+        for window in file_windows():
+            _check_deadline(deadline)
+            result.samples = window.offset + window.audio.size
+            start_s = window.start_seconds
+            result.speech += [
+                (round(start_s + c["start"] / SAMPLE_RATE, 3), round(start_s + c["end"] / SAMPLE_RATE, 3))
+                for c in window.chunks
+            ]
+            if not window.chunks:
+                continue
+            if result.route is None:
+                result.detection, result.route = self._choose_language(window, result.warnings)
+            result.segments += self.recognizer.transcribe(
+                window.audio, result.route, window.chunks, offset=start_s, deadline=deadline
+            )
+        result.segments, found = guards.screen(result.segments)
+        result.warnings += found
+        return result
+
+    # ------------------------------------------------------------------ language choice
+
+    def _choose_language(self, window: Window, warnings: list[str]) -> tuple[Detection | None, Route]:
+        """Auto-detection on the first window with speech (see :meth:`_decide_language`)."""
+        return self._decide_language(speech_only(window.audio, window.chunks), warnings)
+
+    def _decide_language(
+        self, speech: np.ndarray, warnings: list[str], *, settled: bool = True
+    ) -> tuple[Detection | None, Route]:
+        """The served language of ``speech``, or :class:`LanguageNotServed`.
+
+        Whisper's detector over all its languages gives the mass of the served ones. Below
+        ``transcription.served_language_floor``, unless a greedy decode in the likeliest served language reads as
+        fluent, confident text (:meth:`_reads_as`), the audio is in a language without a model: refused (or, with
+        ``unserved_language: warn``, transcribed as the likeliest served language with a warning); below
+        ``served_language_confident`` it is used with a warning. Configured languages Whisper has no token for
+        (isiZulu, Sesotho) are tried first when the served Whisper languages are not confident: their own model's
+        transcript must read as that language to the text language identifier. ``settled=False`` (a live stream's
+        first seconds) never refuses: the caller asks again with more audio."""
+        recognizer = self.recognizer
+        detection = recognizer.detect(speech)
+        routes = recognizer.routes()
+        tokenless = [c for c, r in routes.items() if r.whisper_language is None and c != CODE_SWITCHED_ZULU]
+        if tokenless and (detection is None or detection.served < self.served_confident):
+            guess = self._probe_tokenless(speech, tokenless, routes)
+            if guess is not None:
+                return Detection(guess[0], guess[1], [guess]), routes[guess[0]]
+        if detection is None:
+            warnings.append("The language could not be detected; English was assumed.")
+            return None, routes["eng"]
+        unserved = (
+            detection.served < self.served_floor and settled and not self._reads_as(speech, routes[detection.code])
+        )
+        # a few seconds are too little for Whisper base to tell languages apart: real 3 s Afrikaans clips scored
+        # 0.13 to 0.15, as much as some isiZulu. Short audio is refused only on very low scores, else it is
+        # transcribed with the warning below
+        short = speech.size < SHORT_SPEECH_SECONDS * SAMPLE_RATE and detection.served >= self.served_floor / 4
+        if unserved and not short:
+            message = self._not_served_message(detection, tokenless)
+            if self.unserved_language == "refuse":
+                raise LanguageNotServed(message)
+            warnings.append(
+                f"{message} It was transcribed as {language_name(detection.code)} anyway "
+                "(KHULUMA_TRANSCRIPTION_UNSERVED_LANGUAGE=warn): the transcript is unreliable."
+            )
+        elif detection.served < self.served_confident:
+            warnings.append(
+                f"Language detection was uncertain: the languages served here score {detection.served:.0%} together "
+                f"in Whisper's language detection, so the audio may be in a language without a speech model (such as "
+                f"isiZulu, isiXhosa, Setswana or Sepedi); it was transcribed as {language_name(detection.code)}, and "
+                f"the transcript may be wrong. Send lang_code when you know the language."
+            )
+        return detection, routes[detection.code]
+
+    def _reads_as(self, speech: np.ndarray, route: Route) -> bool:
+        """Whether ``route``'s language decodes ``speech`` into fluent, confident text (a second opinion on audio
+        Whisper's detector barely places in a served language: real accented English can score 0.15, while real
+        isiZulu forced into a served language decodes into a loop or text below -0.9 log-probability per token)."""
+        text, logprob = self.recognizer.quick_transcript(speech, route)
+        return len(text.split()) >= 3 and not guards.repeats(text) and logprob >= VERIFY_LOGPROB
+
+    def _not_served_message(self, detection: Detection, tokenless: list[str]) -> str:
+        served = ", ".join(sorted(c for c in self.recognizer.routes() if c != CODE_SWITCHED_ZULU))
+        top, top_p = detection.heard[0] if detection.heard else ("", 0.0)
+        if top_p >= NAMED_DETECTION and top not in self.recognizer.detectable():
+            what = f"{whisper_language_name(top)} (Whisper's '{top}', probability {top_p:.2f})"
+        else:
+            what = "a language without a speech model here"
+        heard = ", ".join(f"{t} {p:.2f}" for t, p in detection.heard[:3])
+        lacking = "" if tokenless else f" {self.model_name} knows no isiZulu, isiXhosa, Sesotho, Setswana or Sepedi."
+        return (
+            f"The audio is most likely in {what}: the languages served here ({served}) score "
+            f"{detection.served:.1%} together in Whisper's language detection (its likeliest: {heard}).{lacking} "
+            f"No transcript is returned rather than a wrong one. An operator can add a speech model for the language "
+            f'with {SETTING}=\'{{"zul": "<model directory or Hugging Face id>"}}\' (any code); a caller who knows the '
+            f"audio is in a served language can send its lang_code."
+        )
+
+    def _probe_tokenless(
+        self, speech: np.ndarray, tokenless: list[str], routes: dict[str, Route]
+    ) -> tuple[str, float] | None:
+        """A configured language Whisper has no token for, when its own model's greedy transcript of the first
+        30 s reads as that language to the text language identifier."""
+        identifier = _LanguageIdentifier.get()
+        if identifier is None:
+            return None
+        for code in tokenless:
+            text, _ = self.recognizer.quick_transcript(speech, routes[code])
+            if len(text.split()) < 3 or guards.repeats(text):
+                continue
+            guess = identifier.detect(text)
+            if guess.language == code and guess.confidence >= 0.5:
+                return code, float(guess.confidence)
+        return None
+
+    def _confirm_language(
+        self, result: _Pass, file_windows: Callable[[], Iterator[Window]], deadline: float | None
+    ) -> _Pass:
+        """Check an uncertain audio detection against the transcript's text language; re-run once if the
+        text is clearly in another language that has a model."""
+        detection = result.detection
+        chosen = result.route.code if result.route else ""
+        text = result.text
+        if detection is None or detection.probability >= UNCERTAIN_DETECTION or len(text.split()) < 4:
+            return result
+        identifier = _LanguageIdentifier.get()
+        if identifier is None:
+            return result
+        guess = identifier.detect(text)
+        routes = self.recognizer.routes()
+        if guess.language == chosen or guess.confidence < LANGID_CONFIDENCE:
+            return result
+        if guess.language not in routes:
+            name = language_name(guess.language) if guess.language in LISTED_CODES else guess.language
+            result.warnings.append(
+                f"The transcript looks like {name}, which has no speech model here "
+                f"({SETTING}); it was transcribed as {chosen}."
+            )
+            return result
+        log.info(
+            "language %s (p=%.2f) overruled by text LID %s (%.2f)",
+            chosen,
+            detection.probability,
+            guess.language,
+            guess.confidence,
+        )
+        again = self._pass(
+            file_windows,
+            routes[guess.language],
+            deadline,
+            Detection(guess.language, float(guess.confidence), [(guess.language, guess.confidence)]),
+        )
+        again.warnings.insert(
+            0,
+            f"Audio language detection was uncertain ({chosen}, p={detection.probability:.2f});"
+            f" the transcript's language ({guess.language}) was used.",
+        )
+        return again
+
+    # ------------------------------------------------------------------ music
+
+    @staticmethod
+    def _detect_music(audio: np.ndarray, warnings: list[str]) -> list[tuple[float, float]]:
+        spans = [(float(s), float(e)) for s, e in music_detection.detect_music(audio)]
+        if spans:
+            total = sum(e - s for s, e in spans)
+            where = ", ".join(f"{_clock(s)}-{_clock(e)}" for s, e in spans[:10])
+            more = f" and {len(spans) - 10} more" if len(spans) > 10 else ""
+            warnings.append(
+                f"Music detected (e.g. music on hold) in {len(spans)} span(s), {total:.1f} s in all: "
+                f"{where}{more}; music is not transcribed."
+            )
+        return spans
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+# measured on an H100 (whisper-base, beam 5, word times): batches of 2 to 4 decode 1.29 to 1.36x faster than one
+# window at a time, 8 only 1.10 to 1.23x and 16 slower (0.70 to 0.79x): the beam search, not the GPU, is the limit
+GPU_BATCH_SIZE = 4
+
+
+def _shift(chunks: list[dict[str, int]], by: int) -> list[dict[str, int]]:
+    return [{**c, "start": max(0, c["start"] + by), "end": c["end"] + by} for c in chunks]
+
+
+def _on_gpu(device: str) -> bool:
+    if device == "auto":
+        import ctranslate2
+
+        return ctranslate2.get_cuda_device_count() > 0
+    return device == "cuda"
+
+
+def batch_size(setting: int, device: str) -> int:
+    """``whisper.batch_size``, with 0 resolved: batches on a GPU, where they pay; one window at a time on CPU."""
+    if setting:
+        return setting
+    return GPU_BATCH_SIZE if _on_gpu(device) else 1
+
+
+MAX_AUTO_PARALLEL_DECODES = 8  # a decode holds its window's activations: bounded on a node with many cores
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def decode_layout(whisper: WhisperSettings, batch: int, cores: int | None = None) -> tuple[int, int]:
+    """``(parallel decodes, threads per decode)`` for ``whisper.parallel_decodes`` and ``whisper.cpu_threads``,
+    0 resolved. Batches (``batch`` > 1) or a GPU: one decode at a time on every core. On CPU otherwise, one decode
+    per core, each on twice its share of the cores: a lone decode still uses the cores the others would, and
+    when all run the cores are shared two threads each. On 2 cores (2 decodes of 2 threads) a lone request kept
+    the speed of one decode on both cores (1.06x), and 8 concurrent ones got 1.41x, against 1.54x with one thread
+    per decode, which cost a lone request 12% (scripts/bench/bench_whisper_layout.py, docs/speech.md)."""
+    cores = cores or _usable_cores()
+    alone_on_cpu = batch <= 1 and not _on_gpu(whisper.device)
+    automatic = min(cores, MAX_AUTO_PARALLEL_DECODES) if alone_on_cpu else 1
+    decodes = whisper.parallel_decodes or automatic
+    threads = whisper.cpu_threads or min(cores, 2 * max(1, cores // decodes))
+    return decodes, threads
+
+
+def build_recognizer(whisper: WhisperSettings, data_dir: Path) -> SpeechRecognizer:
+    from engines.speech.whisper_weights import ensure_whisper_base
+
+    model = whisper.model or ensure_whisper_base(data_dir)
+    batch = batch_size(whisper.batch_size, whisper.device)
+    # the sampling fallback decodes every window alone, whatever the batch size (engines/speech/asr.py)
+    decodes, threads = decode_layout(whisper, 1 if whisper.temperature_fallback else batch)
+    return SpeechRecognizer(
+        model,
+        whisper.language_models,
+        default_model_name=whisper.model or BASE_MODEL_NAME,
+        device=whisper.device,
+        compute_type=whisper.compute_type,
+        cpu_threads=threads,
+        parallel_decodes=decodes,
+        beam_size=whisper.beam_size,
+        temperature_fallback=whisper.temperature_fallback,
+        seed=whisper.seed,
+        batch_size=batch,
+        batch_wait_s=whisper.batch_wait_ms / 1000,
+    )
+
+
+_pipelines: dict[tuple[str, str, str], TranscriptionPipeline] = {}
+_pipelines_lock = threading.Lock()
+
+
+def get_pipeline(
+    whisper: WhisperSettings, transcription: TranscriptionSettings, data_dir: Path
+) -> TranscriptionPipeline:
+    """One pipeline per process and model configuration (what Ray tasks and deployments use). Only what the
+    pipeline reads is part of the key: a change of time limits reuses the loaded models."""
+    read = {
+        "window_seconds",
+        "diarisation_threshold",
+        "max_whole_audio_seconds",
+        "unserved_language",
+        "served_language_floor",
+        "served_language_confident",
+        "stream_commit_silence_ms",
+    }
+    key = (str(data_dir), whisper.model_dump_json(), transcription.model_dump_json(include=read))
+    with _pipelines_lock:
+        pipeline = _pipelines.get(key)
+        if pipeline is None:
+            pipeline = _pipelines[key] = TranscriptionPipeline(whisper, transcription, data_dir)
+    return pipeline
+
+
+def _check_deadline(deadline: float | None) -> None:
+    if deadline is not None and time.time() > deadline:
+        raise TimedOut("Transcription took longer than the time limit.")

@@ -1,0 +1,1 @@
+"""Text engines: language identification, named entities, sentiment, intent classification."""

@@ -1,0 +1,1 @@
+"""Translation engines: NLLB-200 through CTranslate2 or transformers."""

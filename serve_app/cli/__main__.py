@@ -1,3 +1,0 @@
-from serve_app.cli import main
-
-main()
