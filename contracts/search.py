@@ -1,6 +1,6 @@
 """Contract of the Search deployment: its request and result models, and the typed handle callers use.
 
-The ingress owns knowledge bases and document rows (tenancy, duplicates, usage); the Search owns what is
+The ingress owns knowledge bases and document rows (tenancy, duplicates, usage); the Search deployment owns what is
 derived from a document's content: its text, chunks, languages, vectors and the BM25 index.
 """
 
@@ -27,7 +27,7 @@ class EmptyDocument(InvalidInput):
 
 
 class DocumentFile(BaseModel):
-    """An uploaded document as the Search receives it: its bytes (inline or in object storage;
+    """An uploaded document as the Search deployment receives it: its bytes (inline or in object storage;
     ``contracts/payloads.py``), never a path, so the store may run on any node."""
 
     content: Blob
@@ -55,7 +55,7 @@ class IndexedDocument(BaseModel):
 
 
 class SearchQuery(BaseModel):
-    """A query as the Search runs it; the ingress has checked the text and normalised ``language``."""
+    """A query as the Search deployment runs it; the ingress has checked the text and normalised ``language``."""
 
     kb_id: str
     text: str

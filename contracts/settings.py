@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -227,7 +227,7 @@ class SearchSettings(BaseModel):
     )
     bm25_snapshot_dir: Path | None = Field(
         default=None,
-        description="Where the Search saves each knowledge base's BM25 index (default `<data_dir>/bm25`, "
+        description="Where the Search deployment saves each knowledge base's BM25 index (default `<data_dir>/bm25`, "
         "local to the node: a cache, never shared). A saved index of the collection's current generation is read "
         "instead of fetching and tokenizing every chunk from Chroma on the first query after a restart.",
     )
@@ -724,15 +724,24 @@ class Settings(BaseSettings):
         return list(self.secret_env().values())
 
 
-def deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``changes``: a settings section given as a mapping updates that section field by field."""
+def merge_mappings(
+    base: dict[str, Any], changes: dict[str, Any], nested: Container[str] | None = None
+) -> dict[str, Any]:
+    """``base`` with ``changes``: a key (of ``nested``, or any key) whose old and new values are both mappings is
+    updated entry by entry; any other key is replaced. One level deep, as settings sections and Serve's deployment
+    options (``ray_actor_options``) are."""
     out = dict(base)
     for key, value in changes.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key in Settings.model_fields:
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and (nested is None or key in nested):
             out[key] = {**out[key], **value}
         else:
             out[key] = value
     return out
+
+
+def deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes``: a settings section given as a mapping updates that section field by field."""
+    return merge_mappings(base, changes, Settings.model_fields)
 
 
 ENV_PREFIX = "KHULUMA_"

@@ -15,7 +15,7 @@ from typing import Any
 from ray import serve
 from ray.serve import Application
 
-from contracts.settings import Settings
+from contracts.settings import Settings, merge_mappings
 from khuluma.checks import run_startup_checks
 
 
@@ -186,12 +186,7 @@ def _with_needs(wanted: set[str], settings: Settings) -> set[str]:
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = {**out[key], **value}
-        else:
-            out[key] = value
+    out = merge_mappings(base, override)
     if "autoscaling_config" in out:
         out.pop("num_replicas", None)
     return out

@@ -22,16 +22,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Generic, TypeVar, cast
 
-from sqlalchemy import CursorResult, Update, func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import func, select, update
 
 from contracts.speech import TranscriptionRecord
 from persistence.models import Batch, BatchItem, UsageRecord, new_uuid, utcnow
+from persistence.moves import Move, changed
 from persistence.session import Database
-
-S = TypeVar("S", bound=StrEnum)
 
 USAGE_ROUTE = "transcribe.batch"  # usage_records.route of batch files (one row per file)
 
@@ -54,12 +51,6 @@ class ItemStatus(StrEnum):
     FAILED = "FAILED"
 
 
-@dataclass(frozen=True)
-class Move(Generic[S]):
-    sources: frozenset[S]
-    targets: frozenset[S]
-
-
 # Every change of a status is one of these moves, made by the function of the same name below.
 BATCH_MOVES: dict[str, Move[BatchStatus]] = {
     "start": Move(frozenset({BatchStatus.CREATED}), frozenset({BatchStatus.PROCESSING})),
@@ -72,11 +63,6 @@ ITEM_MOVES: dict[str, Move[ItemStatus]] = {
     "fail": Move(frozenset({ItemStatus.PENDING}), frozenset({ItemStatus.FAILED})),
 }
 FINISHED = frozenset(BATCH_MOVES["close"].targets)
-
-
-def _changed(s: Session, statement: Update) -> int:
-    """Rows a conditional UPDATE changed: 0 when its WHERE no longer held (another caller moved first)."""
-    return cast(CursorResult[Any], s.execute(statement)).rowcount
 
 
 def closing_status(completed: int, failed: int) -> BatchStatus:
@@ -143,7 +129,7 @@ def start(db: Database, batch: Batch, keys: Sequence[str], diarise: bool) -> boo
     another call got there first (then nothing changes)."""
     move = BATCH_MOVES["start"]
     with db.session() as s:
-        if not _changed(
+        if not changed(
             s,
             update(Batch)
             .where(Batch.id == batch.id, Batch.status.in_(move.sources))
@@ -225,7 +211,7 @@ def _settle(
     seconds = record.audio_length_seconds if record is not None else 0.0
     with db.session() as s:
         stored = record.model_dump(mode="json") if record is not None else None
-        if not _changed(
+        if not changed(
             s,
             update(BatchItem)
             .where(BatchItem.id == item_id, BatchItem.status.in_(move.sources))
@@ -234,7 +220,7 @@ def _settle(
             current = s.scalar(select(BatchItem.status).where(BatchItem.id == item_id))
             return ItemStatus(current) if current else None
         usage_status = "successful" if target == ItemStatus.COMPLETED else "failed"
-        settled = _changed(
+        settled = changed(
             s,
             update(UsageRecord)
             .where(UsageRecord.reference_id == item_id, UsageRecord.status == "pending")
@@ -272,13 +258,13 @@ def close(db: Database, batch_id: str) -> BatchStatus | None:
         if counts.get(ItemStatus.PENDING):
             return None
         status = closing_status(counts.get(ItemStatus.COMPLETED, 0), counts.get(ItemStatus.FAILED, 0))
-        changed = _changed(
+        moved = changed(
             s,
             update(Batch)
             .where(Batch.id == batch_id, Batch.status.in_(move.sources))
             .values(status=status, updated_at=utcnow()),
         )
-        return status if changed else None
+        return status if moved else None
 
 
 def pending_items(db: Database, batch_id: str) -> list[str]:

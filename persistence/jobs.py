@@ -26,11 +26,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import CursorResult, Update, func, or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from contracts.jobs import JobResult
 from persistence.models import ApiToken, Upload, UsageRecord, utcnow
+from persistence.moves import Move, changed
 from persistence.session import Database
 
 USAGE_ROUTE = "transcribe_process"
@@ -54,23 +55,17 @@ class WebhookStatus(StrEnum):
     GAVE_UP = "gave_up"
 
 
-@dataclass(frozen=True)
-class Move:
-    sources: frozenset[JobStatus]
-    target: JobStatus
-
-
 # Every change of ``job_status`` is one of these moves, and only the functions below make them: enqueue, claim
 # (claim_jobs), requeue, complete and fail (finish), exhaust (fail_exhausted).
-MOVES: dict[str, Move] = {
-    "enqueue": Move(frozenset({JobStatus.NONE, JobStatus.COMPLETED, JobStatus.FAILED}), JobStatus.PENDING),
+MOVES: dict[str, Move[JobStatus]] = {
+    "enqueue": Move.to({JobStatus.NONE, JobStatus.COMPLETED, JobStatus.FAILED}, JobStatus.PENDING),
     # processing -> processing: the job of a dead worker, once its lease expired
-    "claim": Move(frozenset({JobStatus.PENDING, JobStatus.PROCESSING}), JobStatus.PROCESSING),
-    "requeue": Move(frozenset({JobStatus.PROCESSING}), JobStatus.PENDING),  # a transient failure
-    "complete": Move(frozenset({JobStatus.PROCESSING}), JobStatus.COMPLETED),
-    "fail": Move(frozenset({JobStatus.PROCESSING}), JobStatus.FAILED),
+    "claim": Move.to({JobStatus.PENDING, JobStatus.PROCESSING}, JobStatus.PROCESSING),
+    "requeue": Move.to({JobStatus.PROCESSING}, JobStatus.PENDING),  # a transient failure
+    "complete": Move.to({JobStatus.PROCESSING}, JobStatus.COMPLETED),
+    "fail": Move.to({JobStatus.PROCESSING}, JobStatus.FAILED),
     # started max_attempts times without finishing (a poison job that kills its worker)
-    "exhaust": Move(frozenset({JobStatus.PENDING, JobStatus.PROCESSING}), JobStatus.FAILED),
+    "exhaust": Move.to({JobStatus.PENDING, JobStatus.PROCESSING}, JobStatus.FAILED),
 }
 UNFINISHED = frozenset({JobStatus.PENDING, JobStatus.PROCESSING})
 
@@ -99,13 +94,6 @@ class DueWebhook:
 def _lease_time(seconds: float) -> datetime:
     # A few random microseconds keep two workers' tokens apart even when they claim in the same microsecond.
     return utcnow() + timedelta(seconds=seconds, microseconds=secrets.randbelow(1000))
-
-
-def _changed(s: Session, statement: Update) -> int:
-    """Rows a conditional UPDATE changed: 1 when this worker's compare-and-set won, 0 when another got there."""
-    result = s.execute(statement.execution_options(synchronize_session=False))
-    assert isinstance(result, CursorResult)
-    return result.rowcount
 
 
 def _expired_or_unleased(now: datetime) -> Any:
@@ -196,7 +184,7 @@ def claim_jobs(db: Database, limit: int, lease_seconds: float, max_attempts: int
         lease = _lease_time(lease_seconds)
         with db.session() as s:
             cond = Upload.lease_until.is_(None) if old_lease is None else Upload.lease_until == old_lease
-            done = _changed(
+            done = changed(
                 s,
                 update(Upload)
                 .where(Upload.id == upload_id, Upload.job_status == status, cond)
@@ -216,7 +204,7 @@ def renew_lease(db: Database, job: ClaimedJob, lease_seconds: float) -> ClaimedJ
     """Extend the lease; None if this worker no longer holds the job."""
     lease = _lease_time(lease_seconds)
     with db.session() as s:
-        done = _changed(
+        done = changed(
             s,
             update(Upload)
             .where(
@@ -238,7 +226,7 @@ def requeue(db: Database, job: ClaimedJob, delay_seconds: float, *, refund_attem
         values["attempts"] = Upload.attempts - 1
     with db.session() as s:
         return (
-            _changed(
+            changed(
                 s,
                 update(Upload)
                 .where(
@@ -331,7 +319,7 @@ def claim_webhooks(db: Database, limit: int, hold_seconds: float) -> list[DueWeb
     for upload_id, next_at in candidates:
         claim = _lease_time(hold_seconds)
         with db.session() as s:
-            done = _changed(
+            done = changed(
                 s,
                 update(Upload)
                 .where(
@@ -369,7 +357,7 @@ def webhook_outcome(db: Database, hook: DueWebhook, *, delivered: bool, retry_in
             values.update(webhook_status=WebhookStatus.GAVE_UP, webhook_next_at=None)
         else:
             values.update(webhook_next_at=utcnow() + timedelta(seconds=retry_in))
-        _changed(
+        changed(
             s,
             update(Upload)
             .where(

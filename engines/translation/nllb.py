@@ -168,6 +168,11 @@ class _SegmentingTranslator:
     languages: frozenset[str]
     options: DecodeOptions
 
+    def __init__(self, model_dir: Path | str, name: str | None, options: DecodeOptions) -> None:
+        self.model_dir = Path(model_dir)
+        self.name = name or self.model_dir.name
+        self.options = options
+
     def unsupported(self, *codes: str) -> InvalidInput | None:
         """The 400 for codes this model has no language token for (the model decides what it serves), or None."""
         missing = [c for c in codes if c not in self.languages]
@@ -267,9 +272,7 @@ class CTranslate2Translator(_SegmentingTranslator):
     ) -> None:
         import ctranslate2
 
-        self.model_dir = Path(model_dir)
-        self.name = name or self.model_dir.name
-        self.options = options
+        super().__init__(model_dir, name, options)
         if (self.model_dir / "sentencepiece.bpe.model").is_file():
             self.tokenizer: _SentencePiece | _HFTokenizerJson = _SentencePiece(
                 self.model_dir / "sentencepiece.bpe.model"
@@ -330,9 +333,7 @@ class TransformersTranslator(_SegmentingTranslator):
         import torch
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-        self.model_dir = Path(model_dir)
-        self.name = name or self.model_dir.name
-        self.options = options
+        super().__init__(model_dir, name, options)
         if threads:
             torch.set_num_threads(threads)
         self.device = "cuda" if device in ("auto", "cuda") and torch.cuda.is_available() else "cpu"

@@ -16,9 +16,9 @@ What runs, in one go:
    documents: the embedding-bound chunks/s a user sees.
 4. For each scale: a plain-uvicorn service process (the real ingress, auth and database over the Search
    deployment, its embedder in-process, in Serve's local testing mode, embedded Chroma) first ingests the chunks
-   with their precomputed vectors through the Search (``add_precomputed``: metadata, owner check, Chroma writes;
-   1,000 chunks per document) and then answers ``--queries`` sequential HTTP queries (hybrid: query embedding +
-   Chroma + BM25 + fusion). The first query, which builds the BM25 index, is reported apart. Then the service
+   with their precomputed vectors through the Search deployment (``add_precomputed``: metadata, owner check,
+   Chroma writes; 1,000 chunks per document) and then answers ``--queries`` sequential HTTP queries (hybrid:
+   query embedding + Chroma + BM25 + fusion). The first query, which builds the BM25 index, is reported apart. Then the service
    stops and the SAME Chroma directory is opened directly: the bare ``collection.query`` with the precomputed
    query vectors, and a bare ``collection.add`` of the same chunks into a fresh store (1,000 per call) for the
    ingest ratio.
@@ -262,7 +262,7 @@ def serve(config_path: str) -> None:
     @contextlib.asynccontextmanager
     async def closing(_: Any) -> AsyncIterator[None]:
         yield
-        # as Serve stops a replica: the Search saves its BM25 index, so the next start can read it (uvicorn
+        # as Serve stops a replica: the Search deployment saves its BM25 index, so the next start can read it (uvicorn
         # ends the process with the signal it caught once the server has stopped: no `finally` would run)
         await asyncio.to_thread(lambda: store.close.remote().result())
 

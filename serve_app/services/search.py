@@ -2,8 +2,8 @@
 
 Rules kept here:
 - Tenancy: every knowledge base and document belongs to a customer; another customer's is answered 404 (never
-  403), so ids of others cannot even be probed. The Search checks the owner again on its side.
-- Uploads stream to disk (``search.max_document_mb`` -> 413); the Search reads the saved file (415 for
+  403), so ids of others cannot even be probed. The Search deployment checks the owner again on its side.
+- Uploads stream to disk (``search.max_document_mb`` -> 413); the Search deployment reads the saved file (415 for
   unsupported or unreadable files, 400 for no text), and the file is removed once it answers: only chunks are
   kept.
 - Same content uploaded twice into one knowledge base: idempotent. The existing document is returned (same id
@@ -204,7 +204,7 @@ async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: 
             return doc.id
 
         doc_id = await _db(ctx, insert)
-        # the Search (any node) receives the bytes: inline when small, else through object storage
+        # the Search deployment (any node) receives the bytes: inline when small, else through object storage
         content = await anyio.to_thread.run_sync(blob_from_file, ctx.settings, upload.path, upload.filename)
         file = DocumentFile(content=content, filename=upload.filename, content_type=upload.content_type)
         try:
@@ -269,7 +269,7 @@ async def _remove_document(ctx: AppContext, kb_id: str, doc_id: str) -> None:
 
 
 async def _discard_document(ctx: AppContext, kb_id: str, doc_id: str) -> None:
-    """After a failed ingest: its vectors (best effort: the Search already undid its own write), then its
+    """After a failed ingest: its vectors (best effort: the Search deployment already undid its own write), then its
     row. A failure here is logged, so the client gets the error of the ingest itself (415, 400, 503)."""
     try:
         await _knowledge(ctx).delete_document(kb_id, doc_id)

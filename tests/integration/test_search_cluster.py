@@ -1,4 +1,4 @@
-"""Cluster mode: the Search against a real Chroma server (``chroma run``) started by the test."""
+"""Cluster mode: the Search deployment against a real Chroma server (``chroma run``) started by the test."""
 
 from __future__ import annotations
 

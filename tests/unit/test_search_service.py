@@ -34,7 +34,7 @@ ZULU = (
 
 
 class StoreView:
-    """What the Search itself holds, asked through its handle."""
+    """What the Search deployment itself holds, asked through its handle."""
 
     def __init__(self, handle: Any) -> None:
         self.handle = handle
