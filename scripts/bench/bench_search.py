@@ -18,8 +18,8 @@ What runs, in one go:
    deployment, its embedder in-process, in Serve's local testing mode, embedded Chroma) first ingests the chunks
    with their precomputed vectors through the Search deployment (``add_precomputed``: metadata, owner check,
    Chroma writes; 1,000 chunks per document) and then answers ``--queries`` sequential HTTP queries (hybrid:
-   query embedding + Chroma + BM25 + fusion). The first query, which builds the BM25 index, is reported apart. Then the service
-   stops and the SAME Chroma directory is opened directly: the bare ``collection.query`` with the precomputed
+   query embedding + Chroma + BM25 + fusion). The first query, which builds the BM25 index, is reported apart.
+   Then the service stops and the SAME Chroma directory is opened directly: the bare ``collection.query`` with the precomputed
    query vectors, and a bare ``collection.add`` of the same chunks into a fresh store (1,000 per call) for the
    ingest ratio.
 
