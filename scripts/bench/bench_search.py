@@ -14,14 +14,14 @@ What runs, in one go:
    plus small Gaussian noise (sigma 0.02 per dimension, re-normalised): realistic clusters, unique vectors.
 3. End-to-end ingest through HTTP (upload -> extract -> chunk -> language ID -> embed -> Chroma) of a few real
    documents: the embedding-bound chunks/s a user sees.
-4. For each scale: a plain-uvicorn service process (the real ingress, auth and database over the Search
-   deployment, its embedder in-process, in Serve's local testing mode, embedded Chroma) first ingests the chunks
-   with their precomputed vectors through the Search deployment (``add_precomputed``: metadata, owner check,
-   Chroma writes; 1,000 chunks per document) and then answers ``--queries`` sequential HTTP queries (hybrid:
-   query embedding + Chroma + BM25 + fusion). The first query, which builds the BM25 index, is reported apart.
-   Then the service stops and the SAME Chroma directory is opened directly: the bare ``collection.query`` with the precomputed
-   query vectors, and a bare ``collection.add`` of the same chunks into a fresh store (1,000 per call) for the
-   ingest ratio.
+4. For each scale: a plain-uvicorn service process (the real ingress, auth and database over the Search deployment,
+   its embedder in-process, in Serve's local testing mode, embedded Chroma) first ingests the chunks with their
+   precomputed vectors through the Search deployment (``add_precomputed``: metadata, owner check, Chroma writes;
+   1,000 chunks per document) and then answers ``--queries`` sequential HTTP queries (hybrid: query embedding +
+   Chroma + BM25 + fusion). The first query, which builds the BM25 index, is reported apart. Then the service stops
+   and the SAME Chroma directory is opened directly: the bare ``collection.query`` with the precomputed query
+   vectors, and a bare ``collection.add`` of the same chunks into a fresh store (1,000 per call) for the ingest
+   ratio.
 
 All processes run with OMP_NUM_THREADS=1, as Ray Serve sets it for a replica with one CPU or less.
 """
