@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "text"
+DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "text"
 NER_TYPES = ("person", "location", "organisation", "date")
 
 

@@ -39,7 +39,7 @@ def private_disk_available() -> bool:
 
 
 # The code and interpreter this node runs: they stay visible when they live under /tmp (a clone there).
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 STAGING = "/mnt"  # a private tmpfs is mounted here first, inside the node's own mount namespace only
 
 

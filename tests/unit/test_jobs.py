@@ -474,6 +474,9 @@ def test_webhook_abandoned_after_the_retry_budget(tmp_path_factory, whisper_base
     assert row.webhook_attempts == 3  # 0.2 + 0.4 fit in 1 s; 0.8 more would not
 
 
+DEAD_LEASE_S = 15.0
+
+
 def test_job_in_flight_resumes_after_worker_crash(tmp_path_factory, whisper_base, start_worker, speech_wav) -> None:
     settings = fresh_settings(tmp_path_factory, whisper_base, jobs={"lease_seconds": 3.0})
     db = Database(settings.db_url)
@@ -482,10 +485,13 @@ def test_job_in_flight_resumes_after_worker_crash(tmp_path_factory, whisper_base
     receiver = Receiver().start()
     try:
         job_queue.enqueue(db, upload_id, receiver.url, None)
-        [claimed] = job_queue.claim_jobs(db, 1, lease_seconds=3.0)  # a worker took it, then crashed
+        # a worker took it, then crashed; its lease outlasts the new replica's start even on a loaded machine
+        claimed_at = time.monotonic()
+        [claimed] = job_queue.claim_jobs(db, 1, lease_seconds=DEAD_LEASE_S)
         start_worker(settings)  # the restarted replica
         time.sleep(1.0)
         row = job(db, upload_id)
+        assert time.monotonic() - claimed_at < DEAD_LEASE_S, "the replica took longer to start than the lease"
         assert (row.job_status, row.attempts) == ("processing", 1)  # the dead worker's lease still holds
         row = wait_until(lambda: (row := job(db, upload_id)).job_status == "completed" and row)
         assert row.attempts == 2 and row.lease_until is None
