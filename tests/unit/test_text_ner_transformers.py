@@ -1,6 +1,7 @@
 """The transformers token-classification NER backend on a tiny model built here (random BERT weights, a tokenizer
 trained locally with `tokenizers`). The classifier head is set so every token gets one chosen tag, which makes
-the expected entities exact and exercises the real path: offsets -> words -> B/I merging -> label mapping."""
+the expected entities exact and exercises the real path (transformers' token-classification pipeline): windows ->
+offsets -> words -> B/I grouping -> label mapping."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ CORPUS = [
 ] * 20
 
 
-def build_model(tmp: Path, kind: str, forced_label: str) -> Path:
+def build_model(tmp: Path, kind: str, forced_label: str, model_max_length: int = 16) -> Path:
     import torch
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import BertConfig, BertForTokenClassification, PreTrainedTokenizerFast
@@ -51,7 +52,7 @@ def build_model(tmp: Path, kind: str, forced_label: str) -> Path:
         cls_token="[CLS]",
         sep_token="[SEP]",
         mask_token="[MASK]",
-        model_max_length=16,
+        model_max_length=model_max_length,
     )
     config = BertConfig(
         vocab_size=tok.get_vocab_size(),
@@ -82,6 +83,27 @@ def expected_words(kind: str, text: str) -> list[str]:
     return re.findall(r"\w+|[^\w\s]+", text) if kind == "wordpiece" else text.split()
 
 
+# The pipeline's words: WordPiece marks continuations ("##"); a tokenizer without such a mark (SentencePiece, as
+# XLM-R) gets transformers' fallback (a token right after a non-space continues the word), where an [UNK] token
+# always starts a word: the tiny unigram vocabulary knows neither ",", "é" nor "ï".
+PIPELINE_WORDS = {
+    "wordpiece": expected_words("wordpiece", TEXT),
+    "unigram": [
+        "UMongameli",
+        "uCyril",
+        "Ramaphosa",
+        "(😀)",
+        "uvakashele",
+        "eThekwini",
+        "ngoMsombuluko",
+        ",",  # [UNK]
+        "é",  # [UNK]
+        "na",
+        "ïve.",  # [UNK] then known pieces
+    ],
+}
+
+
 @pytest.mark.parametrize("kind", ["wordpiece", "unigram"])
 def test_every_word_tagged_b_gives_one_entity_per_word(tmp_path, kind):
     from engines.text.ner import TransformersNER
@@ -89,20 +111,35 @@ def test_every_word_tagged_b_gives_one_entity_per_word(tmp_path, kind):
     ner = TransformersNER(str(build_model(tmp_path, kind, "B-PER")))
     ents = ner.recognise([TEXT])[0]
     assert all(TEXT[e.start : e.end] == e.word for e in ents)
-    assert [e.word for e in ents] == expected_words(kind, TEXT)
+    assert [e.word for e in ents] == PIPELINE_WORDS[kind]
     assert {e.entity for e in ents} == {"person"}  # B-PER -> lower-case name
 
 
 @pytest.mark.parametrize("kind", ["wordpiece", "unigram"])
-def test_inside_tags_merge_across_overlapping_windows(tmp_path, kind):
+def test_long_text_every_word_once_across_overlapping_windows(tmp_path, kind):
     from engines.text.ner import TransformersNER
 
-    ner = TransformersNER(str(build_model(tmp_path, kind, "I-LOC")), max_length=16, stride=4)
-    text = " " + " ".join([TEXT] * 4) + "  "  # longer than one 16-token window
+    # 32-token windows overlapping by 14 tokens, more than the longest word takes: each word is whole in some
+    # window, and where two windows both hold (part of) it the pipeline keeps the longer entity
+    model = build_model(tmp_path, kind, "B-PER", model_max_length=32)
+    ner = TransformersNER(str(model), max_length=32, stride=14)
+    text = " ".join([CORPUS[0], CORPUS[1]] * 3) + "  "
+    assert len(ner._pipeline.tokenizer(text)["input_ids"]) > 32 + (32 - 2 - 14)  # three windows or more
     ents = ner.recognise([text])[0]
-    assert len(ents) == 1
-    (ent,) = ents
-    assert ent.entity == "location" and text[ent.start : ent.end] == ent.word == text.strip()
+    assert all(text[e.start : e.end] == e.word and e.entity == "person" for e in ents)
+    assert [e.word for e in ents] == expected_words(kind, text)
+    assert [e.start for e in ents] == sorted({e.start for e in ents})  # in order, none twice
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "unigram"])
+def test_inside_tags_merge_into_one_entity_within_a_window(tmp_path, kind):
+    from engines.text.ner import TransformersNER
+
+    ner = TransformersNER(str(build_model(tmp_path, kind, "I-LOC", model_max_length=64)), max_length=64)
+    text = " " + CORPUS[0] + "  "
+    ents = ner.recognise([text])[0]
+    assert [(e.entity, e.word) for e in ents] == [("location", text.strip())]
+    assert text[ents[0].start : ents[0].end] == ents[0].word
 
 
 def test_date_and_org_labels_map_to_lower_case(tmp_path):

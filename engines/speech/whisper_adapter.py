@@ -1,0 +1,206 @@
+"""faster-whisper beyond its documented API, in one place.
+
+Used directly elsewhere, the documented API: ``WhisperModel(...)``, ``WhisperModel.transcribe``,
+``WhisperModel.detect_language``. Used here: the VAD's ``get_speech_timestamps`` / ``VadOptions`` (public; the one
+Silero VAD wrapper of the service, :func:`speech_timestamps`, for transcription and diarisation alike) and
+``BatchedInferencePipeline.transcribe`` (public; asked only for its options).
+
+Internals, and why the documented API does not serve:
+
+- ``faster_whisper.vad.collect_chunks`` and ``faster_whisper.transcribe.restore_speech_timestamps``: pack speech
+  chunks end to end (:func:`pack_speech`, :func:`pack_windows`) and map times in the packed speech back to the
+  audio (:func:`restore_times`). ``transcribe(vad_filter=True)`` does both, but around a VAD pass of its own; the
+  service runs the VAD once (windows of long audio, a stream's commit, diarisation) and decodes those chunks.
+- ``BatchedInferencePipeline.forward`` and its ``last_speech_timestamp``, ``faster_whisper.tokenizer.Tokenizer``,
+  ``faster_whisper.audio.pad_or_trim``, ``WhisperModel.feature_extractor``, the ``Segment`` / ``Word`` dataclasses
+  and ``TranscriptionInfo.transcription_options`` (:class:`BatchedDecoder`, :func:`window_features`,
+  :func:`segments_of_windows`): cross-request batching (``engines.speech.asr_batching``) decodes in one batch the
+  windows of concurrent requests. ``BatchedInferencePipeline.transcribe`` batches the windows of one audio only,
+  so the step below it is needed: features of given windows in, segments out. Its options are faster-whisper's
+  own (suppressed tokens, punctuation, this version's defaults), asked of ``transcribe`` on 1 s of silence that it
+  never decodes (its segments are a lazy generator), not copied here.
+- ``WhisperModel.model`` (the ``ctranslate2.models.Whisper``), ``.hf_tokenizer`` and ``.feature_extractor``
+  (:func:`decode_unpadded`): a live stream's partial is encoded at its own length and decoded with a bounded
+  number of tokens; ``transcribe`` always pads to 30 s, ten times the encoder's cost for 3 s of speech
+  (docs/performance.md). ``WhisperModel.model.is_multilingual`` (:func:`is_multilingual`): whether language
+  detection can run.
+
+``tests/unit/test_whisper_adapter.py`` pins the signatures and behaviour of each internal: an upgrade of
+faster-whisper that changes one fails there, naming it, before it fails a transcription.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+SAMPLE_RATE = 16_000
+Chunk = dict[str, int]  # {"start": sample, "end": sample}
+
+
+# --------------------------------------------------------------------------- voice activity (public API)
+
+
+def speech_timestamps(
+    audio: np.ndarray,
+    *,
+    threshold: float = 0.5,
+    min_silence_ms: int = 500,
+    min_speech_ms: int = 250,
+    pad_ms: int = 200,
+) -> list[Chunk]:
+    """Silero VAD v6 (faster-whisper's bundled ONNX model) speech chunks of 16 kHz ``audio``, in samples.
+
+    No lock: faster-whisper's model keeps its recurrent state per call and an ONNX Runtime session runs calls
+    from several threads at once."""
+    from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+    samples = np.ascontiguousarray(audio, dtype=np.float32)
+    if samples.size < 512:  # less than the model's one frame
+        return []
+    options = VadOptions(
+        threshold=threshold,
+        min_silence_duration_ms=min_silence_ms,
+        min_speech_duration_ms=min_speech_ms,
+        speech_pad_ms=pad_ms,
+    )
+    return [
+        {"start": int(c["start"]), "end": int(c["end"])}
+        for c in get_speech_timestamps(samples, options, sampling_rate=SAMPLE_RATE)
+    ]
+
+
+# --------------------------------------------------------------------------- packed speech and its times
+
+
+def pack_speech(audio: np.ndarray, chunks: list[Chunk]) -> np.ndarray:
+    """The speech ``chunks`` of ``audio`` end to end (contiguous float32)."""
+    from faster_whisper.vad import collect_chunks
+
+    pieces, _ = collect_chunks(audio, chunks, sampling_rate=SAMPLE_RATE)
+    return np.ascontiguousarray(np.concatenate(pieces) if len(pieces) > 1 else pieces[0], dtype=np.float32)
+
+
+def pack_windows(
+    audio: np.ndarray, chunks: list[Chunk], max_seconds: float
+) -> tuple[list[np.ndarray], list[dict[str, Any]]]:
+    """The speech ``chunks`` packed into windows of at most ``max_seconds`` (no chunk may be longer), with the
+    metadata the batched decoder takes for each: ``offset`` and ``duration`` in the packed speech, seconds (what
+    ``forward`` reads; the ``segments`` it also carries miss a window's first chunk after the first window)."""
+    from faster_whisper.vad import collect_chunks
+
+    pieces, metadata = collect_chunks(audio, chunks, sampling_rate=SAMPLE_RATE, max_duration=max_seconds)
+    return list(pieces), list(metadata)
+
+
+def restore_times(segments: Iterable[Any], chunks: list[Chunk]) -> Iterator[Any]:
+    """faster-whisper segments timed in the packed speech of ``chunks``, retimed (in place, lazily) in the audio:
+    word times each within their chunk, a segment from its first word to its last."""
+    from faster_whisper.transcribe import restore_speech_timestamps
+
+    return iter(restore_speech_timestamps(segments, chunks, SAMPLE_RATE))
+
+
+# --------------------------------------------------------------------------- cross-request batched decoding
+
+
+def window_features(model: Any, pieces: list[np.ndarray]) -> list[np.ndarray]:
+    """Log-mel features of each window of speech, padded to Whisper's 30 s (3000 frames), as the batched
+    pipeline computes them (its last frame dropped)."""
+    from faster_whisper.audio import pad_or_trim
+
+    return [pad_or_trim(model.feature_extractor(piece)[..., :-1]) for piece in pieces]
+
+
+class BatchedDecoder:
+    """faster-whisper's batched decoder for one model and language: windows' features in, segments (dicts) per
+    window out, timed in the packed speech. Not thread-safe: one decode at a time (the batcher's thread)."""
+
+    def __init__(self, model: Any, language: str, beam_size: int) -> None:
+        from faster_whisper import BatchedInferencePipeline
+        from faster_whisper.tokenizer import Tokenizer
+
+        self._pipeline = BatchedInferencePipeline(model)
+        _, info = self._pipeline.transcribe(
+            np.zeros(SAMPLE_RATE, dtype=np.float32),
+            language=language,
+            beam_size=beam_size,
+            temperature=0.0,
+            word_timestamps=True,
+            without_timestamps=False,
+            vad_filter=False,
+            clip_timestamps=[{"start": 0.0, "end": 1.0}],
+        )
+        self.options = info.transcription_options
+        self._tokenizer = Tokenizer(
+            model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=language
+        )
+
+    def decode(self, features: np.ndarray, metadata: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        # windows of different files: no pause carried from one batch to the next (word timing uses it)
+        self._pipeline.last_speech_timestamp = 0.0
+        return list(self._pipeline.forward(features, self._tokenizer, metadata, self.options))
+
+
+def segments_of_windows(decoded: list[list[dict[str, Any]]]) -> list[Any]:
+    """faster-whisper ``Segment`` objects (greedy temperature 0) of the batched decoder's segments per window."""
+    from faster_whisper.transcribe import Segment, Word
+
+    return [
+        Segment(
+            id=index,
+            seek=part["seek"],
+            start=round(part["start"], 3),
+            end=round(part["end"], 3),
+            text=part["text"],
+            tokens=part["tokens"],
+            avg_logprob=part["avg_logprob"],
+            compression_ratio=part["compression_ratio"],
+            no_speech_prob=part["no_speech_prob"],
+            words=[Word(**word) for word in part.get("words") or []],
+            temperature=0.0,
+        )
+        for index, part in enumerate((p for window in decoded for p in window), start=1)
+    ]
+
+
+# --------------------------------------------------------------------------- the model underneath
+
+
+def is_multilingual(model: Any) -> bool:
+    """Whether a loaded ``WhisperModel`` knows languages (and detects them)."""
+    return bool(model.model.is_multilingual)
+
+
+def decode_unpadded(model: Any, speech: np.ndarray, language: str, max_tokens: int) -> tuple[str, float, float] | None:
+    """Greedy decode of ``speech`` encoded at its own length (not padded to 30 s), without timestamps, at most
+    ``max_tokens`` tokens and no repeated 3-gram (Whisper may loop on a short window): the text, its mean
+    log-probability per token (the end token counted, as faster-whisper does) and the no-speech probability.
+    None: nothing decoded."""
+    import ctranslate2
+
+    features = model.feature_extractor(np.ascontiguousarray(speech, dtype=np.float32))
+    features = features[:, : max(2, features.shape[-1] // 2 * 2)]  # the encoder halves the frames
+    tokenizer = model.hf_tokenizer
+    prompt = [
+        tokenizer.token_to_id(t)
+        for t in ("<|startoftranscript|>", f"<|{language}|>", "<|transcribe|>", "<|notimestamps|>")
+    ]
+    result = model.model.generate(
+        ctranslate2.StorageView.from_array(np.ascontiguousarray(features[None])),
+        [prompt],
+        beam_size=1,
+        max_length=max_tokens,
+        no_repeat_ngram_size=3,
+        return_scores=True,
+        return_no_speech_prob=True,
+        suppress_blank=True,
+    )[0]
+    ids = [t for t in result.sequences_ids[0] if t < tokenizer.token_to_id("<|endoftext|>")]
+    text = str(tokenizer.decode(ids)).strip()
+    if not text:
+        return None
+    cum_logprob = float(result.scores[0]) * len(ids)  # scores are normalised by length
+    return text, cum_logprob / (len(ids) + 1), float(result.no_speech_prob)
