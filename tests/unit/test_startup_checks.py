@@ -63,6 +63,6 @@ def test_the_app_builder_runs_them(settings: Settings, monkeypatch: pytest.Monke
 
 
 def test_capabilities_are_checked_by_name() -> None:
-    with pytest.raises(ValueError, match=r"Unknown capabilities \['speach'\]; known: .*transcription"):
+    with pytest.raises(ValueError, match=r"Unknown capabilities \['speach'\]; known: .*speech"):
         build_app({"capabilities": ["speach"], "checks": False})  # a typo is refused, not silently deployed
     build_app({"capabilities": ["none"], "checks": False})  # the ingress alone (the Serve-overhead bench)

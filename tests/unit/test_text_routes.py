@@ -177,10 +177,10 @@ def test_the_app_builder_deploys_what_a_deployment_needs(settings):
 
     apart = settings.updated({"embeddings": {"placement": "deployment"}})
     assert _with_needs({"text"}, apart) == {"text", "embeddings"}
-    assert _with_needs({"knowledge", "jobs"}, apart) == {"knowledge", "embeddings", "jobs"}
+    assert _with_needs({"search", "jobs"}, apart) == {"search", "embeddings", "jobs"}
     assert _with_needs({"text"}, settings) == {"text"}
-    assert _with_needs({"knowledge", "jobs"}, settings) == {"knowledge", "jobs"}
-    assert _with_needs({"transcription"}, settings) == {"transcription"}
+    assert _with_needs({"search", "jobs"}, settings) == {"search", "jobs"}
+    assert _with_needs({"speech"}, settings) == {"speech"}
     assert "embeddings" in default_capabilities(apart) and "Embeddings" in deployment_names(apart)
     assert "embeddings" not in default_capabilities(settings) and "Embeddings" not in deployment_names(settings)
     handles = build_local(apart, ["text"])
