@@ -1,8 +1,14 @@
-"""Micro-batching that the typed handles and the deployments share (pure asyncio).
+"""Micro-batching, the one adapter beside Ray Serve's ``@serve.batch`` (pure asyncio).
 
-- :class:`MicroBatcher` groups concurrent calls into one call over a list. The ingress's typed handles use it to
-  send TextAnalysis one request per batch instead of one per HTTP request (Serve's per-request work in the
-  replica cost as much CPU as spaCy on NER); ``deployments/batching.py`` uses it where ``@serve.batch`` cannot run.
+Every request is batched at one point, and Serve's ``@serve.batch`` is used wherever it can be; this module is the
+one adapter where it cannot (docs/architecture.md, "Batching: one point per request"):
+
+- :class:`MicroBatcher` groups concurrent calls into one call over a list. The ingress's typed handle of TextAnalysis
+  (``contracts/text.TextClient``) batches NER, sentiment and classify requests with it, the only point where they
+  are batched: it sends TextAnalysis one call per group, because Serve's per-request work in the replica cost as
+  much CPU as spaCy on NER, and it needs what ``@serve.batch`` lacks (it waits for a group to catch up, sheds load
+  at a bound, and runs outside a replica too). ``deployments/batching.py``'s ``@batched`` uses it where
+  ``@serve.batch`` cannot run (Serve's local testing mode, a bare instance).
 - :func:`run_isolated` keeps one bad item from failing the others: if a batch raises, each item is run alone and
   every caller gets its own result or its own error (:class:`ItemFailed`, which also travels back through Ray
   inside a batch's result list).
@@ -113,17 +119,6 @@ class MicroBatcher(Generic[T, R]):
     async def submit(self, item: T) -> R:
         (fut,) = self._enqueue([item])
         return unwrap(await fut)
-
-    async def submit_many(self, items: list[T]) -> list[R | ItemFailed]:
-        """Several items at once (a caller's own group): they may share a list with other callers' items or span
-        two lists. Each gets its own result or :class:`ItemFailed`, an error of ``run`` included."""
-        results = await asyncio.gather(*self._enqueue(items), return_exceptions=True)
-        # (a cancellation of this caller raises here; one of an item alone, which only a loop shutting down does,
-        # becomes that item's error)
-        return [
-            r if not isinstance(r, BaseException) else ItemFailed(r if isinstance(r, Exception) else _cancelled())
-            for r in results
-        ]
 
     def _enqueue(self, items: list[T]) -> list[asyncio.Future[R | ItemFailed]]:
         if self.max_pending and len(self.pending) + len(items) > self.max_pending:

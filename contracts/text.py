@@ -115,8 +115,9 @@ class LanguageDetectResult(BaseModel):
 class TextClient(DeploymentClient):
     """Typed handle of ``deployments.text:TextAnalysis``.
 
-    Entity recognition, sentiment and classify requests that arrive together are sent in one call
-    (``entities_many`` and the like): Serve's per-request work in the replica (gRPC, request context, metrics)
+    Entity recognition, sentiment and classify requests are batched here, and only here: those that arrive
+    together are sent in one call (``entities_many`` and the like), which TextAnalysis runs as one model pass, whole
+    (it neither merges nor splits groups). Serve's per-request work in the replica (gRPC, request context, metrics)
     then runs once per group, where on NER it cost as much CPU as spaCy. At most ``batches_in_flight`` calls of a
     kind are open at once and requests arriving meanwhile form the next one, so a group's size follows the load and
     a lone request goes at once. Each request still gets its own result or its own error. At most ``max_queued``

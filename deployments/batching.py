@@ -1,8 +1,11 @@
 """``@batched``: Ray Serve's ``@serve.batch`` inside a replica, the same micro-batching elsewhere.
 
-Under Serve's local testing mode (the fast tests, the plain-uvicorn benchmarks: ``khuluma.app.build_local``)
-``@serve.batch`` raises in Ray 2.60 (it calls ``serve.get_replica_context()``), and a bare instance of a deployment
-class has no replica either; there an equivalent asyncio batcher groups concurrent calls.
+The deployments batch the single calls they take with it: language ID (TextAnalysis), the embedder's short lists
+(``deployments/embeddings.py``). Under Serve's local testing mode (the fast tests, the plain-uvicorn benchmarks:
+``khuluma.app.build_local``) ``@serve.batch`` raises in Ray 2.60 (it calls ``serve.get_replica_context()``), and a
+bare instance of a deployment class has no replica either; there ``contracts.batching.MicroBatcher``, the one
+adapter, groups concurrent calls the same way. NER, sentiment and classify requests are not batched here: the
+ingress's typed handle batches them, once (``contracts/text.TextClient``).
 
 One item never fails the others. Inputs are validated before they are batched (the edge refuses invalid Unicode,
 the services check sizes), but if the batch function still raises, each item of that batch is run again alone and

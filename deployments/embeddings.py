@@ -52,6 +52,13 @@ class LocalEmbeddings:
         rows = await asyncio.gather(*(self._embed_one((kind, t)) for t in texts))
         return np.stack(rows) if rows else np.zeros((0, self.engine.dim), dtype=np.float32)
 
+    async def embed_batch(self, texts: list[str], kind: EmbeddingKind) -> Vectors:
+        """As :meth:`embed`, in one model call whatever the length: for a caller whose list is a batch already
+        (a group of text requests that the ingress batched), which the micro-batcher would batch a second time."""
+        if not texts:
+            return np.zeros((0, self.engine.dim), dtype=np.float32)
+        return await asyncio.to_thread(self._embed_texts, texts, kind)
+
     def _embed_texts(self, texts: list[str], kind: EmbeddingKind) -> Vectors:
         with model_timer("Embeddings.embed"):
             return self.engine.embed(texts, kind)

@@ -1,12 +1,13 @@
 """TextAnalysis deployment: entity recognition, sentiment, intent classification and language identification
 (contract: ``contracts/text.py``).
 
-NER, sentiment and classify take a group of requests per call (``entities_many`` and the like): the ingress's
-typed handle groups concurrent requests (``contracts/text.TextClient``), so Serve's per-request work here runs once
-per group, and each group gets one language-ID pass, one spaCy ``pipe`` and one embeddings call. Language ID groups
-single calls with ``@batched``. The embedder runs in this replica (``embeddings.placement``
-local, the default for the offline model), or is the Embeddings deployment, whose handle the app builder then
-passes in (``khuluma/app.py``).
+Each request is batched at one point. NER, sentiment and classify take a group of requests per call
+(``entities_many`` and the like): the ingress's typed handle is where they are batched (``contracts/text.TextClient``),
+so Serve's per-request work here runs once per group, and a group is one model pass as it came: one language-ID
+pass, one spaCy ``pipe``, one embeddings call. Here a group is neither merged with others nor split, and one pass of
+a kind runs at a time. Language ID takes single requests and batches them here, with ``@batched``. The embedder
+runs in this replica (``embeddings.placement`` local, the default for the offline model), or is the Embeddings
+deployment, whose handle the app builder then passes in (``khuluma/app.py``).
 
 Inputs arrive checked: the service rejects empty texts, texts over the token limit and malformed classify
 requests before they get here (``serve_app/services/text.py``).
@@ -15,15 +16,16 @@ requests before they get here (``serve_app/services/text.py``).
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import numpy as np
 
 from cluster.metrics import model_timer
 from contracts import languages
-from contracts.batching import ItemFailed, MicroBatcher, unwrap
+from contracts.batching import ItemFailed, run_isolated, unwrap
 from contracts.capabilities import CapabilityInfo, LanguageSupport
 from contracts.embeddings import EmbeddingKind, EmbeddingsClient, EmbeddingSource, Vectors
 from contracts.quality import NER_MIN_PRECISION, NER_TYPES, UNMEASURED, Quality, text_quality
@@ -40,7 +42,7 @@ from contracts.text import (
     SentimentScore,
     TextInput,
 )
-from deployments.batching import batched, isolating
+from deployments.batching import batched
 from deployments.common import configure_replica_logging, load_settings
 from deployments.embeddings import LocalEmbeddings
 from engines.text.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, EmbeddingCache, intent_probabilities
@@ -56,9 +58,6 @@ E5_PRETRAINED = {"afr", "eng", "fra", "swh", "xho"}
 # NLLB-200 code of every language the identifier can answer with (all text languages have one).
 NLLB = {code: nllb for code in languages.TEXT_CODES if (nllb := languages.nllb_code(code))}
 MIN_CANDIDATE_SCORE = 0.001  # candidates below this are noise, left out of the answer
-# Most texts (classify: requests) in one model pass; beyond about 16 a pass gains little per text (NER: 1.26 ms
-# per text at 16, 1.24 at 32) and only holds back the groups behind it
-REPLICA_PASS_MAX = 32
 
 
 class TextAnalysis:
@@ -75,21 +74,12 @@ class TextAnalysis:
         self.cache = EmbeddingCache()
         self.temperature = DEFAULT_TEMPERATURE
         self.top_k = DEFAULT_TOP_K
-        # One model pass of a kind at a time, whichever ingress replica sent the groups (two at once would split
-        # the cores between smaller, costlier passes); the groups that arrive meanwhile are merged into the next
-        # pass, so its size follows the load. Measured on NER: spaCy costs 2.0 ms of CPU per text in passes of 4,
-        # 1.6 in passes of 8 and 1.3 in passes of 16 (docs/performance.md, fourth round).
-        # (a pass never splits a group the ingress was configured to send whole)
-        pass_max = max(REPLICA_PASS_MAX, self.settings.text.ingress_batch_max)
-        # each pass fails item by item (``deployments.batching.isolating``, as ``@batched`` methods do)
-        self.passes: dict[str, MicroBatcher[Any, Any]] = {
-            kind: MicroBatcher(functools.partial(isolating(run), self), pass_max)
-            for kind, run in (
-                ("entities", TextAnalysis._entities_run),
-                ("sentiment", TextAnalysis._sentiment_run),
-                ("classify", TextAnalysis._classify_run),
-            )
-        }
+        # One model pass of a kind at a time, whichever ingress replica sent the group: two at once would split the
+        # cores between two passes that each cost more per text (spaCy: 2.0 ms of CPU per text in passes of 4, 1.3
+        # in passes of 16; docs/performance.md). The groups wait their turn whole; they are not merged (the ingress
+        # batched them already). Locks of the running event loop (tests run one instance under several).
+        self._pass_locks: dict[str, asyncio.Lock] = {}
+        self._pass_loop: asyncio.AbstractEventLoop | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------------------
 
@@ -116,9 +106,10 @@ class TextAnalysis:
         return unwrap((await self.entities_many([request]))[0])
 
     async def entities_many(self, requests: list[TextInput]) -> list[list[Entity] | ItemFailed]:
-        """One caller's group (the ingress groups concurrent requests), run in one model pass with the groups that
-        arrived while the last pass ran; each item gets its own result."""
-        return await self.passes["entities"].submit_many([r.text for r in requests])
+        """One caller's group (the ingress batches concurrent requests), run in one model pass; each item gets its
+        own result or its own error."""
+        async with self._one_pass("entities"):
+            return await run_isolated(self._entities_run, [r.text for r in requests])
 
     async def _entities_run(self, texts: list[str]) -> list[list[Entity]]:
         return await asyncio.to_thread(self._entities_sync, texts)
@@ -137,8 +128,9 @@ class TextAnalysis:
         return unwrap((await self.sentiment_many([request]))[0])
 
     async def sentiment_many(self, requests: list[TextInput]) -> list[list[SentenceSentiment] | ItemFailed]:
-        """One caller's batch: one language-ID pass and one embeddings call, each item's own result."""
-        return await self.passes["sentiment"].submit_many([r.text for r in requests])
+        """One caller's group: one language-ID pass and one embeddings call, each item's own result or error."""
+        async with self._one_pass("sentiment"):
+            return await run_isolated(self._sentiment_run, [r.text for r in requests])
 
     async def _sentiment_run(self, texts: list[str]) -> list[list[SentenceSentiment]]:
         per_text = [[s.text for s in split_sentences(t)] or [t] for t in texts]
@@ -167,8 +159,10 @@ class TextAnalysis:
         return unwrap((await self.classify_many([request]))[0])
 
     async def classify_many(self, requests: list[ClassifyRequest]) -> list[list[ClassificationResult] | ItemFailed]:
-        """One caller's batch: the texts of every request not cached yet are embedded in one model call."""
-        return await self.passes["classify"].submit_many(requests)
+        """One caller's group: the texts of every request not cached yet are embedded in one model call; each
+        request gets its own result or error."""
+        async with self._one_pass("classify"):
+            return await run_isolated(self._classify_run, requests)
 
     async def _classify_run(self, requests: list[ClassifyRequest]) -> list[list[ClassificationResult]]:
         texts = [t for r in requests for t in [e.example for e in r.examples] + r.inputs]
@@ -228,13 +222,26 @@ class TextAnalysis:
 
     # --- shared --------------------------------------------------------------------------------------------
 
+    @asynccontextmanager
+    async def _one_pass(self, kind: str) -> AsyncIterator[None]:
+        """Held while a group's model pass of ``kind`` runs: the next group of that kind waits, whole."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._pass_loop:
+            self._pass_locks, self._pass_loop = {}, loop
+        async with self._pass_locks.setdefault(kind, asyncio.Lock()):
+            yield
+
     async def embed(self, texts: list[str], kind: EmbeddingKind) -> Vectors:
         """See ``contracts.text.TextClient.embed``: the embedder of this replica, for the ingress's embeddings
         route while no Embeddings deployment runs."""
         return await self.embeddings.embed(texts, kind)
 
     async def _embed(self, texts: list[str]) -> Vectors:
-        # e5's query side: sentences and intent examples are compared with each other, not searched as passages
+        # e5's query side: sentences and intent examples are compared with each other, not searched as passages.
+        # A group's texts are a batch already: the embedder in this replica runs them as one model call, never
+        # through its micro-batcher (the Embeddings deployment batches only lists of at most DIRECT_BATCH texts)
+        if self.local_embeddings is not None:
+            return await self.local_embeddings.embed_batch(texts, "query")
         return await self.embeddings.embed(texts, "query")
 
     async def describe(self) -> list[CapabilityInfo]:

@@ -3,10 +3,10 @@
 For NER, sentiment and classify the same requests go (1) straight to the engines in a loop, in batches of
 ``--concurrency`` (language ID + spaCy/heuristic NER; sentence split + language ID + e5 embeddings + classifier;
 cached example embeddings + input embeddings + calibrated centroids) -- the bare-model limit -- and (2) through the
-HTTP API: auth, validation, usage metering, the TextAnalysis deployment's ``@batched`` grouping and the
-embedder (in the TextAnalysis replica, or with ``--embedder deployment`` the Embeddings deployment), under plain
-uvicorn with the deployments in Serve's local testing mode
-(``khuluma.app.build_local``, no Ray cluster; ``--ray`` adds a run through Ray Serve). Prints requests/s,
+HTTP API: auth, validation, usage metering, the ingress's grouping of concurrent requests (``TextClient``, the one
+point where they are batched), the TextAnalysis deployment and the embedder (in the TextAnalysis replica, or with
+``--embedder deployment`` the Embeddings deployment), under plain uvicorn with the deployments in Serve's local
+testing mode (``khuluma.app.build_local``, no Ray cluster; ``--ray`` adds a run through Ray Serve). Prints requests/s,
 p50/p99 and the ratio service/bare, each service against the bare engines measured right before and after its own
 run of the route (the machine's speed drifts within minutes).
 

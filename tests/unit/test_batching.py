@@ -104,46 +104,6 @@ def test_micro_batcher_sends_a_lone_item_at_once_and_groups_what_arrives_while_l
     assert rec.max_running == 2
 
 
-def test_submit_many_merges_the_groups_that_arrive_during_a_pass_and_answers_each_group_its_own():
-    """TextAnalysis runs one pass of a kind at a time and merges the groups (from one or several ingress
-    replicas) that arrive meanwhile into the next pass."""
-    from contracts.batching import ItemFailed, MicroBatcher
-
-    rec = Recorder()
-    batcher = MicroBatcher(rec, max_size=8)
-
-    async def broken(items: list[int]) -> list[int]:
-        raise ConnectionError("model gone")
-
-    async def run():
-        first = asyncio.ensure_future(batcher.submit_many([1, 2]))
-        await asyncio.sleep(0.005)  # the first group's pass is running
-        later = await asyncio.gather(
-            batcher.submit_many([3, -4]), batcher.submit_many([5, 6, 7]), batcher.submit_many([8, 9, 10, 11])
-        )
-        failing = await MicroBatcher(broken, max_size=8).submit_many([1, 2])
-        # an item cancelled on its own (only a loop shutting down does that) fails alone, as an error
-        busy = asyncio.ensure_future(batcher.submit_many([12]))
-        await asyncio.sleep(0.005)
-        partly = asyncio.ensure_future(batcher.submit_many([13, 14]))
-        await asyncio.sleep(0)
-        batcher.pending[0][1].cancel()
-        await busy
-        return await first, later, failing, await partly
-
-    first, later, failing, partly = asyncio.run(run())
-    assert isinstance(partly[0], ItemFailed) and "cancelled" in str(partly[0].error) and partly[1] == 140
-    assert first == [10, 20]
-    assert later[0][0] == 30 and isinstance(later[0][1], ItemFailed) and "bad -4" in str(later[0][1].error)
-    assert later[1:] == [[50, 60, 70], [80, 90, 100, 110]]
-    # one pass for the first group; the three that came during it merged, up to 8 items a pass
-    assert rec.lists[:3] == [[1, 2], [3, -4, 5, 6, 7, 8, 9, 10], [11]]
-    assert rec.lists[3:] == [[12], [14]]  # the cancelled 13 was left out of its list
-    assert rec.max_running == 1
-    # an error of the whole pass reaches each item as its own failure, not the group as an exception
-    assert all(isinstance(f, ItemFailed) and isinstance(f.error, ConnectionError) for f in failing)
-
-
 def test_micro_batcher_fails_only_the_item_that_failed_and_a_broken_list_fails_its_callers():
     from contracts.batching import MicroBatcher
 

@@ -255,9 +255,10 @@ def test_text_analysis_answers_a_group_as_it_answers_each_request_alone(settings
     assert [len(r) for r in mixed[1:]] == [3]
 
 
-def test_text_analysis_merges_groups_that_arrive_during_a_pass(settings):
-    """Groups of one kind that reach TextAnalysis while a model pass runs (two ingress replicas, or a second group
-    from one) run together in the next pass, and each group gets exactly its own answers."""
+def test_text_analysis_runs_each_group_as_its_own_pass_one_at_a_time(settings):
+    """Each request is batched once, by the ingress: a group that reaches TextAnalysis while a pass of its kind runs
+    (two ingress replicas, or a second group from one) waits and then runs whole, as its own pass, never merged
+    with the others nor split; and each group gets exactly its own answers."""
     import asyncio
     import threading
 
@@ -268,15 +269,23 @@ def test_text_analysis_merges_groups_that_arrive_during_a_pass(settings):
     texts = [f"Thandi Nkosi moved to Durban in {2000 + i}." for i in range(6)] + ["USipho Dlamini usebenza eGoli."]
     alone = asyncio.run(analysis.entities_many([TextInput(text=t) for t in texts]))
     passes: list[int] = []
+    running = 0
+    most_at_once = 0
     started, release = threading.Event(), threading.Event()
     real = analysis._entities_sync
 
     def recorded(batch: list[str]):
+        nonlocal running, most_at_once
+        running += 1
+        most_at_once = max(most_at_once, running)
         passes.append(len(batch))
         if len(passes) == 1:
             started.set()
             release.wait(5)  # the first pass runs until every later group has arrived
-        return real(batch)
+        try:
+            return real(batch)
+        finally:
+            running -= 1
 
     analysis._entities_sync = recorded  # type: ignore[method-assign]
 
@@ -290,5 +299,36 @@ def test_text_analysis_merges_groups_that_arrive_during_a_pass(settings):
         return [await first] + [await g for g in later]
 
     answers = asyncio.run(run())
-    assert passes == [1, 6]
+    assert passes == [1, 2, 1, 3] and most_at_once == 1
     assert [a for group in answers for a in group] == alone
+
+
+def test_text_analysis_embeds_a_groups_sentences_in_one_model_call(settings):
+    """A group is batched once, by the ingress: its sentences go to the embedder as one model call, not through the
+    embedder's micro-batcher, which would batch them a second time (and send the first one alone)."""
+    import asyncio
+
+    from contracts.text import TextInput
+    from deployments.text import TextAnalysis
+
+    analysis = TextAnalysis(settings.for_replica(("text", "embeddings")))
+    local = analysis.local_embeddings
+    assert local is not None
+    direct: list[int] = []
+    micro: list[int] = []
+    real_texts, real_items = local._embed_texts, local._embed_items
+
+    def texts_call(texts, kind):
+        direct.append(len(texts))
+        return real_texts(texts, kind)
+
+    def items_call(items):
+        micro.append(len(items))
+        return real_items(items)
+
+    local._embed_texts = texts_call  # type: ignore[method-assign]
+    local._embed_items = items_call  # type: ignore[method-assign]
+    group = [TextInput(text="The food was great. The staff were rude!"), TextInput(text="Ngijabule kakhulu.")]
+    answers = asyncio.run(analysis.sentiment_many(group))
+    assert [len(a) for a in answers] == [2, 1]
+    assert direct == [3] and micro == []
