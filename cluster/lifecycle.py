@@ -8,6 +8,13 @@ calls :meth:`Lifecycle.drain`: every waiting call returns at once with the grace
 finish) and reports :meth:`Lifecycle.done`; the command waits for :meth:`Lifecycle.drained` (or the grace period)
 before it stops Serve and Ray.
 
+A replica that Serve replaced after it registered never reports, so :meth:`Lifecycle.drained` counts a registered
+replica whose Ray actor is gone as done. It looks the actor up by name in the namespace where Serve created it
+(:data:`SERVE_NAMESPACE`, not the job's namespace that the replica's runtime context reports: under that one the
+name is never found, every replica looked gone at once, and ``khuluma serve`` stopped Serve, HAProxy included,
+while the requests and live sessions it should have waited for were still in flight). A replica whose actor cannot
+be found when it registers is never presumed gone: the stop waits for its report or the grace period.
+
 Without the actor (the application deployed with ``serve deploy``/``serve run``, or the unit tests) nothing waits:
 Serve's own graceful shutdown applies. The actor belongs to the ``khuluma serve`` driver and dies with it.
 """
@@ -24,6 +31,7 @@ log = logging.getLogger("khuluma.lifecycle")
 
 ACTOR_NAME = "khuluma-lifecycle"
 NAMESPACE = "khuluma"
+SERVE_NAMESPACE = "serve"  # where Serve creates its replicas' actors (ray.serve._private.constants.SERVE_NAMESPACE)
 
 
 class Lifecycle:
@@ -64,6 +72,8 @@ class Lifecycle:
 
 
 def _alive(name: str, namespace: str) -> bool:
+    """Whether the named actor is there; only a definite "no such actor" says it is gone (an error reaching the GCS
+    on a loaded machine must not end the wait for a replica still serving)."""
     import ray
 
     try:
@@ -71,6 +81,29 @@ def _alive(name: str, namespace: str) -> bool:
         return True
     except ValueError:  # no live actor of that name
         return False
+    except Exception:  # noqa: BLE001 - unknown: presumed alive, it reports or the grace period ends
+        return True
+
+
+def own_actor() -> tuple[str, str] | None:
+    """This worker's actor as (name, namespace), where ``ray.get_actor`` finds it: a Serve replica's namespace is
+    Serve's own (:data:`SERVE_NAMESPACE`), whatever the runtime context's ``namespace`` (the job's) says. None when
+    this is no named actor, or its name is found in neither (then it is never presumed gone)."""
+    import ray
+
+    context = ray.get_runtime_context()
+    name = context.get_actor_name() if context.get_actor_id() else None
+    if not name:
+        return None
+    for namespace in dict.fromkeys((SERVE_NAMESPACE, context.namespace)):
+        try:
+            ray.get_actor(name, namespace)
+        except ValueError:  # not in this namespace
+            continue
+        except Exception:  # noqa: BLE001 - not known: never presumed gone then
+            return None
+        return name, namespace
+    return None
 
 
 def start_actor() -> Any:
@@ -93,10 +126,8 @@ async def watch(on_drain: Callable[[float], Awaitable[None]]) -> None:
     except Exception:  # noqa: BLE001 - no such actor (not started by khuluma serve), or no Ray at all
         return
     replica = uuid.uuid4().hex
-    context = ray.get_runtime_context()
-    name = context.get_actor_name() if context.get_actor_id() else None
     try:
-        await actor.register.remote(replica, (name, context.namespace) if name else None)
+        await actor.register.remote(replica, await asyncio.to_thread(own_actor))
         grace_s = await actor.wait_for_drain.remote()
     except Exception:  # noqa: BLE001 - the driver is gone (Ray stops everything itself then)
         return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from fastapi import FastAPI
@@ -57,8 +58,11 @@ async def drain_replica(ctx: AppContext, grace_s: float) -> bool:
     ctx.drain.begin()
     closed = ctx.admission.live.close_all(SHUTTING_DOWN)
     log.info("draining: %d live sessions closed, %d requests in flight", closed, ctx.drain.in_flight)
+    started = time.monotonic()
     idle = await ctx.drain.wait_idle(grace_s)
-    if not idle:
+    if idle:
+        log.info("drained: nothing in flight after %.1f s", time.monotonic() - started)
+    else:
         log.warning("draining: %d requests still in flight after %.0f s", ctx.drain.in_flight, grace_s)
     try:
         await ctx.usage.flush()  # the usage of what just finished

@@ -197,16 +197,23 @@ def _drain(lifecycle: Any, grace_s: float, signals: StopSignals) -> None:
     if lifecycle is None:
         return
     import ray
+    from ray.exceptions import GetTimeoutError
 
     deadline = time.monotonic() + grace_s + 2
     try:
         ray.get(lifecycle.drain.remote(grace_s), timeout=10)
         while not signals.hurrying and time.monotonic() < deadline:
-            if ray.get(lifecycle.drained.remote(), timeout=10):
-                return
+            try:
+                if ray.get(lifecycle.drained.remote(), timeout=10):
+                    return
+            except GetTimeoutError:  # a slow answer on a loaded machine: ask again, within the grace period
+                continue
             time.sleep(0.2)
     except Exception as exc:  # noqa: BLE001 - Ray is already going: stop the rest anyway
         console.print(f"[yellow]drain: {type(exc).__name__}: {exc}[/]")
+    else:
+        if not signals.hurrying:
+            console.print(f"[yellow]drain: requests still in flight after {grace_s:g} s; stopping anyway[/]")
 
 
 @dataclass(frozen=True)

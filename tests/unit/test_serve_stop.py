@@ -159,6 +159,58 @@ def test_the_lifecycle_actor_tells_every_replica_and_knows_when_they_are_done() 
     asyncio.run(go())
 
 
+def test_a_replica_is_looked_up_where_serve_created_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Serve replica's actor lives in Serve's namespace while its runtime context names the job's. Looked up
+    under the job's, every replica seemed gone as soon as the stop began, and ``khuluma serve`` stopped Serve and
+    its HAProxy with the requests and live sessions still in flight (issue #30). Only a definite "no such actor"
+    counts a replica as gone; one that cannot be found when it registers is never presumed gone."""
+    import asyncio
+
+    import ray
+
+    from cluster import lifecycle
+
+    name = "SERVE_REPLICA::khuluma#Ingress#abc123"
+    actors = {(name, lifecycle.SERVE_NAMESPACE)}
+
+    class Context:
+        namespace = "0b5c4a6e-the-job-s-own"
+
+        def get_actor_id(self) -> str:
+            return "f00d"
+
+        def get_actor_name(self) -> str:
+            return name
+
+    def get_actor(actor: str, namespace: str | None = None) -> object:
+        if (actor, namespace) not in actors:
+            raise ValueError(f"Failed to look up actor {actor!r} in namespace {namespace!r}")
+        return object()
+
+    monkeypatch.setattr(ray, "get_runtime_context", Context)
+    monkeypatch.setattr(ray, "get_actor", get_actor)
+    own = lifecycle.own_actor()
+    assert own == (name, "serve")
+
+    async def go() -> None:
+        actor = lifecycle.Lifecycle()
+        await actor.register("a", own)
+        await actor.drain(30)
+        assert not await actor.drained()  # alive, and not done: the stop waits
+        actors.clear()  # Serve replaced it: it never reports
+        assert await actor.drained()
+
+    asyncio.run(go())
+    assert lifecycle.own_actor() is None  # found nowhere: registered without an actor, never presumed gone
+
+    def unreachable(actor: str, namespace: str | None = None) -> object:
+        raise RuntimeError("GCS did not answer")
+
+    monkeypatch.setattr(ray, "get_actor", unreachable)
+    assert lifecycle._alive(name, "serve")  # not known: presumed alive (it reports, or the grace period ends)
+    assert lifecycle.own_actor() is None
+
+
 def test_the_split_is_refused_in_a_process_that_is_not_the_command() -> None:
     """Called in-process (a CliRunner in pytest), ``khuluma serve`` must not fork: the caller would become the
     supervisor and go on in a child without its thread pools."""
