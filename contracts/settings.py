@@ -551,6 +551,32 @@ class LimitsSettings(BaseModel):
         "real time and eight share one Speech replica at 2 to 4 times real time (docs/speech.md). 0: no "
         "bound.",
     )
+    text_in_flight: int = Field(
+        default=16,
+        ge=0,
+        description="Text requests (NER, sentiment, classify, language detection, embeddings) one ingress replica "
+        "works on at once, whoever the customers; one more answers 503 with `Retry-After` at once. 16 clients reach "
+        "TextAnalysis's capacity on 2 cores; more only wait longer. 0: no bound.",
+    )
+    search_in_flight: int = Field(
+        default=8,
+        ge=0,
+        description="Knowledge-base queries and document uploads one ingress replica works on at once (8 clients "
+        "reach the Search deployment's capacity on 2 cores); one more answers 503 with `Retry-After`. 0: no bound.",
+    )
+    speech_in_flight: int = Field(
+        default=8,
+        ge=0,
+        description="Synchronous transcriptions one ingress replica works on at once (the sync, fast, OpenAI and "
+        "profile routes; not async jobs or batches, which queue in the database); one more answers 503 with "
+        "`Retry-After`. 0: no bound.",
+    )
+    translation_in_flight: int = Field(
+        default=16,
+        ge=0,
+        description="Translation requests one ingress replica works on at once; one more answers 503 with "
+        "`Retry-After`. 0: no bound.",
+    )
     live_lease_seconds: float = Field(
         default=60.0,
         gt=0,

@@ -28,6 +28,7 @@ from serve_app.routers import (
     usage,
     utility,
 )
+from serve_app.shedding import InFlightBounds
 
 DESCRIPTION = """Khuluma: a self-hostable, Vulavula-compatible language, search and speech API.
 
@@ -75,7 +76,8 @@ def create_app(settings: Settings | None = None, drain: Drain | None = None) -> 
         max_upload_bytes=int(settings.max_request_mb * 1024 * 1024),
         base64_paths=V1_BASE64_AUDIO_ROUTES,
     )
-    app.add_middleware(AdmissionMiddleware, drain=drain)  # refused while draining: before the body is read
+    # refused while draining or past a capability's bound: before authentication and the body
+    app.add_middleware(AdmissionMiddleware, drain=drain, bounds=InFlightBounds(settings.limits))
     app.add_middleware(MetricsMiddleware)
     app.add_middleware(WireCompatMiddleware)  # outermost: every answer, a 413 included, carries the request id
     return app

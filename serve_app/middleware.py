@@ -13,9 +13,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from cluster.memory import release_freed_memory
 from cluster.metrics import record_request
 from cluster.request_context import serve_request_id
+from contracts.errors import Overloaded
 from serve_app.admission import STATE_KEY, Admitted
-from serve_app.errors import error_body
+from serve_app.errors import error_body, error_response
 from serve_app.lifecycle import REFUSAL, RETRY_AFTER_S, Drain
+from serve_app.shedding import InFlightBounds, capability_of
 
 _SLASHES = re.compile(r"/{2,}")
 # The id of the request being handled, for log lines (contracts.logs) written anywhere below the middleware.
@@ -187,23 +189,34 @@ class AdmissionMiddleware:
 
     - while the replica drains (a graceful stop, ``serve_app/lifecycle.py``) a new HTTP request answers 503 at once
       (``Retry-After``, ``Connection: close``) before anything reads its body, except the health routes;
+    - a model-bound request past its capability's bound on this replica answers 503 with ``Retry-After`` at once,
+      before authentication or its body (``serve_app/shedding.py``);
     - requests and sessions in flight are counted, so the drain knows when they are done;
     - the answer of a request admitted under a requests-per-minute limit carries its ``RateLimit-Policy`` and
       ``RateLimit`` headers (a 429 already has its own, rendered with the error: ``serve_app/errors.py``).
     """
 
-    def __init__(self, app: ASGIApp, drain: Drain) -> None:
+    def __init__(self, app: ASGIApp, drain: Drain, bounds: InFlightBounds) -> None:
         self.app = app
         self.drain = drain
+        self.bounds = bounds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        if kind == "http" and self.drain.draining and scope.get("path", "") not in HEALTH_PATHS:
+        path = scope.get("path", "")
+        if kind == "http" and self.drain.draining and path not in HEALTH_PATHS:
             await _refuse_while_draining(send)
             return
+        capability = capability_of(scope.get("method", ""), path) if kind == "http" else None
+        if capability is not None:
+            try:
+                self.bounds.enter(capability)
+            except Overloaded as refused:  # before authentication or the body: a refusal costs next to nothing
+                await error_response(refused, path)(scope, receive, send)
+                return
         self.drain.in_flight += 1
         try:
             if kind == "http":
@@ -212,6 +225,8 @@ class AdmissionMiddleware:
                 await self.app(scope, receive, send)
         finally:
             self.drain.in_flight -= 1
+            if capability is not None:
+                self.bounds.leave(capability)
 
 
 def _with_rate_headers(scope: Scope, send: Send) -> Send:
