@@ -443,6 +443,7 @@ def test_drain_waits_for_requests_in_flight_and_closes_live_sessions(settings, d
     from serve_app.ingress import drain_replica
     from serve_app.lifecycle import SHUTTING_DOWN
     from serve_app.middleware import AdmissionMiddleware
+    from serve_app.shedding import InFlightBounds
 
     context = build_context(settings, Clients())
     _, principal = _customer(db)
@@ -453,7 +454,7 @@ def test_drain_waits_for_requests_in_flight_and_closes_live_sessions(settings, d
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"done"})
 
-    middleware = AdmissionMiddleware(slow_app, context.drain)
+    middleware = AdmissionMiddleware(slow_app, context.drain, InFlightBounds(settings.limits))
 
     async def request(path: str = "/x") -> int:
         sent: list[dict[str, Any]] = []
