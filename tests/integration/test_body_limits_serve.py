@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import httpx
-import psutil
 import pytest
+
+from tests.replicas import own_replica_processes
 
 pytestmark = pytest.mark.integration
 
@@ -15,11 +16,7 @@ MB = 1024 * 1024
 
 
 def _ingress_rss() -> int:
-    procs = [
-        p
-        for p in psutil.process_iter(["cmdline"])
-        if any("ServeReplica:khuluma:Ingress" in part for part in (p.info["cmdline"] or []))
-    ]
+    procs = own_replica_processes("Ingress")  # this session's cluster only
     assert procs, "no Ingress replica process found"
     return sum(p.memory_info().rss for p in procs)
 

@@ -155,7 +155,7 @@ def test_gpu_check_refuses_gpus_the_cluster_lacks():
     cfg["deployments"]["TextAnalysis"]["ray_actor_options"]["num_gpus"] = 0.25
     options = deployment_options(cfg["deployments"])
     assert requested_gpus(options) == pytest.approx(0.75)
-    with pytest.raises(GPUUnavailableError, match=r"0\.75 GPU.*TextAnalysis, Transcription.*has 0"):
+    with pytest.raises(GPUUnavailableError, match=r"0\.75 GPU.*Speech, TextAnalysis.*has 0"):
         check_gpus(options, available=0)
     check_gpus(options, available=1)
 

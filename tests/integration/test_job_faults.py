@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import select
 
 from persistence.models import Upload
+from tests.replicas import own_replica_processes
 from tests.speechdata import espeak
 
 pytestmark = pytest.mark.integration
@@ -59,7 +60,6 @@ def _kill_transcription_replica(how: str) -> str:
     import os
     import signal
 
-    import psutil
     import ray
 
     if how == "ray.kill":
@@ -71,11 +71,7 @@ def _kill_transcription_replica(how: str) -> str:
         assert names, "no live Speech replica found"
         ray.kill(ray.get_actor(names[0], namespace="serve"), no_restart=True)  # Serve starts a new replica
         return str(names[0])
-    pids = [
-        p.pid
-        for p in psutil.process_iter(["cmdline"])
-        if any("ServeReplica:khuluma:Speech" in part for part in (p.info["cmdline"] or []))
-    ]
+    pids = [p.pid for p in own_replica_processes("Speech")]  # this session's cluster only
     assert pids, "no Speech replica process found"
     os.kill(pids[0], signal.SIGKILL)
     return f"pid {pids[0]}"
