@@ -11,8 +11,9 @@ For each route (sentiment, knowledge-base query, sync transcription):
    admitted (200) requests against the capacity run, how fast refusals (429/503) came back, and the health
    route's worst latency and status while it ran (it must stay answerable).
 
-The PSS (proportional set size: shared pages counted once) of the service's processes is measured before and after
-the load, with psutil as ``scripts/bench/idle_memory.py`` does, but found from the ``khuluma serve`` command down
+The PSS (proportional set size: shared pages counted once) of the service's processes is measured fresh, at the
+end, and around each overload run: warm (after the route's capacity run, its models loaded and used) and 5 s
+after the overload (what overload costs in memory, apart from what a first use loads), with psutil as ``scripts/bench/idle_memory.py`` does, but found from the ``khuluma serve`` command down
 (every process below it and every process of the sessions they lead: Ray's, the replicas, SeaweedFS, HAProxy)
 rather than by name, so another Ray cluster on the machine is not counted (and SeaweedFS and HAProxy are).
 
@@ -50,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _load import json_option, table, write_json  # noqa: E402
 
 MB = 1024 * 1024
+SETTLE_S = 5
 ROUTES = ("sentiment", "kb-query", "transcribe")
 CONCURRENCY = {"sentiment": 16, "kb-query": 8, "transcribe": 8}  # closed-loop clients that reach capacity
 KB = "/api/v1/search/knowledgebase"
@@ -369,8 +371,10 @@ def parse_capacity(values: list[str]) -> dict[str, float]:
 
 
 async def run_route(
-    routes: Routes, route: str, args: argparse.Namespace, known: dict[str, float]
-) -> dict[str, Outcomes]:
+    routes: Routes, route: str, args: argparse.Namespace, known: dict[str, float], pss: Callable[[], float | None]
+) -> tuple[dict[str, Outcomes], tuple[float | None, float | None]]:
+    """The route's capacity run and its overload run, and the service's PSS just before the overload (warm: the
+    route's models loaded and used at capacity) and after it (once what it left behind settled)."""
     send = routes.request(route)
     clients = args.concurrency or CONCURRENCY[route]
     runs: dict[str, Outcomes] = {}
@@ -385,11 +389,13 @@ async def run_route(
     if capacity <= 0:
         raise RuntimeError(f"{route}: no request succeeded at capacity; is the route served?")
     rate = args.overload * capacity
+    before = pss()
     print(f"{route}: {rate:.1f} req/s ({args.overload:g}x {capacity:.1f}) for {args.duration:g} s ...", flush=True)
     runs[f"{args.overload:g}x capacity"] = await open_loop(
         routes.url, send, rate, args.duration, args.timeout, args.max_in_flight
     )
-    return runs
+    await asyncio.sleep(SETTLE_S)  # what the load left behind settles (queues drain, memory is handed back)
+    return runs, (before, pss())
 
 
 def main() -> None:
@@ -423,6 +429,7 @@ def main() -> None:
         proc, url, token = start_service(work)
         pid = proc.pid
     results: dict[str, dict[str, Outcomes]] = {}
+    around: dict[str, tuple[float | None, float | None]] = {}
     try:
         routes = Routes(url, token, speech_sample(work) if "transcribe" in chosen else None)
 
@@ -433,8 +440,7 @@ def main() -> None:
         asyncio.run(setup())
         before = pss_mb(pid)
         for route in chosen:
-            results[route] = asyncio.run(run_route(routes, route, args, known))
-        time.sleep(5)  # what the load left behind settles (queues drain, memory is handed back)
+            results[route], around[route] = asyncio.run(run_route(routes, route, args, known, lambda: pss_mb(pid)))
         after = pss_mb(pid)
     finally:
         if proc is not None:
@@ -446,11 +452,24 @@ def main() -> None:
     if before is None or after is None:
         print("\nPSS: not measured (give --pid with --url)")
     else:
-        print(f"\nPSS of the service: {before:,.0f} MiB before, {after:,.0f} MiB after ({after - before:+,.0f} MiB)")
+        print(
+            f"\nPSS of the service: {before:,.0f} MiB fresh, {after:,.0f} MiB at the end ({after - before:+,.0f} MiB)"
+        )
+        for route, (warm, loaded) in around.items():
+            if warm is not None and loaded is not None:
+                change = 100 * (loaded - warm) / warm
+                print(
+                    f"  {route}: {warm:,.0f} MiB warm (after its capacity run), {loaded:,.0f} MiB after its overload "
+                    f"({change:+.1f} %)"
+                )
     write_json(
         args.json,
         {
-            "pss_mb": {"before": before, "after": after},
+            "pss_mb": {
+                "before": before,
+                "after": after,
+                "around_overload": {route: {"warm": w, "after": a} for route, (w, a) in around.items()},
+            },
             "routes": {
                 route: {phase: {**out.row(), "statuses": dict(out.statuses)} for phase, out in runs.items()}
                 for route, runs in results.items()
