@@ -11,11 +11,12 @@ For each route (sentiment, knowledge-base query, sync transcription):
    admitted (200) requests against the capacity run, how fast refusals (429/503) came back, and the health
    route's worst latency and status while it ran (it must stay answerable).
 
-The PSS (proportional set size: shared pages counted once) of the service's processes is measured fresh, at the
-end, and around each overload run: warm (after the route's capacity run, its models loaded and used) and 5 s
-after the overload (what overload costs in memory, apart from what a first use loads), with psutil as ``scripts/bench/idle_memory.py`` does, but found from the ``khuluma serve`` command down
-(every process below it and every process of the sessions they lead: Ray's, the replicas, SeaweedFS, HAProxy)
-rather than by name, so another Ray cluster on the machine is not counted (and SeaweedFS and HAProxy are).
+The PSS (proportional set size: shared pages counted once) of the service's processes is measured fresh, at the end,
+and around each overload run: warm (after the route's capacity run, its models loaded and used) and 5 s after the
+overload (what overload costs in memory, apart from what a first use loads), with psutil as
+``scripts/bench/idle_memory.py`` does, but found from the ``khuluma serve`` command down (every process below it and
+every process of the sessions they lead: Ray's, the replicas, SeaweedFS, HAProxy) rather than by name, so another
+Ray cluster on the machine is not counted (and SeaweedFS and HAProxy are).
 
     .venv/bin/python scripts/bench/bench_overload.py                    # starts `khuluma serve` itself
     .venv/bin/python scripts/bench/bench_overload.py --duration 20 --capacity-seconds 10 --routes sentiment
