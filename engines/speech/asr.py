@@ -364,7 +364,7 @@ class SpeechRecognizer:
     ) -> list[SpeechSegment]:
         """A live stream's partial of the speech ``chunks`` of ``audio``: greedy, without timestamps or word times,
         one segment, times in seconds from ``offset``. Cheaper than :meth:`exact_segments` (beam search, word
-        alignment, 3 s of silence after the speech), which a committed segment gets: up to
+        alignment, 5 s of silence after the speech), which a committed segment gets: up to
         :data:`QUICK_MAX_SECONDS` of packed speech is encoded at its own length, not padded to 30 s (the encoder
         is most of a step's cost and scales with its input: 3 s cost 0.12 s instead of 1.2 s on 2 busy cores,
         docs/performance.md). Whisper was trained on 30 s windows and may loop on a short one, so the decode is

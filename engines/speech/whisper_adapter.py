@@ -24,10 +24,10 @@ Internals, and why the documented API does not serve:
   number of tokens; ``transcribe`` always pads to 30 s, ten times the encoder's cost for 3 s of speech
   (docs/performance.md). ``WhisperModel.model.is_multilingual`` (:func:`is_multilingual`): whether language
   detection can run.
-- ``WhisperModel.encode``, ``.get_prompt``, ``.generate_with_fallback`` and ``.add_word_timestamps``
-  (:class:`ShortWindowDecoder`): a live stream's committed segment is decoded exactly (beam search, word times)
-  in a window of its speech and 3 s of silence instead of 30 s, after the segment committed before it as a
-  prefix; ``transcribe`` pads every window to 30 s and has no way to say which words were known already.
+- ``WhisperModel.encode``, ``.get_prompt``, ``.generate_with_fallback``, ``.add_word_timestamps`` and
+  ``.max_length`` (:class:`ShortWindowDecoder`): a live stream's committed segment is decoded exactly (beam
+  search, word times) in a window of its speech and 5 s of silence instead of 30 s, after the segment committed
+  before it as a prefix; ``transcribe`` pads every window to 30 s and cannot say which words were known already.
 
 ``tests/unit/test_whisper_adapter.py`` pins the signatures and behaviour of each internal: an upgrade of
 faster-whisper that changes one fails there, naming it, before it fails a transcription.
@@ -210,7 +210,7 @@ def decode_unpadded(model: Any, speech: np.ndarray, language: str, max_tokens: i
     return text, cum_logprob / (len(ids) + 1), float(result.no_speech_prob)
 
 
-SHORT_WINDOW_SILENCE_FRAMES = 300  # 3 s of silence after the speech of a short window (see ShortWindowDecoder)
+SHORT_WINDOW_SILENCE_FRAMES = 500  # 5 s of silence after the speech of a short window (see ShortWindowDecoder)
 
 
 class ShortWindowDecoder:
@@ -218,12 +218,13 @@ class ShortWindowDecoder:
     cut short: the speech's features and :data:`SHORT_WINDOW_SILENCE_FRAMES` of silence (what ``pad_or_trim``
     pads with), not padded to 30 s, so a live stream's committed segment of a few seconds costs a fraction of the
     encoder. Whisper needs that silence: on the speech alone it rarely ends its text (the same sentence two or
-    three times on most short clips); with 1 s of silence it ends, with 3 to 5 s its word error on 25 clips matched
-    the full window's (docs/speech.md#streaming-latency). One window, one segment, no timestamp tokens (they would
-    drive faster-whisper's seek across windows): the word times come from the cross-attention alignment, as
-    ``transcribe`` times words. Through ``WhisperModel.encode``, ``get_prompt``, ``generate_with_fallback`` and
-    ``add_word_timestamps`` (``transcribe``'s steps for one window) with its options, asked of ``transcribe`` as
-    :class:`BatchedDecoder` asks them. Thread-safe (nothing is kept between calls)."""
+    three times on most short clips); with 1 s of silence it mostly ends, with 5 s its word error on 25 clips was
+    the full window's or lower (3 s looped once more, on 1.5 s of speech: docs/speech.md#streaming-latency). One
+    window, one segment, no timestamp tokens (they would drive faster-whisper's seek across windows): the word
+    times come from the cross-attention alignment, as ``transcribe`` times words. Through
+    ``WhisperModel.encode``, ``get_prompt``, ``generate_with_fallback``, ``add_word_timestamps`` (``transcribe``'s
+    steps for one window) and ``max_length``, with its options, asked of ``transcribe`` as :class:`BatchedDecoder`
+    asks them. Thread-safe (nothing is kept between calls)."""
 
     def __init__(self, model: Any, language: str, beam_size: int, temperatures: Sequence[float]) -> None:
         from faster_whisper.tokenizer import Tokenizer
@@ -261,9 +262,10 @@ class ShortWindowDecoder:
         window = np.zeros((features.shape[0], min(3000, frames + SHORT_WINDOW_SILENCE_FRAMES)), features.dtype)
         window[:, :frames] = features[:, :frames]
         encoded = model.encode(window)
-        options = dataclasses.replace(self.options, max_new_tokens=max_tokens)
         prefix = prefix.strip()
         tokens_in = model.get_prompt(tokenizer, [], without_timestamps=True, prefix=prefix or None)
+        room = model.max_length - len(tokens_in)  # faster-whisper refuses a prompt and new tokens beyond it
+        options = dataclasses.replace(self.options, max_new_tokens=min(max_tokens or room, room))
         result, avg_logprob, temperature, compression_ratio = model.generate_with_fallback(
             encoded, tokens_in, tokenizer, options
         )

@@ -149,6 +149,7 @@ def test_model_internals_the_adapter_reaches(whisper: Any) -> None:
     assert fw.is_multilingual(whisper) is True  # WhisperModel.model.is_multilingual
     assert callable(whisper.feature_extractor) and hasattr(whisper.model, "generate")
     assert whisper.hf_tokenizer.token_to_id("<|endoftext|>") is not None
+    assert whisper.max_length == 448  # ShortWindowDecoder keeps a prompt and its new tokens within it
     features = fw.window_features(whisper, [np.zeros(SR, dtype=np.float32)])
     assert features[0].shape[-1] == 3000  # padded to Whisper's 30 s
 
