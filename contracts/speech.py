@@ -100,6 +100,15 @@ class StreamRequest(BaseModel):
         "are final (None: nothing is committed).",
     )
     final: bool = Field(default=False, description="The stream ended: this is its last step.")
+    context_seconds: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Seconds at the start of ``pcm`` that were committed already: heard again as context by the "
+        "exact decode of what this step commits, never committed twice.",
+    )
+    context_text: str = Field(
+        default="", description="The committed text of the ``context_seconds`` (what the exact decode starts with)."
+    )
 
 
 # ---------------------------------------------------------------------------------------------- results

@@ -155,6 +155,8 @@ class Speech:
             offset=request.offset,
             commit_before=request.commit_before,
             final=request.final,
+            context_seconds=request.context_seconds,
+            context_text=request.context_text,
         )
         return await self._idle.run(self._threads, step)
 

@@ -70,6 +70,8 @@ WINDOW_SECONDS = 30.0  # what one Whisper window holds
 QUICK_MAX_SECONDS = (
     8.0  # a partial of up to this much speech is encoded unpadded (SpeechRecognizer.quick_segments); longer, padded
 )
+EXACT_UNPADDED_MAX_SECONDS = 28.0  # a stream's committed speech up to this long is encoded unpadded
+EXACT_TOKENS_PER_SECOND = 10.0  # a committed segment's decode stops after this many tokens per second of speech
 QUICK_TOKENS_PER_SECOND = 6.0  # a partial's decode stops after about this many tokens per second of speech
 
 
@@ -195,6 +197,7 @@ class SpeechRecognizer:
             else None
         )
         self._batched: dict[Hashable, fw.BatchedDecoder] = {}  # by (model key, language)
+        self._short_windows: dict[Hashable, fw.ShortWindowDecoder] = {}  # by (model key, language)
 
     @property
     def batching(self) -> bool:
@@ -360,8 +363,8 @@ class SpeechRecognizer:
         self, audio: np.ndarray, route: Route, chunks: list[dict[str, int]], *, offset: float = 0.0
     ) -> list[SpeechSegment]:
         """A live stream's partial of the speech ``chunks`` of ``audio``: greedy, without timestamps or word times,
-        one segment, times in seconds from ``offset``. Far cheaper than :meth:`transcribe` (beam search, word
-        alignment, features padded to Whisper's 30 s), which a committed segment gets: up to
+        one segment, times in seconds from ``offset``. Cheaper than :meth:`exact_segments` (beam search, word
+        alignment, 5 s of silence after the speech), which a committed segment gets: up to
         :data:`QUICK_MAX_SECONDS` of packed speech is encoded at its own length, not padded to 30 s (the encoder
         is most of a step's cost and scales with its input: 3 s cost 0.12 s instead of 1.2 s on 2 busy cores,
         docs/performance.md). Whisper was trained on 30 s windows and may loop on a short one, so the decode is
@@ -429,23 +432,59 @@ class SpeechRecognizer:
         for segment in segments:
             if deadline is not None and time.time() > deadline:
                 raise TimedOut("Transcription took longer than the time limit.")
-            words = [
-                WordTiming(
-                    w.word,
-                    round(float(w.start) + offset, 3),
-                    round(float(w.end) + offset, 3),
-                    round(float(w.probability), 4),
-                )
-                for w in (segment.words or [])
-            ]
-            yield SpeechSegment(
-                round(float(segment.start) + offset, 3),
-                round(float(segment.end) + offset, 3),
-                segment.text.strip(),
-                words,
-                float(segment.avg_logprob),
-                float(segment.no_speech_prob),
-            )
+            yield _speech_segment(segment, offset)
+
+    def exact_segments(
+        self,
+        audio: np.ndarray,
+        route: Route,
+        chunks: list[dict[str, int]],
+        *,
+        offset: float = 0.0,
+        heard: list[dict[str, int]] | None = None,
+        heard_text: str = "",
+    ) -> list[SpeechSegment]:
+        """A live stream's committed speech ``chunks`` of ``audio``, decoded as :meth:`transcribe` decodes (beam
+        search, word times), but in a short window (``whisper_adapter.ShortWindowDecoder``): up to
+        :data:`EXACT_UNPADDED_MAX_SECONDS` of packed speech and 5 s of silence are encoded instead of 30 s (the
+        encoder is most of the cost and scales with its input: docs/speech.md#streaming-latency). ``heard``: the
+        speech just before, committed already as ``heard_text``: Whisper hears it first and is made to start with
+        its text (a segment cut at a short pause in its sentence, on its own, is often misheard: "the weather
+        today" after "Good morning,"); only what follows is returned. Longer speech, or a model without a language
+        token, goes through :meth:`transcribe` (without what was heard)."""
+        if not chunks:
+            return []
+        speech = fw.pack_speech(audio, chunks)
+        if route.whisper_language is None or speech.size > EXACT_UNPADDED_MAX_SECONDS * SAMPLE_RATE:
+            return list(self.transcribe(audio, route, chunks, offset=offset))
+        before = heard if heard and heard_text.strip() else []
+        known = fw.pack_speech(audio, before) if before else np.zeros(0, np.float32)
+        if known.size + speech.size > EXACT_UNPADDED_MAX_SECONDS * SAMPLE_RATE:
+            before, known = [], np.zeros(0, np.float32)
+        if len(self.temperatures) > 1:
+            import ctranslate2
+
+            ctranslate2.set_random_seed(self.seed)
+        decoded = self._short_window(route).decode(
+            np.concatenate([known, speech]) if before else speech,
+            heard_text if before else "",
+            known.size / SAMPLE_RATE,
+            max_tokens=int(10 + EXACT_TOKENS_PER_SECOND * speech.size / SAMPLE_RATE),
+        )
+        return [_speech_segment(s, offset) for s in fw.restore_times(decoded, before + chunks)]
+
+    def _short_window(self, route: Route) -> fw.ShortWindowDecoder:
+        key = (route.model_key, route.whisper_language)
+        found = self._short_windows.get(key)
+        if found is None:
+            model = self.model(route.model_key)
+            with self._lock:
+                found = self._short_windows.get(key)
+                if found is None:
+                    assert route.whisper_language is not None
+                    found = fw.ShortWindowDecoder(model, route.whisper_language, self.beam_size, self.temperatures)
+                    self._short_windows[key] = found
+        return found
 
     def _transcribe_alone(self, audio: np.ndarray, route: Route, chunks: list[dict[str, int]]) -> Iterator[Any]:
         """faster-whisper's sequential decoder over the packed speech (seeking across 30 s windows)."""
@@ -496,6 +535,27 @@ class SpeechRecognizer:
     def close(self) -> None:
         if self._batcher is not None:
             self._batcher.close()
+
+
+def _speech_segment(segment: Any, offset: float) -> SpeechSegment:
+    """A faster-whisper ``Segment`` (times in seconds of its audio) as a :class:`SpeechSegment` from ``offset``."""
+    words = [
+        WordTiming(
+            w.word,
+            round(float(w.start) + offset, 3),
+            round(float(w.end) + offset, 3),
+            round(float(w.probability), 4),
+        )
+        for w in (segment.words or [])
+    ]
+    return SpeechSegment(
+        round(float(segment.start) + offset, 3),
+        round(float(segment.end) + offset, 3),
+        segment.text.strip(),
+        words,
+        float(segment.avg_logprob),
+        float(segment.no_speech_prob),
+    )
 
 
 def split_long_chunks(chunks: list[dict[str, int]], longest: int) -> list[dict[str, int]]:

@@ -28,6 +28,7 @@ Translation of the transcript is not done here: the Speech deployment asks the T
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -297,13 +298,18 @@ class TranscriptionPipeline:
         offset: float = 0.0,
         commit_before: float | None = None,
         final: bool = False,
+        context_seconds: float = 0.0,
+        context_text: str = "",
     ) -> StreamStep:
         """Transcribe an in-memory 16 kHz buffer (streaming). ``commit_before`` (seconds into ``audio``): the
         audio before the last pause of at least ``stream_commit_silence_ms`` that starts before it is committed:
-        decoded exactly (beam search, word times) into ``final`` segments, and the answer says where the caller
-        may cut (``cut_seconds``, the middle of that pause; 0 when there is none). The rest (the uncommitted tail)
-        gets a cheap partial (:meth:`SpeechRecognizer.quick_segments`: greedy, no timestamps) in ``pending``.
-        ``final`` (the end of the stream): everything is decoded exactly, into ``pending`` (the caller takes it).
+        decoded exactly (beam search, word times, in a short window: :meth:`SpeechRecognizer.exact_segments`) into
+        ``final`` segments, and the answer says where the caller may cut (``cut_seconds``, the middle of that pause;
+        0 when there is none). The rest (the uncommitted tail) gets a cheap partial
+        (:meth:`SpeechRecognizer.quick_segments`: greedy, no timestamps) in ``pending``. ``final`` (the end of the
+        stream): everything is decoded exactly, into ``pending`` (the caller takes it). ``context_seconds``: the
+        buffer's head that the previous step committed, as ``context_text``: the exact decode hears it first and
+        starts with its text, so a segment cut at a short pause keeps its sentence; it is never committed again.
 
         Without ``language``, the language is detected as for files, and refused the same way
         (:class:`LanguageNotServed`) once there are :data:`STREAM_DETECT_SECONDS` of speech or the stream ended
@@ -326,20 +332,24 @@ class TranscriptionPipeline:
                     cut_seconds=0.0,
                 )
             settled = settled or (detection is not None and detection.served >= self.served_confident)
+        context = int(context_seconds * SAMPLE_RATE)  # the buffer's committed head, heard again as context
+        chunks = _split_at(chunks, context)  # it ended in a pause, which the VAD may not find again on this buffer
         cut = 0
         if commit_before is not None and not final:
             min_gap = max(0, self.commit_silence_ms - 2 * STREAM_PAD_MS) * SAMPLE_RATE // 1000  # chunks are padded
             cut = last_pause(chunks, int(commit_before * SAMPLE_RATE), min_gap)
-        head = [c for c in chunks if c["end"] <= cut]
-        tail = [c for c in chunks if c["end"] > cut]
-        exact = self.recognizer.transcribe(audio, route, head, offset=offset) if head else iter(())
-        final_segments, found = guards.screen(list(exact))
-        if final:
-            exact_tail = self.recognizer.transcribe(audio, route, tail, offset=offset)
-            pending, found_tail = guards.screen(list(exact_tail))
+            cut = cut if cut > context else 0
+        heard = [c for c in chunks if c["end"] <= context]
+        head = [c for c in chunks if context < c["end"] <= cut]
+        tail = [c for c in chunks if c["end"] > max(cut, context)]
+        exact = functools.partial(self.recognizer.exact_segments, audio, route, offset=offset, heard=heard)
+        final_segments, found = guards.screen(exact(head, heard_text=context_text))
+        if final:  # nothing was cut: the tail follows what was heard
+            pending, found_tail = guards.screen(exact(tail, heard_text=context_text))
         else:
+            start = max(cut, context)
             quick = self.recognizer.quick_segments(
-                audio[cut:], route, _shift(tail, -cut), offset=offset + cut / SAMPLE_RATE
+                audio[start:], route, _shift(tail, -start), offset=offset + start / SAMPLE_RATE
             )
             pending, found_tail = guards.screen(quick)
         found += [w for w in found_tail if w not in found]
@@ -545,6 +555,17 @@ class TranscriptionPipeline:
 # measured on an H100 (whisper-base, beam 5, word times): batches of 2 to 4 decode 1.29 to 1.36x faster than one
 # window at a time, 8 only 1.10 to 1.23x and 16 slower (0.70 to 0.79x): the beam search, not the GPU, is the limit
 GPU_BATCH_SIZE = 4
+
+
+def _split_at(chunks: list[dict[str, int]], sample: int) -> list[dict[str, int]]:
+    """``chunks`` with the one that spans ``sample`` (if any) cut in two there."""
+    out: list[dict[str, int]] = []
+    for c in chunks:
+        if c["start"] < sample < c["end"]:
+            out += [{**c, "end": sample}, {**c, "start": sample}]
+        else:
+            out.append(c)
+    return out
 
 
 def _shift(chunks: list[dict[str, int]], by: int) -> list[dict[str, int]]:

@@ -24,6 +24,10 @@ Internals, and why the documented API does not serve:
   number of tokens; ``transcribe`` always pads to 30 s, ten times the encoder's cost for 3 s of speech
   (docs/performance.md). ``WhisperModel.model.is_multilingual`` (:func:`is_multilingual`): whether language
   detection can run.
+- ``WhisperModel.encode``, ``.get_prompt``, ``.generate_with_fallback``, ``.add_word_timestamps`` and
+  ``.max_length`` (:class:`ShortWindowDecoder`): a live stream's committed segment is decoded exactly (beam
+  search, word times) in a window of its speech and 5 s of silence instead of 30 s, after the segment committed
+  before it as a prefix; ``transcribe`` pads every window to 30 s and cannot say which words were known already.
 
 ``tests/unit/test_whisper_adapter.py`` pins the signatures and behaviour of each internal: an upgrade of
 faster-whisper that changes one fails there, naming it, before it fails a transcription.
@@ -31,7 +35,7 @@ faster-whisper that changes one fails there, naming it, before it fails a transc
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -204,3 +208,104 @@ def decode_unpadded(model: Any, speech: np.ndarray, language: str, max_tokens: i
         return None
     cum_logprob = float(result.scores[0]) * len(ids)  # scores are normalised by length
     return text, cum_logprob / (len(ids) + 1), float(result.no_speech_prob)
+
+
+SHORT_WINDOW_SILENCE_FRAMES = 500  # 5 s of silence after the speech of a short window (see ShortWindowDecoder)
+
+
+class ShortWindowDecoder:
+    """faster-whisper's exact decode (beam search, word times, its options) of up to 30 s of speech in a window
+    cut short: the speech's features and :data:`SHORT_WINDOW_SILENCE_FRAMES` of silence (what ``pad_or_trim``
+    pads with), not padded to 30 s, so a live stream's committed segment of a few seconds costs a fraction of the
+    encoder. Whisper needs that silence: on the speech alone it rarely ends its text (the same sentence two or
+    three times on most short clips); with 1 s of silence it mostly ends, with 5 s its word error on 25 clips was
+    the full window's or lower (3 s looped once more, on 1.5 s of speech: docs/speech.md#streaming-latency). One
+    window, one segment, no timestamp tokens (they would drive faster-whisper's seek across windows): the word
+    times come from the cross-attention alignment, as ``transcribe`` times words. Through
+    ``WhisperModel.encode``, ``get_prompt``, ``generate_with_fallback``, ``add_word_timestamps`` (``transcribe``'s
+    steps for one window) and ``max_length``, with its options, asked of ``transcribe`` as :class:`BatchedDecoder`
+    asks them. Thread-safe (nothing is kept between calls)."""
+
+    def __init__(self, model: Any, language: str, beam_size: int, temperatures: Sequence[float]) -> None:
+        from faster_whisper.tokenizer import Tokenizer
+
+        _, info = model.transcribe(
+            np.zeros(SAMPLE_RATE, dtype=np.float32),
+            language=language,
+            beam_size=beam_size,
+            temperature=list(temperatures),
+            word_timestamps=True,
+            without_timestamps=True,
+            vad_filter=False,
+            condition_on_previous_text=False,
+        )
+        self.model = model
+        self.options = info.transcription_options
+        self.tokenizer = Tokenizer(
+            model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=language
+        )
+
+    def decode(
+        self, speech: np.ndarray, prefix: str = "", prefix_seconds: float = 0.0, max_tokens: int | None = None
+    ) -> list[Any]:
+        """The faster-whisper ``Segment`` of ``speech`` (at most 30 s; none when Whisper hears no speech or
+        decodes no new text), timed in it. ``prefix``: the text of the first ``prefix_seconds`` of ``speech``,
+        known already: Whisper is made to start with it (its prefix) and only what follows is returned, aligned
+        after it. ``max_tokens``: at most this many new tokens."""
+        import dataclasses
+
+        from faster_whisper.transcribe import Segment, Word
+
+        model, tokenizer = self.model, self.tokenizer
+        features = model.feature_extractor(np.ascontiguousarray(speech, dtype=np.float32))
+        frames = max(2, min(features.shape[-1] - 1, 3000) // 2 * 2)  # content frames; the encoder halves them
+        window = np.zeros((features.shape[0], min(3000, frames + SHORT_WINDOW_SILENCE_FRAMES)), features.dtype)
+        window[:, :frames] = features[:, :frames]
+        encoded = model.encode(window)
+        prefix = prefix.strip()
+        tokens_in = model.get_prompt(tokenizer, [], without_timestamps=True, prefix=prefix or None)
+        room = model.max_length - len(tokens_in)  # faster-whisper refuses a prompt and new tokens beyond it
+        options = dataclasses.replace(self.options, max_new_tokens=min(max_tokens or room, room))
+        result, avg_logprob, temperature, compression_ratio = model.generate_with_fallback(
+            encoded, tokens_in, tokenizer, options
+        )
+        silent = options.no_speech_threshold is not None and result.no_speech_prob > options.no_speech_threshold
+        if silent and not (options.log_prob_threshold is not None and avg_logprob > options.log_prob_threshold):
+            return []
+        tokens = [t for t in result.sequences_ids[0] if t < tokenizer.eot]
+        known = tokenizer.encode(" " + prefix) if prefix else []
+        if tokens[: len(known)] == known:  # CTranslate2 returns the prefix with what follows it
+            tokens = tokens[len(known) :]
+        text = tokenizer.decode(tokens)
+        if not text.strip():
+            return []
+        duration = frames * model.feature_extractor.time_per_frame
+        parts: list[dict[str, Any]] = []
+        if known:  # aligned with the rest, so the new words are timed after it
+            parts.append({"seek": 0, "start": 0.0, "end": prefix_seconds, "tokens": known})
+        parts.append({"seek": 0, "start": prefix_seconds if known else 0.0, "end": duration, "tokens": tokens})
+        model.add_word_timestamps(
+            [parts],
+            tokenizer,
+            encoded,
+            frames,
+            options.prepend_punctuations,
+            options.append_punctuations,
+            last_speech_timestamp=0.0,
+        )
+        part = parts[-1]
+        return [
+            Segment(
+                id=1,
+                seek=0,
+                start=round(part["start"], 3),
+                end=round(part["end"], 3),
+                text=text,
+                tokens=tokens,
+                avg_logprob=avg_logprob,
+                compression_ratio=compression_ratio,
+                no_speech_prob=result.no_speech_prob,
+                words=[Word(**word) for word in part.get("words") or []],
+                temperature=temperature,
+            )
+        ]

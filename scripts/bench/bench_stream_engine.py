@@ -63,6 +63,8 @@ class Direct:
             offset=request.offset,
             commit_before=request.commit_before,
             final=request.final,
+            context_seconds=request.context_seconds,
+            context_text=request.context_text,
         )
         self.times.append(time.perf_counter() - started)
         return step

@@ -238,7 +238,7 @@ class _Run:
         await self.websocket.close(code=1000)
 
     async def _step(self, client: SpeechClient, final: bool) -> None:
-        if final and not self.state.buffer:
+        if final and not self.state.has_new_audio:
             completed = self.transcript.commit([], final=True)
             language = self.state.lang_code
         else:

@@ -428,7 +428,7 @@ CLOSING_STEP_S = 10.0  # a session closed by a graceful stop: at most this long 
 
 async def _finish(client: SpeechClient, state: StreamState, websocket: WebSocket, warning: str = "") -> None:
     """The last step over the audio still pending, then the ``final`` message."""
-    if state.buffer:
+    if state.has_new_audio:
         await _stream_step(client, state, websocket, final=True)
     await send(
         websocket,

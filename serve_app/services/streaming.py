@@ -11,7 +11,9 @@ Speech deployment, its limits, and how a session ends on an error.
 - once the language is known, commit at every pause the VAD finds (``stream_commit_silence_ms``): the segment
   before it is decoded exactly and its audio dropped, so a partial decodes only the uncommitted tail (greedily)
   and the end of a stream has only its last segment left; everything pending is committed when no pause came for
-  :data:`MAX_PENDING_SECONDS` (Whisper's window is 30 s);
+  :data:`MAX_PENDING_SECONDS` (Whisper's window is 30 s). The segment a step committed (up to
+  :data:`CONTEXT_SECONDS`) stays at the buffer's head with its text, as the context of the next commit
+  (``StreamRequest.context_seconds``): a segment cut at a short pause is misheard on its own;
 - stop reading a client whose message is not taken within the send timeout (:func:`send`), close an idle or
   too-long session (:func:`receive`), and refuse more audio than ``max_request_mb`` (:meth:`StreamState.add_audio`);
 - end on an error with one error message and a close code (:func:`guard`): 1008 bad input, 1009 too much audio,
@@ -36,6 +38,7 @@ PARTIAL_EVERY_SECONDS = 1.0  # a step (a partial, and a commit when a pause came
 FIRST_STEPS_EVERY_SECONDS = 0.5  # in the stream's first FIRST_STEPS_SECONDS: the first words come sooner
 FIRST_STEPS_SECONDS = 1.0
 MAX_PENDING_SECONDS = 28.0  # never keep more than this uncommitted (Whisper's window is 30 s)
+CONTEXT_SECONDS = 4.0  # at most this much committed audio stays at the buffer's head, as the next commit's context
 SERVER_ERROR = "Internal server error during streaming transcription."
 
 
@@ -58,6 +61,8 @@ class StreamState:
         self.sample_rate = sample_rate
         self.buffer = bytearray()
         self.offset = 0.0  # seconds of audio before the buffer
+        self.context_seconds = 0.0  # the buffer's head that is committed already (the next commit's context)
+        self.context_text = ""  # its text
         self.total_bytes = 0
         self.since_partial = 0
         self.segments: list[Segment] = []
@@ -70,6 +75,11 @@ class StreamState:
     @property
     def pending_seconds(self) -> float:
         return len(self.buffer) / self.bytes_per_second
+
+    @property
+    def has_new_audio(self) -> bool:
+        """Whether the buffer holds more than its committed head (the context)."""
+        return self.pending_seconds > self.context_seconds
 
     @property
     def audio_seconds(self) -> float:
@@ -120,6 +130,8 @@ async def advance(client: SpeechClient, state: StreamState, final: bool) -> Adva
             offset=state.offset,
             commit_before=commit_before,
             final=final,
+            context_seconds=state.context_seconds,
+            context_text=state.context_text,
         )
     )
     if state.lang_code is None and step.language_code and step.language_settled:
@@ -127,16 +139,21 @@ async def advance(client: SpeechClient, state: StreamState, final: bool) -> Adva
     state.warnings += [w for w in step.warnings if w not in state.warnings]
     committed = list(step.final)
     cut = step.cut_seconds
-    if final or (not cut and state.pending_seconds > MAX_PENDING_SECONDS):
+    if final or (not cut and state.pending_seconds - state.context_seconds > MAX_PENDING_SECONDS):
         committed += step.pending  # end of audio, or no pause for too long: take what we have
         cut, pending_text = state.pending_seconds, ""
     else:
         pending_text = step.pending_text
     state.segments += committed
     if cut:
-        drop = min(len(state.buffer), int(cut * state.sample_rate) * 2)
+        # what this step committed stays at the buffer's head, with its text, as the next commit's context
+        keep = cut - state.context_seconds if step.final and not final else 0.0
+        keep = keep if keep <= CONTEXT_SECONDS else 0.0
+        drop = min(len(state.buffer), int((cut - keep) * state.sample_rate) * 2)
         del state.buffer[:drop]
         state.offset += drop / state.bytes_per_second
+        state.context_seconds = min(state.pending_seconds, keep)
+        state.context_text = " ".join(s.text for s in step.final if s.text).strip() if keep else ""
     return Advance(step, committed, list(step.final) + list(step.pending), pending_text)
 
 

@@ -288,6 +288,49 @@ def test_streaming_buffer_commits_segments_before_the_last_pause(pipeline: Trans
     assert "platform" in result["pending_text"].lower()
 
 
+def test_a_stream_hears_its_last_commit_again_and_commits_each_word_once(
+    pipeline: TranscriptionPipeline, clips
+) -> None:
+    """What a step commits stays at the buffer's head with its text (streaming.advance): the next exact decode
+    hears it first, is made to start with its text and answers only what follows, timed after it."""
+    import asyncio
+
+    from contracts.speech import StreamRequest, StreamStep
+    from engines.speech.audio import load_pcm16
+    from serve_app.services.streaming import StreamState, advance
+
+    requests: list[StreamRequest] = []
+
+    class Engine:  # a SpeechClient over the pipeline, in this thread
+        async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
+            requests.append(request)
+            return pipeline.transcribe_array(
+                load_pcm16(request.pcm, request.sample_rate),
+                request.language,
+                offset=request.offset,
+                commit_before=request.commit_before,
+                final=request.final,
+                context_seconds=request.context_seconds,
+                context_text=request.context_text,
+            )
+
+    first = np.concatenate([clips["s5"], silence(0.8), clips["s6"][: SAMPLE_RATE // 2]])
+    pcm = (np.concatenate([first, clips["s6"][SAMPLE_RATE // 2 :], silence(0.3)]) * 32767).astype(np.int16)
+    state = StreamState("eng")
+    state.add_audio(pcm[: first.size].tobytes(), 1 << 30)
+    step = asyncio.run(advance(Engine(), state, final=False))
+    assert step.committed and "payment" in step.committed[0].text
+    assert 0 < state.context_seconds <= 4.0 and state.context_text == state.committed_text()
+    assert state.offset + state.context_seconds == pytest.approx(step.step.cut_seconds, abs=0.01)
+    state.add_audio(pcm[first.size :].tobytes(), 1 << 30)
+    last = asyncio.run(advance(Engine(), state, final=True))
+    assert requests[-1].context_text == state.segments[0].text and requests[-1].context_seconds > 0
+    text = " ".join(s.text for s in last.committed)
+    assert "platform" in text.lower() and "payment" not in text.lower()  # the context is not committed twice
+    assert last.committed[0].start_time >= step.step.cut_seconds - 0.3
+    assert word_errors(" ".join(SENTENCES[5:7]), state.committed_text())[0] <= 3
+
+
 def test_uncertain_detection_is_confirmed_by_the_text_language(pipeline: TranscriptionPipeline, clips) -> None:
     import engines.text.langid  # noqa: F401  (our module: a broken import must fail this test, not skip it)
     from engines.speech.asr import Detection, SpeechSegment

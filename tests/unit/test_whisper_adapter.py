@@ -26,7 +26,7 @@ def params(func: Any) -> list[str]:
 
 
 def test_internal_signatures_are_those_the_adapter_calls() -> None:
-    from faster_whisper import BatchedInferencePipeline
+    from faster_whisper import BatchedInferencePipeline, WhisperModel
     from faster_whisper.audio import pad_or_trim
     from faster_whisper.tokenizer import Tokenizer
     from faster_whisper.transcribe import restore_speech_timestamps
@@ -45,6 +45,29 @@ def test_internal_signatures_are_those_the_adapter_calls() -> None:
         "BatchedInferencePipeline.__init__": (BatchedInferencePipeline.__init__, ["self", "model"]),
         "faster_whisper.tokenizer.Tokenizer": (Tokenizer.__init__, ["self", "tokenizer", "multilingual", "task"]),
         "faster_whisper.audio.pad_or_trim": (pad_or_trim, ["array", "length", "axis"]),
+        # ShortWindowDecoder: transcribe's steps for one window
+        "WhisperModel.encode": (WhisperModel.encode, ["self", "features"]),
+        "WhisperModel.get_prompt": (
+            WhisperModel.get_prompt,
+            ["self", "tokenizer", "previous_tokens", "without_timestamps", "prefix"],
+        ),
+        "WhisperModel.generate_with_fallback": (
+            WhisperModel.generate_with_fallback,
+            ["self", "encoder_output", "prompt", "tokenizer", "options"],
+        ),
+        "WhisperModel.add_word_timestamps": (
+            WhisperModel.add_word_timestamps,
+            [
+                "self",
+                "segments",
+                "tokenizer",
+                "encoder_output",
+                "num_frames",
+                "prepend_punctuations",
+                "append_punctuations",
+                "last_speech_timestamp",
+            ],
+        ),
     }
     for name, (func, expected) in pinned.items():
         got = params(func)
@@ -126,6 +149,7 @@ def test_model_internals_the_adapter_reaches(whisper: Any) -> None:
     assert fw.is_multilingual(whisper) is True  # WhisperModel.model.is_multilingual
     assert callable(whisper.feature_extractor) and hasattr(whisper.model, "generate")
     assert whisper.hf_tokenizer.token_to_id("<|endoftext|>") is not None
+    assert whisper.max_length == 448  # ShortWindowDecoder keeps a prompt and its new tokens within it
     features = fw.window_features(whisper, [np.zeros(SR, dtype=np.float32)])
     assert features[0].shape[-1] == 3000  # padded to Whisper's 30 s
 
@@ -151,3 +175,19 @@ def test_batched_decoder_and_unpadded_decode_on_real_speech(whisper: Any, tmp_pa
     assert quick is not None
     heard, avg_logprob, no_speech = quick
     assert "platform" in heard.lower() and avg_logprob < 0 and 0.0 <= no_speech <= 1.0
+
+
+def test_short_window_decode_with_and_without_what_was_heard(whisper: Any, tmp_path: Path) -> None:
+    """ShortWindowDecoder: transcribe's options (word times, no timestamp tokens), one segment of a short window
+    ending its text (no repeat), and with a prefix only the words after it, timed after it."""
+    first = speech_16k("Thank you for calling.", tmp_path, "heard")
+    second = speech_16k("The train leaves from platform four.", tmp_path, "new")
+    decoder = fw.ShortWindowDecoder(whisper, "en", beam_size=5, temperatures=(0.0,))
+    assert decoder.options.word_timestamps and decoder.options.without_timestamps
+    alone = decoder.decode(second, max_tokens=60)
+    assert len(alone) == 1 and alone[0].text.lower().count("platform") == 1 and alone[0].words
+    both = np.concatenate([first, silence(0.2), second])
+    heard = (first.size + 0.2 * SR) / SR
+    after = decoder.decode(both, "Thank you for calling.", heard, max_tokens=60)
+    assert len(after) == 1 and "platform" in after[0].text.lower() and "calling" not in after[0].text.lower()
+    assert after[0].words[0].start >= heard - 0.3 and after[0].words[-1].end <= both.size / SR + 0.1
