@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -73,6 +74,10 @@ def _speech_wav(directory: Path) -> Path:
 
 
 def trace_routes() -> dict[str, list[str]]:
+    # Serve's throughput-optimised mode (``khuluma serve``'s Ray environment, which a test session may have exported
+    # before running this) runs the handle's router in the caller's loop, so the local app's handles could not be
+    # fetched synchronously here: this script calls them from plain threads, as the fast tests do.
+    os.environ.pop("RAY_SERVE_THROUGHPUT_OPTIMIZED", None)
     tracer = CallTracer()
     tracer.install()
     from fastapi.testclient import TestClient
