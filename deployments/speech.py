@@ -23,8 +23,6 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
-
 from cluster.memory import IdleTrim
 from cluster.metrics import model_timer
 from cluster.transfer import materialise
@@ -37,7 +35,6 @@ from contracts.speech import StreamRequest, StreamStep, TranscribeRequest, Trans
 from contracts.translation import TranslationClient, TranslationRequest
 from deployments.common import configure_replica_logging, load_settings
 from engines.speech.asr import SETTING
-from engines.speech.audio import load_pcm16
 from engines.speech.pipeline import TranscriptionPipeline, get_pipeline
 
 log = logging.getLogger("khuluma.transcription")
@@ -143,21 +140,9 @@ class Speech:
         return self.pipeline.recognizer.route(code).code
 
     async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
-        """Streaming step: PCM16LE mono bytes at ``request.sample_rate`` (resampled to 16 kHz here) -> final and
-        pending segments (see ``TranscriptionPipeline.transcribe_array``)."""
-        audio = load_pcm16(request.pcm, request.sample_rate)
-        if audio.size == 0:
-            return StreamStep(language_code=request.language or "", cut_seconds=0.0)
-        step = functools.partial(
-            self.pipeline.transcribe_array,
-            np.ascontiguousarray(audio),
-            request.language,
-            offset=request.offset,
-            commit_before=request.commit_before,
-            final=request.final,
-            context_seconds=request.context_seconds,
-            context_text=request.context_text,
-        )
+        """Streaming step: PCM16LE mono bytes at ``request.sample_rate`` -> final and pending segments (see
+        ``TranscriptionPipeline.transcribe_step``), off the event loop."""
+        step = functools.partial(self.pipeline.transcribe_step, request)
         return await self._idle.run(self._threads, step)
 
     async def _translate(self, result: TranscriptionResult) -> None:

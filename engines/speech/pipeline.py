@@ -46,7 +46,7 @@ from contracts.languages import CODE_SWITCHED_ZULU
 from contracts.languages import speech_name as language_name
 from contracts.quality import UNMEASURED, Quality, speech_quality
 from contracts.settings import TranscriptionSettings, WhisperSettings
-from contracts.speech import StreamStep, TranscriptionResult
+from contracts.speech import StreamRequest, StreamStep, TranscriptionResult
 from engines.speech import diarise as diarisation
 from engines.speech import guards
 from engines.speech import music as music_detection
@@ -60,7 +60,7 @@ from engines.speech.asr import (
     SpeechSegment,
     whisper_language_name,
 )
-from engines.speech.audio import SAMPLE_RATE, iter_audio, load_audio, probe
+from engines.speech.audio import SAMPLE_RATE, iter_audio, load_audio, load_pcm16, probe
 from engines.speech.timeline import assign_speakers, build_timeline, join_text, outside, segment, word
 from engines.speech.windows import Window, array_blocks, last_pause, speech_only, windows
 
@@ -289,6 +289,22 @@ class TranscriptionPipeline:
         )
 
     # ------------------------------------------------------------------ streaming (arrays of PCM)
+
+    def transcribe_step(self, request: StreamRequest) -> StreamStep:
+        """One streaming step as the live routes send it: its PCM (resampled to 16 kHz) through
+        :meth:`transcribe_array` with the request's options; no audio, no decoding."""
+        audio = load_pcm16(request.pcm, request.sample_rate)
+        if audio.size == 0:
+            return StreamStep(language_code=request.language or "", cut_seconds=0.0)
+        return self.transcribe_array(
+            np.ascontiguousarray(audio),
+            request.language,
+            offset=request.offset,
+            commit_before=request.commit_before,
+            final=request.final,
+            context_seconds=request.context_seconds,
+            context_text=request.context_text,
+        )
 
     def transcribe_array(
         self,

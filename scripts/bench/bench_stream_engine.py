@@ -53,19 +53,8 @@ class Direct:
         self.times: list[float] = []
 
     async def transcribe_pcm(self, request: Any) -> Any:
-        from engines.speech.audio import load_pcm16
-
         started = time.perf_counter()
-        step = await asyncio.to_thread(
-            self.pipeline.transcribe_array,
-            load_pcm16(request.pcm, request.sample_rate),
-            request.language,
-            offset=request.offset,
-            commit_before=request.commit_before,
-            final=request.final,
-            context_seconds=request.context_seconds,
-            context_text=request.context_text,
-        )
+        step = await asyncio.to_thread(self.pipeline.transcribe_step, request)
         self.times.append(time.perf_counter() - started)
         return step
 

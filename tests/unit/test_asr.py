@@ -296,7 +296,6 @@ def test_a_stream_hears_its_last_commit_again_and_commits_each_word_once(
     import asyncio
 
     from contracts.speech import StreamRequest, StreamStep
-    from engines.speech.audio import load_pcm16
     from serve_app.services.streaming import StreamState, advance
 
     requests: list[StreamRequest] = []
@@ -304,15 +303,7 @@ def test_a_stream_hears_its_last_commit_again_and_commits_each_word_once(
     class Engine:  # a SpeechClient over the pipeline, in this thread
         async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
             requests.append(request)
-            return pipeline.transcribe_array(
-                load_pcm16(request.pcm, request.sample_rate),
-                request.language,
-                offset=request.offset,
-                commit_before=request.commit_before,
-                final=request.final,
-                context_seconds=request.context_seconds,
-                context_text=request.context_text,
-            )
+            return pipeline.transcribe_step(request)
 
     first = np.concatenate([clips["s5"], silence(0.8), clips["s6"][: SAMPLE_RATE // 2]])
     pcm = (np.concatenate([first, clips["s6"][SAMPLE_RATE // 2 :], silence(0.3)]) * 32767).astype(np.int16)
