@@ -26,15 +26,27 @@ DIRECT_INGRESS_VARIABLES = (
 )
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port that nothing listens on now (the OS's choice)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+_ISSUED: set[int] = set()  # ports this process handed out: never twice
 
 
-def _is_free(port: int) -> bool:
-    for host in ("0.0.0.0", "127.0.0.1"):
+def free_port(host: str = "127.0.0.1", *, attempts: int = 500, rng: random.Random | None = None) -> int:
+    """A port that nothing listens on now, that this process has not handed out before, and below the kernel's
+    ephemeral range. Not the OS's choice (a bind to port 0): that is in the ephemeral range, where the outgoing
+    connections of Ray's processes take their local ports, and the next bind to 0 may be offered it again. Both
+    happened: ``khuluma serve``'s metrics port, picked so, was taken before Ray's agent bound it (the raylet then
+    exits and the start times out, 2 starts in 6 of the graceful-stop test)."""
+    pick = rng or random.Random()
+    low, high = _BLOCK_SEARCH
+    for _ in range(attempts):
+        port = pick.randrange(low, high)
+        if port not in _ISSUED and _is_free(port, host):
+            _ISSUED.add(port)
+            return port
+    raise RuntimeError(f"no free port between {low} and {high}")
+
+
+def _is_free(port: int, *also: str) -> bool:
+    for host in {"0.0.0.0", "127.0.0.1", *also}:
         with socket.socket() as s:
             try:
                 s.bind((host, port))
@@ -49,7 +61,9 @@ def free_port_block(size: int, *, attempts: int = 200, rng: random.Random | None
     low, high = _BLOCK_SEARCH
     for _ in range(attempts):
         start = pick.randrange(low, high - size)
-        if all(_is_free(p) for p in range(start, start + size)):
+        block = range(start, start + size)
+        if _ISSUED.isdisjoint(block) and all(_is_free(p) for p in block):
+            _ISSUED.update(block)
             return start
     raise RuntimeError(f"no {size} consecutive free ports between {low} and {high}")
 
