@@ -287,9 +287,9 @@ class WhisperSettings(BaseModel):
     cpu_threads: int = Field(
         default=0,
         ge=0,
-        description="CPU threads per Whisper decode. 0: every core when one decode runs at a time; when several run "
-        "side by side (`parallel_decodes` resolved above 1, the default on CPU), twice each one's share of the "
-        "cores, at most every core (2 each on 2 cores).",
+        description="CPU threads per Whisper decode. 0: one when decodes run side by side on CPU (`parallel_decodes` "
+        "resolved above 1, the default on CPU: a second thread slows a decode's many small decoder steps, and a "
+        "live stream's steps most), every core when one decode runs at a time (a GPU, batches).",
     )
     parallel_decodes: int = Field(
         default=0,
@@ -300,6 +300,15 @@ class WhisperSettings(BaseModel):
         "decode cannot keep two cores busy: on 2 cores, bare faster-whisper with 2 decodes of 2 threads made 79 "
         "files/min with 8 concurrent transcriptions instead of 56, and a lone one as fast (docs/speech.md). On a "
         "large node, set it (and `cpu_threads`) from the Speech replica's CPUs.",
+    )
+    live_cpu_threads: int = Field(
+        default=0,
+        ge=0,
+        description="CPU threads per decode of a live stream's steps (`/ws/stream-transcribe`, `/v1/realtime`) where "
+        "they should differ from `cpu_threads`: a second instance of the Whisper weights (about 150 MB more for "
+        "Whisper base int8) then runs the steps, one decode per that many cores. For a CPU node that gives files "
+        "two threads per decode: a step's short window is mostly small decoder steps, which one thread runs about "
+        "twice as fast as two. 0: live steps share the files' instance (and its threads).",
     )
     beam_size: int = Field(default=5, ge=1, description="Beam size for Whisper decoding (1: greedy).")
     temperature_fallback: bool = Field(

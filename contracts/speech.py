@@ -109,6 +109,13 @@ class StreamRequest(BaseModel):
     context_text: str = Field(
         default="", description="The committed text of the ``context_seconds`` (what the exact decode starts with)."
     )
+    exact_tail: list[Segment] = Field(
+        default_factory=list,
+        description="The previous step's exact decode of this buffer's uncommitted speech (its "
+        "``StreamStep.exact_until``): a last step (``final``) that finds no speech after ``exact_until`` returns it "
+        "instead of decoding the same speech again.",
+    )
+    exact_until: float = Field(default=0.0, ge=0.0, description="Seconds of the stream that ``exact_tail`` covers.")
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -147,6 +154,12 @@ class StreamStep(BaseModel):
     final: list[Segment] = Field(default_factory=list)
     pending: list[Segment] = Field(default_factory=list)
     pending_text: str = ""
+    exact_until: float = Field(
+        default=0.0,
+        description="Seconds of the stream up to which ``pending`` is the exact decode (beam search, word times) of "
+        "all the uncommitted speech, because it ended in a short silence (the utterance may be over); 0: "
+        "``pending`` is a quick partial.",
+    )
     warnings: list[str] = Field(default_factory=list)
 
 

@@ -157,7 +157,11 @@ class Detection:
 
 class SpeechRecognizer:
     """Whisper models by language; thread-safe (a model runs ``parallel_decodes`` decodes at once, each on
-    ``cpu_threads`` threads, and queues the rest)."""
+    ``cpu_threads`` threads, and queues the rest). Where ``live_threads`` is set and differs from ``cpu_threads``,
+    a live stream's steps (:meth:`quick_segments`, :meth:`exact_segments`) run on a second instance of the same
+    weights, ``live_decodes`` decodes at once of ``live_threads`` threads (:meth:`live_model`): a step's short
+    window is mostly small decoder steps, which one thread runs twice as fast as two, while a 30 s file window is
+    mostly encoder, which two threads speed up (docs/speech.md#decodes-side-by-side)."""
 
     def __init__(
         self,
@@ -175,6 +179,8 @@ class SpeechRecognizer:
         download_root: Path | None = None,  # Hugging Face cache to look in (default: the standard HF cache)
         batch_size: int = 1,  # windows decoded together across concurrent calls (1: each call alone)
         batch_wait_s: float = 0.01,  # how long a batch waits to fill
+        live_threads: int = 0,  # threads per live step's decode (0: the files' instance and threads)
+        live_decodes: int = 1,  # live steps' decodes at once, on their own instance
     ) -> None:
         self.default_ref = str(default_model)
         self.default_name = default_model_name
@@ -183,12 +189,16 @@ class SpeechRecognizer:
         self.compute_type = compute_type
         self.cpu_threads = cpu_threads or (os.cpu_count() or 1)
         self.parallel_decodes = max(1, parallel_decodes)
+        own_live = live_threads > 0 and live_threads != self.cpu_threads
+        self.live_threads = live_threads if own_live else self.cpu_threads
+        self.live_decodes = max(1, live_decodes) if own_live else self.parallel_decodes
         self.beam_size = beam_size
         # The fallback samples; off by default so the same audio always gives the same transcript.
         self.temperatures = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0) if temperature_fallback else (0.0,)
         self.seed = seed
         self.download_root = download_root
         self._models: dict[str, Any] = {}
+        self._live_models: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.batch_size = batch_size
         self._batcher = (
@@ -261,18 +271,28 @@ class SpeechRecognizer:
 
     def model(self, key: str = DEFAULT_MODEL) -> Any:
         """The loaded faster-whisper model for ``key`` (loaded on first use)."""
-        model = self._models.get(key)
+        return self._get(self._models, key, self.cpu_threads, self.parallel_decodes)
+
+    def live_model(self, key: str = DEFAULT_MODEL) -> Any:
+        """The instance a live stream's steps decode on: :meth:`model` itself unless ``live_threads`` asks for
+        other threads per decode on CPU (then a second instance of the same weights, loaded on first use)."""
+        if self.live_threads == self.cpu_threads:
+            return self.model(key)
+        return self._get(self._live_models, key, self.live_threads, self.live_decodes)
+
+    def _get(self, loaded: dict[str, Any], key: str, threads: int, decodes: int) -> Any:
+        model = loaded.get(key)
         if model is not None:
             return model
         with self._lock:
-            model = self._models.get(key)
+            model = loaded.get(key)
             if model is None:
                 ref = self.default_ref if key == DEFAULT_MODEL else self.language_models[key]
-                model = self._load(ref, key)
-                self._models[key] = model
+                model = self._load(ref, key, threads, decodes)
+                loaded[key] = model
         return model
 
-    def _load(self, ref: str, key: str) -> Any:
+    def _load(self, ref: str, key: str, threads: int, decodes: int) -> Any:
         from faster_whisper import WhisperModel
 
         started = time.perf_counter()
@@ -281,8 +301,8 @@ class SpeechRecognizer:
                 ref,
                 device=self.device,
                 compute_type=self.compute_type,
-                cpu_threads=self.cpu_threads,
-                num_workers=self.parallel_decodes,
+                cpu_threads=threads,
+                num_workers=decodes,
                 download_root=str(self.download_root) if self.download_root else None,
                 local_files_only=True,  # never download weights at run time
             )
@@ -296,7 +316,14 @@ class SpeechRecognizer:
                 f"The {which} '{ref}' could not be loaded: {type(exc).__name__}: {exc}. Point the setting at a "
                 f"faster-whisper (CTranslate2) model directory."
             ) from None
-        log.info("loaded Whisper model %s for %s in %.1f s", ref, key, time.perf_counter() - started)
+        log.info(
+            "loaded Whisper model %s for %s (%d decodes of %d threads) in %.1f s",
+            ref,
+            key,
+            decodes,
+            threads,
+            time.perf_counter() - started,
+        )
         return model
 
     def loaded(self) -> list[str]:
@@ -372,7 +399,7 @@ class SpeechRecognizer:
         screen it; longer speech (a model without a language token too) is padded as usual."""
         if not chunks:
             return []
-        model = self.model(route.model_key)
+        model = self.live_model(route.model_key)
         speech = fw.pack_speech(audio, chunks)
         seconds = speech.size / SAMPLE_RATE
         if route.whisper_language is None or seconds > QUICK_MAX_SECONDS:
@@ -477,7 +504,7 @@ class SpeechRecognizer:
         key = (route.model_key, route.whisper_language)
         found = self._short_windows.get(key)
         if found is None:
-            model = self.model(route.model_key)
+            model = self.live_model(route.model_key)
             with self._lock:
                 found = self._short_windows.get(key)
                 if found is None:

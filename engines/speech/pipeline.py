@@ -46,7 +46,7 @@ from contracts.languages import CODE_SWITCHED_ZULU
 from contracts.languages import speech_name as language_name
 from contracts.quality import UNMEASURED, Quality, speech_quality
 from contracts.settings import TranscriptionSettings, WhisperSettings
-from contracts.speech import StreamRequest, StreamStep, TranscriptionResult
+from contracts.speech import Segment, StreamRequest, StreamStep, TranscriptionResult
 from engines.speech import diarise as diarisation
 from engines.speech import guards
 from engines.speech import music as music_detection
@@ -70,6 +70,11 @@ LANGID_CONFIDENCE = 0.75  # text-LID confidence needed to overrule an uncertain 
 NAMED_DETECTION = 0.8  # Whisper's probability for an unserved language before a refusal names it
 SHORT_SPEECH_SECONDS = 6.0  # less speech than this is refused only below a quarter of served_language_floor
 STREAM_PAD_MS = 100  # a live stream's VAD chunks are padded this much (files: 200), so shorter pauses stay visible
+# A live step whose speech ended at least this long before the buffer's end (less than a commit pause) decodes
+# the uncommitted speech exactly, not quickly: if the stream ends with no more speech, that is its final, and the
+# last step returns it without decoding again (StreamStep.exact_until).
+STREAM_ENDING_SILENCE_MS = 150
+STREAM_ENDING_LOOK_SECONDS = 1.0  # how much of the buffer's end the VAD looks at for that silence
 STREAM_DETECT_SECONDS = SHORT_SPEECH_SECONDS  # speech a live stream's language is decided on (sooner when clear)
 VERIFY_LOGPROB = -0.5  # mean token log-probability a forced decode needs to rescue a low detection (_reads_as)
 UNCERTAIN_DETECTION = 0.75  # audio detections below this are checked against the text
@@ -157,8 +162,10 @@ class TranscriptionPipeline:
         return self.whisper.model or BASE_MODEL_NAME
 
     def warm_up(self) -> None:
-        """Load the default model now (deployments call this at start so the first request is not slow)."""
+        """Load the default model now, and its live steps' instance (deployments call this at start so the first
+        request or stream is not slow)."""
         self.recognizer.model(DEFAULT_MODEL)
+        self.recognizer.live_model(DEFAULT_MODEL)
 
     def languages(self) -> list[LanguageSupport]:
         """Per-language truth for ``GET /api/v1/models``."""
@@ -304,6 +311,7 @@ class TranscriptionPipeline:
             final=request.final,
             context_seconds=request.context_seconds,
             context_text=request.context_text,
+            exact_tail=(request.exact_tail, request.exact_until) if request.exact_tail else None,
         )
 
     def transcribe_array(
@@ -316,6 +324,7 @@ class TranscriptionPipeline:
         final: bool = False,
         context_seconds: float = 0.0,
         context_text: str = "",
+        exact_tail: tuple[list[Segment], float] | None = None,
     ) -> StreamStep:
         """Transcribe an in-memory 16 kHz buffer (streaming). ``commit_before`` (seconds into ``audio``): the
         audio before the last pause of at least ``stream_commit_silence_ms`` that starts before it is committed:
@@ -330,7 +339,13 @@ class TranscriptionPipeline:
         Without ``language``, the language is detected as for files, and refused the same way
         (:class:`LanguageNotServed`) once there are :data:`STREAM_DETECT_SECONDS` of speech or the stream ended
         (``final``); before that, audio that does not sound like a served language is not decoded and the step is
-        not ``language_settled``. The hallucination guards run on every step, partials included."""
+        not ``language_settled``. The hallucination guards run on every step, partials included.
+
+        A step that commits nothing, whose speech ended :data:`STREAM_ENDING_SILENCE_MS` or more before the buffer's
+        end (shorter than a commit pause), decodes the uncommitted speech exactly instead of quickly, as the last
+        step would, and says so (``exact_until``, seconds of the stream): the utterance may be over. ``exact_tail``
+        (those segments and that time, given back by the last step): when no speech came after it, the last step
+        returns them without decoding again, so the end of an utterance waits only for the VAD."""
         route = self.recognizer.route(language) if language else None
         chunks = self.recognizer.speech_chunks(audio, min_silence_ms=self.commit_silence_ms, pad_ms=STREAM_PAD_MS)
         detection = None
@@ -360,26 +375,45 @@ class TranscriptionPipeline:
         tail = [c for c in chunks if c["end"] > max(cut, context)]
         exact = functools.partial(self.recognizer.exact_segments, audio, route, offset=offset, heard=heard)
         final_segments, found = guards.screen(exact(head, heard_text=context_text))
-        if final:  # nothing was cut: the tail follows what was heard
-            pending, found_tail = guards.screen(exact(tail, heard_text=context_text))
+        exact_until = 0.0
+        if final and exact_tail is not None and _nothing_after(tail, exact_tail[1] - offset):
+            reused = exact_tail[0]  # decoded exactly and screened by the step before; no speech came after it
+            found_tail: list[str] = []
+            pending_out, pending_text = list(reused), " ".join(s.text for s in reused if s.text)
         else:
-            start = max(cut, context)
-            quick = self.recognizer.quick_segments(
-                audio[start:], route, _shift(tail, -start), offset=offset + start / SAMPLE_RATE
-            )
-            pending, found_tail = guards.screen(quick)
+            if final:  # nothing was cut: the tail follows what was heard
+                pending, found_tail = guards.screen(exact(tail, heard_text=context_text))
+            elif not cut and tail and commit_before is not None and self._speech_ended(audio):
+                pending, found_tail = guards.screen(exact(tail, heard_text=context_text))
+                exact_until = round(offset + audio.size / SAMPLE_RATE, 3)  # what the last step may return as is
+            else:
+                start = max(cut, context)
+                quick = self.recognizer.quick_segments(
+                    audio[start:], route, _shift(tail, -start), offset=offset + start / SAMPLE_RATE
+                )
+                pending, found_tail = guards.screen(quick)
+            pending_out, pending_text = [segment(s) for s in pending], join_text(pending)
         found += [w for w in found_tail if w not in found]
-        poor = self._quality_warning(route) if final_segments or pending else None
+        poor = self._quality_warning(route) if final_segments or pending_out else None
         return StreamStep(
             language_code=route.code,
             language_probability=round(detection.probability, 4) if detection else None,
             language_settled=settled,
             cut_seconds=round(cut / SAMPLE_RATE, 3),
             final=[segment(s) for s in final_segments],
-            pending=[segment(s) for s in pending],
-            pending_text=join_text(pending),
+            pending=pending_out,
+            pending_text=pending_text,
+            exact_until=exact_until,
             warnings=warnings + found + ([poor] if poor else []),
         )
+
+    def _speech_ended(self, audio: np.ndarray) -> bool:
+        """Whether the buffer's last speech ended :data:`STREAM_ENDING_SILENCE_MS` or more before its end (the VAD
+        over its last :data:`STREAM_ENDING_LOOK_SECONDS`, with short pauses seen)."""
+        last = audio[-int(STREAM_ENDING_LOOK_SECONDS * SAMPLE_RATE) :]
+        chunks = self.recognizer.speech_chunks(last, min_silence_ms=STREAM_ENDING_SILENCE_MS // 2, pad_ms=0)
+        ended = chunks[-1]["end"] if chunks else 0
+        return (last.size - ended) * 1000 >= STREAM_ENDING_SILENCE_MS * SAMPLE_RATE
 
     # ------------------------------------------------------------------ passes
 
@@ -584,6 +618,12 @@ def _split_at(chunks: list[dict[str, int]], sample: int) -> list[dict[str, int]]
     return out
 
 
+def _nothing_after(chunks: list[dict[str, int]], seconds: float) -> bool:
+    """Whether no speech chunk reaches past ``seconds`` into the buffer (by more than a chunk's padding)."""
+    limit = int((seconds * 1000 + STREAM_PAD_MS) * SAMPLE_RATE / 1000)
+    return all(c["end"] <= limit for c in chunks)
+
+
 def _shift(chunks: list[dict[str, int]], by: int) -> list[dict[str, int]]:
     return [{**c, "start": max(0, c["start"] + by), "end": c["end"] + by} for c in chunks]
 
@@ -617,16 +657,29 @@ def _usable_cores() -> int:
 def decode_layout(whisper: WhisperSettings, batch: int, cores: int | None = None) -> tuple[int, int]:
     """``(parallel decodes, threads per decode)`` for ``whisper.parallel_decodes`` and ``whisper.cpu_threads``,
     0 resolved. Batches (``batch`` > 1) or a GPU: one decode at a time on every core. On CPU otherwise, one decode
-    per core, each on twice its share of the cores: a lone decode still uses the cores the others would, and
-    when all run the cores are shared two threads each. On 2 cores (2 decodes of 2 threads) a lone request kept
-    the speed of one decode on both cores (1.06x), and 8 concurrent ones got 1.41x, against 1.54x with one thread
-    per decode, which cost a lone request 12% (scripts/bench/bench_whisper_layout.py, docs/speech.md)."""
+    per core (at most :data:`MAX_AUTO_PARALLEL_DECODES`), each on its share of the cores (one on 2 cores; it was
+    twice its share). A second thread speeds a decode's encoder but slows its decoder steps (libgomp
+    wakes it for every small matrix product), and a live stream's steps are mostly decoder: on 2 cores, one
+    thread per decode made the end of an utterance -> final 0.45 s instead of 0.78 s and the unpaced RTF 0.15
+    instead of 0.23, and 8 concurrent files 1.0x to 1.03x, for 0.89x to 0.96x on a lone file
+    (scripts/bench/bench_stream_engine.py --threads 1 2, docs/speech.md#decodes-side-by-side)."""
     cores = cores or _usable_cores()
     alone_on_cpu = batch <= 1 and not _on_gpu(whisper.device)
     automatic = min(cores, MAX_AUTO_PARALLEL_DECODES) if alone_on_cpu else 1
     decodes = whisper.parallel_decodes or automatic
-    threads = whisper.cpu_threads or min(cores, 2 * max(1, cores // decodes))
+    threads = whisper.cpu_threads or max(1, cores // decodes)
     return decodes, threads
+
+
+def live_layout(whisper: WhisperSettings, cores: int | None = None) -> tuple[int, int]:
+    """``(decodes at once, threads per decode)`` of a live stream's steps (``whisper.live_cpu_threads``): one
+    decode per that many cores (at most :data:`MAX_AUTO_PARALLEL_DECODES`); ``(0, 0)`` where the steps share the
+    files' instance (the setting 0, or a GPU)."""
+    threads = whisper.live_cpu_threads
+    if threads <= 0 or _on_gpu(whisper.device):
+        return 0, 0
+    cores = cores or _usable_cores()
+    return min(MAX_AUTO_PARALLEL_DECODES, max(1, cores // threads)), threads
 
 
 def build_recognizer(whisper: WhisperSettings, data_dir: Path) -> SpeechRecognizer:
@@ -636,6 +689,7 @@ def build_recognizer(whisper: WhisperSettings, data_dir: Path) -> SpeechRecogniz
     batch = batch_size(whisper.batch_size, whisper.device)
     # the sampling fallback decodes every window alone, whatever the batch size (engines/speech/asr.py)
     decodes, threads = decode_layout(whisper, 1 if whisper.temperature_fallback else batch)
+    live_decodes, live_threads = live_layout(whisper)
     return SpeechRecognizer(
         model,
         whisper.language_models,
@@ -649,6 +703,8 @@ def build_recognizer(whisper: WhisperSettings, data_dir: Path) -> SpeechRecogniz
         seed=whisper.seed,
         batch_size=batch,
         batch_wait_s=whisper.batch_wait_ms / 1000,
+        live_threads=live_threads,
+        live_decodes=live_decodes,
     )
 
 

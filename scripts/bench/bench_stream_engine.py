@@ -1,7 +1,8 @@
 """A live stream's steps in-process (no Ray, no WebSocket): what each step costs the engine, and the parts of it.
 Runs after ``./scripts/setup.sh --bench``:
 
-    .venv/bin/python scripts/bench/bench_stream_engine.py [--streams 1 4 8] [--json out.json]
+    .venv/bin/python scripts/bench/bench_stream_engine.py [--streams 1 4 8] [--threads 2] [--json out.json]
+    .venv/bin/python scripts/bench/bench_stream_engine.py --clips espeak /data/eng_fleurs /data/afr_lwazi
     # on a GPU machine (scripts/bench/gpu_check.sh): no espeak there, the audio and the model carried
     python3 scripts/bench/bench_stream_engine.py --wav utterance.wav --model-dir whisper-base --device cuda
 
@@ -13,7 +14,10 @@ standard CTranslate2 Whisper encoder takes 3000 frames, so a short tail costs a 
 Also the file transcription of the same audio, and the word error of the streamed text against it. With
 ``--streams``: that many streams at once, each sent at real time in 100 ms frames (steps decode in worker
 threads, as the deployment does): the end of the utterance -> final (p50/p99) and the first audio frame -> first
-partial with text, over the streams.
+partial with text, over the streams. With ``--threads``: the same stream with that many threads per decode
+(``whisper.cpu_threads``), side by side with the default layout (docs/speech.md#decodes-side-by-side). With
+``--clips``: the word error of streamed against file transcription on folders of recordings (the real ones stay
+local: docs/speech.md#streaming-latency).
 """
 
 from __future__ import annotations
@@ -59,10 +63,10 @@ class Direct:
         return step
 
 
-async def stream(client: Direct, pcm: bytes) -> tuple[str, float]:
+async def stream(client: Direct, pcm: bytes, lang: str = "eng") -> tuple[str, float]:
     from serve_app.services.streaming import StreamState, advance
 
-    state = StreamState("eng")
+    state = StreamState(lang)
     started = time.perf_counter()
     for i in range(0, len(pcm), 3200):  # 100 ms frames
         if state.add_audio(pcm[i : i + 3200], 1 << 30):
@@ -92,6 +96,80 @@ async def many(client: Direct, pcm: bytes, n: int) -> list[tuple[float, float]]:
     return list(await asyncio.gather(*(paced(client, pcm) for _ in range(n))))
 
 
+ESPEAK_VOICES = ("en", "en-us", "en-gb-x-rp", "en-029", "en-gb-scotland")
+
+
+def clips_of(folder: str, scratch: Path) -> list[tuple[str, Path, str]]:
+    """(language, audio, reference) of each clip of ``folder`` ('espeak': the bench utterance in five voices)."""
+    from scripts.bench._speech import espeak
+
+    if folder == "espeak":
+        return [("eng", espeak(UTTERANCE, scratch / f"{v}.wav", voice=v), UTTERANCE) for v in ESPEAK_VOICES]
+    lang = Path(folder).name.split("_")[0]
+    return [(lang, wav, wav.with_suffix(".txt").read_text().strip()) for wav in sorted(Path(folder).glob("*.wav"))]
+
+
+def clip_errors(pipeline: Any, client: Direct, folders: list[str], scratch: Path) -> dict[str, Any]:
+    """Word errors of each folder's clips, transcribed as files and streamed (unpaced, through ``advance``, the
+    language given), and the mean time of a stream's last step (the end of an utterance -> its final)."""
+    from contracts.wer import word_errors
+    from khuluma.cli.stream import file_frames
+
+    out: dict[str, Any] = {}
+    total = {"words": 0, "file errors": 0, "streamed errors": 0}
+    last_steps: list[float] = []
+    for folder in folders:
+        row = {"clips": 0, "words": 0, "file errors": 0, "streamed errors": 0}
+        for lang, wav, reference in clips_of(folder, scratch):
+            file_text = pipeline.transcribe(wav, lang, False, False).text
+            pcm = b"".join(file_frames(wav))
+            client.times.clear()
+            state_text, _ = asyncio.run(stream(client, pcm, lang))
+            last_steps.append(client.times[-1])
+            file_err, words = word_errors(reference, file_text)
+            streamed_err, _ = word_errors(reference, state_text)
+            row["clips"] += 1
+            row["words"] += words
+            row["file errors"] += file_err
+            row["streamed errors"] += streamed_err
+            print(f"{wav.name}: file {file_err}/{words}, streamed {streamed_err}/{words}: {state_text!r}", flush=True)
+        for key in total:
+            total[key] += row[key]
+        out[folder] = {
+            **row,
+            "file WER %": round(100 * row["file errors"] / max(1, row["words"]), 1),
+            "streamed WER %": round(100 * row["streamed errors"] / max(1, row["words"]), 1),
+        }
+        print(f"{folder}: {out[folder]}", flush=True)
+    out["all"] = {
+        **total,
+        "file WER %": round(100 * total["file errors"] / max(1, total["words"]), 1),
+        "streamed WER %": round(100 * total["streamed errors"] / max(1, total["words"]), 1),
+        "last step mean s": round(sum(last_steps) / max(1, len(last_steps)), 3),
+    }
+    print(f"all: {out['all']}")
+    return out
+
+
+def layout_row(client: Direct, pcm: bytes, rounds: int = 3) -> dict[str, float]:
+    """One layout's stream, unpaced (best of ``rounds``) and at real time: RTF, last step, mean partial step, and
+    the end of the utterance -> final."""
+    asyncio.run(stream(client, pcm))  # warm-up
+    walls, lasts, partials = [], [], []
+    for _ in range(rounds):
+        client.times.clear()
+        walls.append(asyncio.run(stream(client, pcm))[1])
+        lasts.append(client.times[-1])
+        partials.append(sum(client.times[:-1]) / max(1, len(client.times) - 1))
+    final = min(asyncio.run(paced(client, pcm))[0] for _ in range(2))
+    return {
+        "unpaced RTF": round(min(walls) / (len(pcm) / 32_000), 3),
+        "last step s": round(min(lasts), 3),
+        "partial step s": round(min(partials), 3),
+        "final at real time s": round(final, 3),
+    }
+
+
 def pct(xs: list[float], q: float) -> float:
     ys = sorted(xs)
     return ys[min(len(ys) - 1, int(q / 100 * len(ys)))]
@@ -104,6 +182,20 @@ def main() -> None:
     parser.add_argument("--model-dir", help="a CTranslate2 Whisper directory (default: the offline whisper-base)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--compute-type", help="default: int8 on cpu, float16 on cuda")
+    parser.add_argument(
+        "--clips",
+        nargs="*",
+        metavar="DIR",
+        help="word error streamed vs file on folders of <stem>.wav + <stem>.txt (the reference); each folder's name "
+        "starts with its language code (eng_..., afr_...); 'espeak' is the bench utterance in five voices",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also each of these threads per decode (whisper.cpu_threads), side by side with the default layout",
+    )
     json_option(parser)
     args = parser.parse_args()
 
@@ -123,6 +215,9 @@ def main() -> None:
     pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
     pipeline.warm_up()
     client = Direct(pipeline)
+    if args.clips is not None:
+        write_json(args.json, clip_errors(pipeline, client, args.clips, Path(data)))
+        return
     asyncio.run(stream(client, pcm))  # warm-up
     client.times.clear()
     text, wall = asyncio.run(stream(client, pcm))
@@ -169,6 +264,17 @@ def main() -> None:
             "latency p99 s": round(pct(latency, 99), 3),
             "first partial p50 s": round(pct(first, 50), 3),
         }
+    if args.threads:
+        rows = {"default": layout_row(client, pcm)}
+        for threads in args.threads:
+            other = Settings(data_dir=data, whisper={**whisper, "cpu_threads": threads})
+            layout = get_pipeline(other.whisper, other.transcription, other.data_dir)
+            layout.warm_up()
+            rows[f"{threads} thread(s)"] = layout_row(Direct(layout), pcm)
+        base = rows["default"]
+        for name, row in rows.items():
+            ratios = ", ".join(f"{k} {v / base[k]:.2f}x" for k, v in row.items())
+            out[f"layout {name}"] = {**row, "vs default": ratios}
     out["device"] = f"{args.device} {compute}"
     for k, v in out.items():
         print(f"{k}: {v}")

@@ -14,6 +14,9 @@ Speech deployment, its limits, and how a session ends on an error.
   :data:`MAX_PENDING_SECONDS` (Whisper's window is 30 s). The segment a step committed (up to
   :data:`CONTEXT_SECONDS`) stays at the buffer's head with its text, as the context of the next commit
   (``StreamRequest.context_seconds``): a segment cut at a short pause is misheard on its own;
+- when a step finds that the speech ended in a short silence (less than a commit pause), it decodes the
+  uncommitted speech exactly (``StreamStep.exact_until``); the last step gets that back (``exact_tail``) and, with
+  no speech after it, returns it without decoding again: the end of an utterance then waits only for the VAD;
 - stop reading a client whose message is not taken within the send timeout (:func:`send`), close an idle or
   too-long session (:func:`receive`), and refuse more audio than ``max_request_mb`` (:meth:`StreamState.add_audio`);
 - end on an error with one error message and a close code (:func:`guard`): 1008 bad input, 1009 too much audio,
@@ -63,6 +66,8 @@ class StreamState:
         self.offset = 0.0  # seconds of audio before the buffer
         self.context_seconds = 0.0  # the buffer's head that is committed already (the next commit's context)
         self.context_text = ""  # its text
+        self.exact_tail: list[Segment] = []  # the last step's exact decode of the uncommitted speech, if it made one
+        self.exact_until = 0.0  # seconds of the stream it covers
         self.total_bytes = 0
         self.since_partial = 0
         self.segments: list[Segment] = []
@@ -132,6 +137,8 @@ async def advance(client: SpeechClient, state: StreamState, final: bool) -> Adva
             final=final,
             context_seconds=state.context_seconds,
             context_text=state.context_text,
+            exact_tail=state.exact_tail if final else [],
+            exact_until=state.exact_until if final else 0.0,
         )
     )
     if state.lang_code is None and step.language_code and step.language_settled:
@@ -142,8 +149,11 @@ async def advance(client: SpeechClient, state: StreamState, final: bool) -> Adva
     if final or (not cut and state.pending_seconds - state.context_seconds > MAX_PENDING_SECONDS):
         committed += step.pending  # end of audio, or no pause for too long: take what we have
         cut, pending_text = state.pending_seconds, ""
+        state.exact_tail, state.exact_until = [], 0.0
     else:
         pending_text = step.pending_text
+        # the step's exact decode of the uncommitted speech, if it made one: the last step may return it as is
+        state.exact_tail, state.exact_until = (list(step.pending), step.exact_until) if step.exact_until else ([], 0.0)
     state.segments += committed
     if cut:
         # what this step committed stays at the buffer's head, with its text, as the next commit's context

@@ -322,6 +322,57 @@ def test_a_stream_hears_its_last_commit_again_and_commits_each_word_once(
     assert word_errors(" ".join(SENTENCES[5:7]), state.committed_text())[0] <= 3
 
 
+@pytest.mark.parametrize("more_speech", [False, True])
+def test_a_step_in_a_short_silence_decodes_exactly_and_the_last_step_reuses_it(
+    pipeline: TranscriptionPipeline, clips, monkeypatch: pytest.MonkeyPatch, more_speech: bool
+) -> None:
+    """A step whose speech ended in a silence shorter than a commit pause decodes the uncommitted speech exactly
+    (word times) and says so; the last step returns that decode without decoding again when only silence followed
+    (the end of an utterance then waits for the VAD alone), and decodes again when speech followed."""
+    import asyncio
+
+    from contracts.speech import StreamRequest, StreamStep
+    from serve_app.services.streaming import StreamState, advance
+
+    class Engine:  # a SpeechClient over the pipeline, in this thread
+        async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
+            return pipeline.transcribe_step(request)
+
+    decoded: list[int] = []
+    exact_segments = pipeline.recognizer.exact_segments
+    monkeypatch.setattr(
+        pipeline.recognizer,
+        "exact_segments",
+        lambda audio, route, chunks, **kw: decoded.append(len(chunks)) or exact_segments(audio, route, chunks, **kw),
+    )
+
+    def pcm(audio: np.ndarray) -> bytes:
+        return (audio * 32767).astype(np.int16).tobytes()
+
+    spoken = clips["s5"][: int(np.flatnonzero(np.abs(clips["s5"]) > 0.01)[-1])]  # without the clip's own silence
+    state = StreamState("eng")
+    state.add_audio(pcm(spoken[: spoken.size // 2]), 1 << 30)
+    talking = asyncio.run(advance(Engine(), state, final=False))
+    assert talking.step.exact_until == 0 and state.exact_tail == []  # speech to the end: a quick partial
+    state.add_audio(pcm(np.concatenate([spoken[spoken.size // 2 :], silence(0.2)])), 1 << 30)
+    paused = asyncio.run(advance(Engine(), state, final=False))
+    assert paused.step.cut_seconds == 0 and paused.committed == []  # 0.2 s is no commit pause
+    assert paused.step.exact_until == pytest.approx(state.audio_seconds, abs=0.01)
+    assert paused.step.pending and paused.step.pending[0].words  # an exact decode: words with times
+    assert state.exact_tail == paused.step.pending
+    more = np.concatenate([silence(0.5), clips["s6"]]) if more_speech else silence(0.2)
+    state.add_audio(pcm(more), 1 << 30)
+    decoded.clear()
+    last = asyncio.run(advance(Engine(), state, final=True))
+    if more_speech:
+        assert any(decoded) and "platform" in state.committed_text().lower()
+    else:
+        assert not any(decoded)  # nothing decoded again
+        assert last.committed == paused.step.pending
+    said = " ".join(SENTENCES[5:7] if more_speech else SENTENCES[5:6])
+    assert word_errors(said, state.committed_text())[0] <= 3
+
+
 def test_uncertain_detection_is_confirmed_by_the_text_language(pipeline: TranscriptionPipeline, clips) -> None:
     import engines.text.langid  # noqa: F401  (our module: a broken import must fail this test, not skip it)
     from engines.speech.asr import Detection, SpeechSegment

@@ -189,15 +189,52 @@ def test_decode_layout_runs_one_decode_per_core_on_cpu_without_batches() -> None
     from engines.speech.pipeline import MAX_AUTO_PARALLEL_DECODES, decode_layout
 
     cpu = WhisperSettings(device="cpu")
-    assert decode_layout(cpu, batch=1, cores=2) == (2, 2)  # (decodes at once, threads each)
-    assert decode_layout(cpu, batch=1, cores=64) == (MAX_AUTO_PARALLEL_DECODES, 16)  # 2x the cores when all run
+    assert decode_layout(cpu, batch=1, cores=2) == (2, 1)  # (decodes at once, threads each)
+    assert decode_layout(cpu, batch=1, cores=64) == (MAX_AUTO_PARALLEL_DECODES, 8)  # each its share of the cores
     assert decode_layout(cpu, batch=1, cores=1) == (1, 1)
     assert decode_layout(cpu, batch=8, cores=2) == (1, 2)  # batches: one at a time, on every core
     assert decode_layout(WhisperSettings(device="cuda"), batch=1, cores=16) == (1, 16)
-    assert decode_layout(cpu.model_copy(update={"parallel_decodes": 3}), batch=1, cores=2) == (3, 2)
-    assert decode_layout(cpu.model_copy(update={"parallel_decodes": 4}), batch=1, cores=16) == (4, 8)
+    assert decode_layout(cpu.model_copy(update={"parallel_decodes": 3}), batch=1, cores=2) == (3, 1)
+    assert decode_layout(cpu.model_copy(update={"parallel_decodes": 4}), batch=1, cores=16) == (4, 4)
     assert decode_layout(cpu.model_copy(update={"cpu_threads": 2}), batch=1, cores=4) == (4, 2)
     assert decode_layout(cpu.model_copy(update={"parallel_decodes": 1}), batch=1, cores=4) == (1, 4)
+
+
+def test_live_layout_gives_live_steps_their_own_threads_only_when_asked() -> None:
+    from contracts.settings import WhisperSettings
+    from engines.speech.pipeline import live_layout
+
+    cpu = WhisperSettings(device="cpu")
+    assert live_layout(cpu, cores=2) == (0, 0)  # the default: live steps share the files' instance
+    assert live_layout(cpu.model_copy(update={"live_cpu_threads": 1}), cores=2) == (2, 1)  # (decodes, threads)
+    assert live_layout(cpu.model_copy(update={"live_cpu_threads": 2}), cores=8) == (4, 2)
+    assert live_layout(WhisperSettings(device="cuda", live_cpu_threads=1), cores=8) == (0, 0)  # a GPU: shared
+
+
+def test_live_steps_decode_on_a_second_instance_with_their_own_threads(settings: Settings, tmp_path: Path) -> None:
+    """``whisper.live_cpu_threads`` other than the files' ``cpu_threads``: a live stream's steps (partials and
+    committed segments) run on a second instance of the weights, with its own decodes at once, and give the text
+    the files' instance gives; without it, they share the files' instance."""
+    from engines.speech.pipeline import build_recognizer
+
+    files_two = settings.whisper.model_copy(update={"parallel_decodes": 2, "cpu_threads": 2})
+    shared = build_recognizer(files_two, settings.data_dir)
+    own = build_recognizer(files_two.model_copy(update={"live_cpu_threads": 1}), settings.data_dir)
+    route = own.route("eng")
+    assert shared.live_model(route.model_key) is shared.model(route.model_key)
+    live = own.live_model(route.model_key)
+    assert live is not own.model(route.model_key) and live is own.live_model(route.model_key)
+    assert (own.live_threads, own.cpu_threads) == (1, 2) and live.model.num_workers == own.live_decodes >= 1
+    audio = speech_16k(SENTENCES[0], tmp_path, "live")
+    chunks = own.speech_chunks(audio)
+    texts = {
+        name: (
+            [s.text for s in r.exact_segments(audio, route, chunks)],
+            [s.text for s in r.quick_segments(audio, route, chunks)],
+        )
+        for name, r in (("shared", shared), ("own", own))
+    }
+    assert texts["own"] == texts["shared"] and texts["own"][0] and texts["own"][1]
 
 
 def test_concurrent_transcriptions_decode_side_by_side_with_the_same_words(settings: Settings, tmp_path: Path) -> None:
