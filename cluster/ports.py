@@ -16,8 +16,23 @@ import random
 import socket
 from collections.abc import Mapping
 
-# Where blocks are looked for: below the kernel's ephemeral range (32768+) so client sockets rarely sit there.
-_BLOCK_SEARCH = (20_000, 30_000)
+# Where single ports and blocks are looked for: apart from each other, above Ray's default worker ports
+# (10002-19999) and below the kernel's ephemeral range (32768+ by default, read from the kernel where it can be),
+# where outgoing connections take their local ports.
+_SINGLE_SEARCH = (20_000, 25_000)
+_BLOCK_SEARCH = (25_000, 30_000)
+
+
+def _below_ephemeral(search: tuple[int, int]) -> tuple[int, int]:
+    """``search`` capped below the kernel's ephemeral range."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return search
+    return search[0], max(search[0] + 1, min(search[1], ephemeral))
+
+
 DIRECT_INGRESS_VARIABLES = (
     "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT",
     "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT",
@@ -26,7 +41,12 @@ DIRECT_INGRESS_VARIABLES = (
 )
 
 
-_ISSUED: set[int] = set()  # ports this process handed out: never twice
+_ISSUED: set[int] = set()  # ports this process handed out or was given: never handed out (again)
+
+
+def reserve(*ports: int) -> None:
+    """Ports this process was given (on its command line, say) and starts something on: never handed out."""
+    _ISSUED.update(ports)
 
 
 def free_port(host: str = "127.0.0.1", *, attempts: int = 500, rng: random.Random | None = None) -> int:
@@ -36,7 +56,7 @@ def free_port(host: str = "127.0.0.1", *, attempts: int = 500, rng: random.Rando
     happened: ``khuluma serve``'s metrics port, picked so, was taken before Ray's agent bound it (the raylet then
     exits and the start times out, 2 starts in 6 of the graceful-stop test)."""
     pick = rng or random.Random()
-    low, high = _BLOCK_SEARCH
+    low, high = _below_ephemeral(_SINGLE_SEARCH)
     for _ in range(attempts):
         port = pick.randrange(low, high)
         if port not in _ISSUED and _is_free(port, host):
@@ -58,9 +78,9 @@ def _is_free(port: int, *also: str) -> bool:
 def free_port_block(size: int, *, attempts: int = 200, rng: random.Random | None = None) -> int:
     """The first port of ``size`` consecutive ports that are all free now."""
     pick = rng or random.Random()
-    low, high = _BLOCK_SEARCH
+    low, high = _below_ephemeral(_BLOCK_SEARCH)
     for _ in range(attempts):
-        start = pick.randrange(low, high - size)
+        start = pick.randrange(low, max(low + 1, high - size))
         block = range(start, start + size)
         if _ISSUED.isdisjoint(block) and all(_is_free(p) for p in block):
             _ISSUED.update(block)

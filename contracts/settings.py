@@ -287,9 +287,10 @@ class WhisperSettings(BaseModel):
     cpu_threads: int = Field(
         default=0,
         ge=0,
-        description="CPU threads per Whisper decode. 0: one when decodes run side by side on CPU (`parallel_decodes` "
-        "resolved above 1, the default on CPU: a second thread slows a decode's many small decoder steps, and a "
-        "live stream's steps most), every core when one decode runs at a time (a GPU, batches).",
+        description="CPU threads per Whisper decode. 0: each decode's share of the cores when decodes run side by "
+        "side on CPU (`parallel_decodes` resolved above 1, the default on CPU; one on 2 cores: a second thread slows "
+        "a decode's many small decoder steps, a live stream's steps most), every core when one decode runs at a "
+        "time (a GPU, batches).",
     )
     parallel_decodes: int = Field(
         default=0,

@@ -161,7 +161,8 @@ class SpeechRecognizer:
     a live stream's steps (:meth:`quick_segments`, :meth:`exact_segments`) run on a second instance of the same
     weights, ``live_decodes`` decodes at once of ``live_threads`` threads (:meth:`live_model`): a step's short
     window is mostly small decoder steps, which one thread runs twice as fast as two, while a 30 s file window is
-    mostly encoder, which two threads speed up (docs/speech.md#decodes-side-by-side)."""
+    mostly encoder, which two threads speed up (docs/speech.md#decodes-side-by-side). A committed segment too long
+    for a short window (over :data:`EXACT_UNPADDED_MAX_SECONDS`) is decoded as files are, on the files' instance."""
 
     def __init__(
         self,

@@ -376,7 +376,7 @@ class TranscriptionPipeline:
         exact = functools.partial(self.recognizer.exact_segments, audio, route, offset=offset, heard=heard)
         final_segments, found = guards.screen(exact(head, heard_text=context_text))
         exact_until = 0.0
-        if final and exact_tail is not None and _nothing_after(tail, exact_tail[1] - offset):
+        if final and exact_tail is not None and not self._speech_after(audio, exact_tail[1] - offset):
             reused = exact_tail[0]  # decoded exactly and screened by the step before; no speech came after it
             found_tail: list[str] = []
             pending_out, pending_text = list(reused), " ".join(s.text for s in reused if s.text)
@@ -406,6 +406,12 @@ class TranscriptionPipeline:
             exact_until=exact_until,
             warnings=warnings + found + ([poor] if poor else []),
         )
+
+    def _speech_after(self, audio: np.ndarray, seconds: float) -> bool:
+        """Whether the VAD hears speech in the buffer after ``seconds`` (short pauses seen, as
+        :meth:`_speech_ended` sees them)."""
+        after = audio[max(0, int(seconds * SAMPLE_RATE)) :]
+        return bool(self.recognizer.speech_chunks(after, min_silence_ms=STREAM_ENDING_SILENCE_MS // 2, pad_ms=0))
 
     def _speech_ended(self, audio: np.ndarray) -> bool:
         """Whether the buffer's last speech ended :data:`STREAM_ENDING_SILENCE_MS` or more before its end (the VAD
@@ -616,12 +622,6 @@ def _split_at(chunks: list[dict[str, int]], sample: int) -> list[dict[str, int]]
         else:
             out.append(c)
     return out
-
-
-def _nothing_after(chunks: list[dict[str, int]], seconds: float) -> bool:
-    """Whether no speech chunk reaches past ``seconds`` into the buffer (by more than a chunk's padding)."""
-    limit = int((seconds * 1000 + STREAM_PAD_MS) * SAMPLE_RATE / 1000)
-    return all(c["end"] <= limit for c in chunks)
 
 
 def _shift(chunks: list[dict[str, int]], by: int) -> list[dict[str, int]]:

@@ -89,6 +89,9 @@ def serve(
     bind_port = port or (os.environ.get("KHULUMA_PORT") and settings.port) or http.get("port") or settings.port
     settings = settings.updated({"host": bind_host, "port": int(bind_port)})
     settings.ensure_dirs()
+    from cluster.ports import reserve
+
+    reserve(settings.port, metrics_port, dashboard_port)  # never picked for anything else this process starts
 
     cleanups: list[Cleanup] = []
     lifecycle: Any = None

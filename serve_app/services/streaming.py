@@ -68,6 +68,7 @@ class StreamState:
         self.context_text = ""  # its text
         self.exact_tail: list[Segment] = []  # the last step's exact decode of the uncommitted speech, if it made one
         self.exact_until = 0.0  # seconds of the stream it covers
+        self.exact_language: str | None = None  # the language it was decoded in
         self.total_bytes = 0
         self.since_partial = 0
         self.segments: list[Segment] = []
@@ -127,6 +128,8 @@ async def advance(client: SpeechClient, state: StreamState, final: bool) -> Adva
     commit_before = None
     if not final and state.lang_code is not None:
         commit_before = state.pending_seconds
+    # the last step may return the step before's exact decode, if made in the language still asked for
+    reuse = final and state.exact_language == state.lang_code
     step = await client.transcribe_pcm(
         StreamRequest(
             pcm=bytes(state.buffer),
@@ -137,8 +140,8 @@ async def advance(client: SpeechClient, state: StreamState, final: bool) -> Adva
             final=final,
             context_seconds=state.context_seconds,
             context_text=state.context_text,
-            exact_tail=state.exact_tail if final else [],
-            exact_until=state.exact_until if final else 0.0,
+            exact_tail=state.exact_tail if reuse else [],
+            exact_until=state.exact_until if reuse else 0.0,
         )
     )
     if state.lang_code is None and step.language_code and step.language_settled:
@@ -154,6 +157,7 @@ async def advance(client: SpeechClient, state: StreamState, final: bool) -> Adva
         pending_text = step.pending_text
         # the step's exact decode of the uncommitted speech, if it made one: the last step may return it as is
         state.exact_tail, state.exact_until = (list(step.pending), step.exact_until) if step.exact_until else ([], 0.0)
+        state.exact_language = state.lang_code
     state.segments += committed
     if cut:
         # what this step committed stays at the buffer's head, with its text, as the next commit's context

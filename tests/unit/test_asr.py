@@ -373,6 +373,34 @@ def test_a_step_in_a_short_silence_decodes_exactly_and_the_last_step_reuses_it(
     assert word_errors(said, state.committed_text())[0] <= 3
 
 
+def test_the_last_step_gets_the_exact_tail_only_in_the_language_it_was_decoded_in(
+    pipeline: TranscriptionPipeline, clips
+) -> None:
+    """A session that changes its language after a step decoded its speech exactly (a ``config`` message) has its
+    last step decode again, in the new language, rather than return the old decode."""
+    import asyncio
+
+    from contracts.speech import StreamRequest, StreamStep
+    from serve_app.services.streaming import StreamState, advance
+
+    requests: list[StreamRequest] = []
+
+    class Engine:  # a SpeechClient over the pipeline, in this thread
+        async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
+            requests.append(request)
+            return pipeline.transcribe_step(request)
+
+    spoken = clips["s5"][: int(np.flatnonzero(np.abs(clips["s5"]) > 0.01)[-1])]
+    pcm = (np.concatenate([spoken, silence(0.2)]) * 32767).astype(np.int16).tobytes()
+    for language, reused in (("eng", True), ("afr", False)):
+        state = StreamState("eng")
+        state.add_audio(pcm, 1 << 30)
+        assert asyncio.run(advance(Engine(), state, final=False)).step.exact_until > 0
+        state.lang_code = language
+        asyncio.run(advance(Engine(), state, final=True))
+        assert bool(requests[-1].exact_tail) is reused and (requests[-1].exact_until > 0) is reused
+
+
 def test_uncertain_detection_is_confirmed_by_the_text_language(pipeline: TranscriptionPipeline, clips) -> None:
     import engines.text.langid  # noqa: F401  (our module: a broken import must fail this test, not skip it)
     from engines.speech.asr import Detection, SpeechSegment

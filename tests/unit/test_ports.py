@@ -26,15 +26,19 @@ def test_free_ports_are_distinct_free_and_below_the_ephemeral_range() -> None:
             s.bind(("127.0.0.1", port))  # free: nothing holds it
 
 
-def test_a_port_in_use_or_handed_out_is_never_picked() -> None:
-    seed = 1234
+def test_a_port_in_use_handed_out_or_reserved_is_never_picked() -> None:
+    from cluster.ports import _SINGLE_SEARCH, reserve
+
+    first = random.Random(1234).randrange(*_SINGLE_SEARCH)  # free_port's first choice with this seed
     with socket.socket() as held:
-        taken = free_port(rng=random.Random(seed))
-        again = free_port(rng=random.Random(seed))  # the same first choice: already handed out, so another
-        assert again != taken
-        held.bind(("127.0.0.1", free_port(rng=random.Random(99))))
+        held.bind(("127.0.0.1", first))  # in use by another socket (not handed out by free_port)
         held.listen()
-        in_use = held.getsockname()[1]
-        assert free_port(rng=random.Random(99)) != in_use
-        block = free_port_block(8, rng=random.Random(7))
-        assert all(free_port(rng=random.Random(7)) not in range(block, block + 8) for _ in range(5))
+        assert free_port(rng=random.Random(1234)) != first
+    taken = free_port(rng=random.Random(5678))
+    assert free_port(rng=random.Random(5678)) != taken  # the same first choice: handed out already
+    given = random.Random(4321).randrange(*_SINGLE_SEARCH)
+    reserve(given)  # a port the process was given on its command line
+    assert free_port(rng=random.Random(4321)) != given
+    block = free_port_block(8, rng=random.Random(7))
+    singles = {free_port() for _ in range(300)}
+    assert singles.isdisjoint(range(block, block + 8))  # singles and blocks come from apart
