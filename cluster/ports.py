@@ -14,13 +14,14 @@ from __future__ import annotations
 import os
 import random
 import socket
-from collections.abc import Mapping
+import time
+from collections.abc import Iterable, Mapping
 
 # Where single ports and blocks are looked for: apart from each other, above Ray's default worker ports
 # (10002-19999) and below the kernel's ephemeral range (32768+ by default, read from the kernel where it can be),
 # where outgoing connections take their local ports.
 _SINGLE_SEARCH = (20_000, 25_000)
-_BLOCK_SEARCH = (25_000, 30_000)
+_BLOCK_SEARCH = (25_000, 32_700)
 
 
 def _below_ephemeral(search: tuple[int, int]) -> tuple[int, int]:
@@ -41,16 +42,29 @@ DIRECT_INGRESS_VARIABLES = (
 )
 
 
-_ISSUED: set[int] = set()  # ports this process handed out or was given: never handed out (again)
+# Ports this process handed out (until then, monotonic seconds), or was given (for ever): not handed out (again).
+# A port handed out is bound within seconds, and then found in use; the hold only covers that gap, so that a long
+# test session, which starts and stops dozens of clusters, does not run out of ports.
+_ISSUED: dict[int, float] = {}
+ISSUED_HOLD_S = 300.0
+
+
+def _held(port: int) -> bool:
+    return _ISSUED.get(port, 0.0) > time.monotonic()
+
+
+def _hold(ports: Iterable[int], seconds: float = ISSUED_HOLD_S) -> None:
+    until = time.monotonic() + seconds
+    _ISSUED.update((port, until) for port in ports)
 
 
 def reserve(*ports: int) -> None:
     """Ports this process was given (on its command line, say) and starts something on: never handed out."""
-    _ISSUED.update(ports)
+    _hold(ports, float("inf"))
 
 
 def free_port(host: str = "127.0.0.1", *, attempts: int = 500, rng: random.Random | None = None) -> int:
-    """A port that nothing listens on now, that this process has not handed out before, and below the kernel's
+    """A port that nothing listens on now, that this process has not handed out lately, and below the kernel's
     ephemeral range. Not the OS's choice (a bind to port 0): that is in the ephemeral range, where the outgoing
     connections of Ray's processes take their local ports, and the next bind to 0 may be offered it again. Both
     happened: ``khuluma serve``'s metrics port, picked so, was taken before Ray's agent bound it (the raylet then
@@ -59,8 +73,8 @@ def free_port(host: str = "127.0.0.1", *, attempts: int = 500, rng: random.Rando
     low, high = _below_ephemeral(_SINGLE_SEARCH)
     for _ in range(attempts):
         port = pick.randrange(low, high)
-        if port not in _ISSUED and _is_free(port, host):
-            _ISSUED.add(port)
+        if not _held(port) and _is_free(port, host):
+            _hold([port])
             return port
     raise RuntimeError(f"no free port between {low} and {high}")
 
@@ -82,8 +96,8 @@ def free_port_block(size: int, *, attempts: int = 200, rng: random.Random | None
     for _ in range(attempts):
         start = pick.randrange(low, max(low + 1, high - size))
         block = range(start, start + size)
-        if _ISSUED.isdisjoint(block) and all(_is_free(p) for p in block):
-            _ISSUED.update(block)
+        if not any(_held(p) for p in block) and all(_is_free(p) for p in block):
+            _hold(block)
             return start
     raise RuntimeError(f"no {size} consecutive free ports between {low} and {high}")
 

@@ -27,7 +27,7 @@ from typing import TypeVar
 
 import psutil
 
-from cluster.ports import free_port, free_port_block
+from cluster.ports import free_port
 
 RAY = Path(sys.executable).with_name("ray")
 T = TypeVar("T")
@@ -41,7 +41,6 @@ def private_disk_available() -> bool:
 # The code and interpreter this node runs: they stay visible when they live under /tmp (a clone there).
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 STAGING = "/mnt"  # a private tmpfs is mounted here first, inside the node's own mount namespace only
-WORKER_PORTS = 200  # ports for one node's worker processes (each binds one)
 
 
 def _private_mounts(private_dirs: Sequence[Path]) -> list[str]:
@@ -167,12 +166,13 @@ class LocalCluster:
         return self.log_dir or self.temp_dir.parent
 
     def _ports(self) -> list[str]:
-        workers = free_port_block(WORKER_PORTS)  # a range of its own: two nodes on one machine never share one
         return [
             f"--node-manager-port={free_port()}",
             f"--object-manager-port={free_port()}",
-            f"--min-worker-port={workers}",
-            f"--max-worker-port={workers + WORKER_PORTS - 1}",
+            # each worker binds a port the OS chooses (Ray's "random ports"): in the kernel's ephemeral range, apart
+            # from the ports cluster/ports.py hands out, and never one another node's worker holds
+            "--min-worker-port=0",
+            "--max-worker-port=0",
         ]
 
     def start_head(self, resources: Mapping[str, float] | None = None) -> RayNode:

@@ -42,3 +42,13 @@ def test_a_port_in_use_handed_out_or_reserved_is_never_picked() -> None:
     block = free_port_block(8, rng=random.Random(7))
     singles = {free_port() for _ in range(300)}
     assert singles.isdisjoint(range(block, block + 8))  # singles and blocks come from apart
+
+
+def test_a_port_handed_out_is_held_only_a_while() -> None:
+    """Held until it is surely bound, not for ever: a long test session starts and stops dozens of clusters."""
+    from cluster import ports
+
+    port = free_port()
+    assert ports._held(port)
+    ports._hold([port], seconds=0)  # the hold ran out
+    assert not ports._held(port)
