@@ -489,10 +489,7 @@ class SpeechRecognizer:
         known = fw.pack_speech(audio, before) if before else np.zeros(0, np.float32)
         if known.size + speech.size > EXACT_UNPADDED_MAX_SECONDS * SAMPLE_RATE:
             before, known = [], np.zeros(0, np.float32)
-        if len(self.temperatures) > 1:
-            import ctranslate2
-
-            ctranslate2.set_random_seed(self.seed)
+        self._seed_sampling()
         decoded = self._short_window(route).decode(
             np.concatenate([known, speech]) if before else speech,
             heard_text if before else "",
@@ -500,6 +497,13 @@ class SpeechRecognizer:
             max_tokens=int(10 + EXACT_TOKENS_PER_SECOND * speech.size / SAMPLE_RATE),
         )
         return [_speech_segment(s, offset) for s in fw.restore_times(decoded, before + chunks)]
+
+    def _seed_sampling(self) -> None:
+        """Seed CTranslate2's sampling before a decode that may fall back to it: the same audio, the same text."""
+        if len(self.temperatures) > 1:
+            import ctranslate2
+
+            ctranslate2.set_random_seed(self.seed)
 
     def _short_window(self, route: Route) -> fw.ShortWindowDecoder:
         key = (route.model_key, route.whisper_language)
@@ -518,10 +522,7 @@ class SpeechRecognizer:
         """faster-whisper's sequential decoder over the packed speech (seeking across 30 s windows)."""
         model = self.model(route.model_key)
         speech = fw.pack_speech(audio, chunks)
-        if len(self.temperatures) > 1:
-            import ctranslate2
-
-            ctranslate2.set_random_seed(self.seed)  # the sampling fallback repeats itself for the same audio
+        self._seed_sampling()
         segments, _info = model.transcribe(
             speech,
             language=route.whisper_language,

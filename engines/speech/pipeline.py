@@ -408,18 +408,21 @@ class TranscriptionPipeline:
         )
 
     def _speech_after(self, audio: np.ndarray, seconds: float) -> bool:
-        """Whether the VAD hears speech in the buffer after ``seconds`` (short pauses seen, as
-        :meth:`_speech_ended` sees them)."""
-        after = audio[max(0, int(seconds * SAMPLE_RATE)) :]
-        return bool(self.recognizer.speech_chunks(after, min_silence_ms=STREAM_ENDING_SILENCE_MS // 2, pad_ms=0))
+        """Whether the VAD hears speech in the buffer after ``seconds``."""
+        return bool(self._short_pause_chunks(audio[max(0, int(seconds * SAMPLE_RATE)) :]))
 
     def _speech_ended(self, audio: np.ndarray) -> bool:
         """Whether the buffer's last speech ended :data:`STREAM_ENDING_SILENCE_MS` or more before its end (the VAD
-        over its last :data:`STREAM_ENDING_LOOK_SECONDS`, with short pauses seen)."""
+        over its last :data:`STREAM_ENDING_LOOK_SECONDS`)."""
         last = audio[-int(STREAM_ENDING_LOOK_SECONDS * SAMPLE_RATE) :]
-        chunks = self.recognizer.speech_chunks(last, min_silence_ms=STREAM_ENDING_SILENCE_MS // 2, pad_ms=0)
+        chunks = self._short_pause_chunks(last)
         ended = chunks[-1]["end"] if chunks else 0
         return (last.size - ended) * 1000 >= STREAM_ENDING_SILENCE_MS * SAMPLE_RATE
+
+    def _short_pause_chunks(self, audio: np.ndarray) -> list[dict[str, int]]:
+        """The VAD's speech chunks of ``audio``, unpadded, a pause of half :data:`STREAM_ENDING_SILENCE_MS`
+        ending one: how the end of a stream's speech is found."""
+        return self.recognizer.speech_chunks(audio, min_silence_ms=STREAM_ENDING_SILENCE_MS // 2, pad_ms=0)
 
     # ------------------------------------------------------------------ passes
 

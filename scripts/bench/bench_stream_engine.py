@@ -37,18 +37,6 @@ from _load import json_option, write_json  # noqa: E402
 from bench_stream import UTTERANCE  # noqa: E402
 
 
-def wer(ref: str, hyp: str) -> float:
-    import re
-
-    r, h = (re.findall(r"[\w']+", t.lower()) for t in (ref, hyp))
-    d = list(range(len(h) + 1))
-    for i in range(1, len(r) + 1):
-        prev, d[0] = d[0], i
-        for j in range(1, len(h) + 1):
-            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (r[i - 1] != h[j - 1]))
-    return d[len(h)] / max(1, len(r))
-
-
 class Direct:
     """A SpeechClient that decodes in this process."""
 
@@ -109,6 +97,12 @@ def clips_of(folder: str, scratch: Path) -> list[tuple[str, Path, str]]:
     return [(lang, wav, wav.with_suffix(".txt").read_text().strip()) for wav in sorted(Path(folder).glob("*.wav"))]
 
 
+def rates(counts: dict[str, int]) -> dict[str, float]:
+    """The word error rates, in percent, of a folder's (or all) error counts."""
+    words = max(1, counts["words"])
+    return {f"{kind} WER %": round(100 * counts[f"{kind} errors"] / words, 1) for kind in ("file", "streamed")}
+
+
 def clip_errors(pipeline: Any, client: Direct, folders: list[str], scratch: Path) -> dict[str, Any]:
     """Word errors of each folder's clips, transcribed as files and streamed (unpaced, through ``advance``, the
     language given), and the mean time of a stream's last step (the end of an utterance -> its final)."""
@@ -135,16 +129,11 @@ def clip_errors(pipeline: Any, client: Direct, folders: list[str], scratch: Path
             print(f"{wav.name}: file {file_err}/{words}, streamed {streamed_err}/{words}: {state_text!r}", flush=True)
         for key in total:
             total[key] += row[key]
-        out[folder] = {
-            **row,
-            "file WER %": round(100 * row["file errors"] / max(1, row["words"]), 1),
-            "streamed WER %": round(100 * row["streamed errors"] / max(1, row["words"]), 1),
-        }
+        out[folder] = {**row, **rates(row)}
         print(f"{folder}: {out[folder]}", flush=True)
     out["all"] = {
         **total,
-        "file WER %": round(100 * total["file errors"] / max(1, total["words"]), 1),
-        "streamed WER %": round(100 * total["streamed errors"] / max(1, total["words"]), 1),
+        **rates(total),
         "last step mean s": round(sum(last_steps) / max(1, len(last_steps)), 3),
     }
     print(f"all: {out['all']}")
@@ -200,6 +189,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from contracts.settings import Settings
+    from contracts.wer import word_error_rate
     from engines.speech.audio import load_pcm16
     from engines.speech.pipeline import get_pipeline
     from khuluma.cli.stream import file_frames
@@ -253,8 +243,8 @@ def main() -> None:
         "encoder without padding (100 frames)": short_ok,
         "streamed text": text,
         "file text": file_text,
-        "WER streamed vs reference": round(wer(UTTERANCE, text), 4),
-        "WER file vs reference": round(wer(UTTERANCE, file_text), 4),
+        "WER streamed vs reference": round(word_error_rate(UTTERANCE, text), 4),
+        "WER file vs reference": round(word_error_rate(UTTERANCE, file_text), 4),
     }
     for n in args.streams:
         runs = asyncio.run(many(client, pcm, n))
