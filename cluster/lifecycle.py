@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-log = logging.getLogger("khuluma.lifecycle")
+log = logging.getLogger(__name__)
 
 ACTOR_NAME = "khuluma-lifecycle"
 NAMESPACE = "khuluma"

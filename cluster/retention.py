@@ -21,7 +21,7 @@ from persistence import retention
 from persistence.models import utcnow
 from persistence.session import Database
 
-log = logging.getLogger("khuluma.retention")
+log = logging.getLogger(__name__)
 
 
 @dataclass

@@ -6,6 +6,9 @@ from __future__ import annotations
 # The model `khuluma models pull` fetches for a capability when none is named.
 DEFAULT_MODELS: dict[str, str] = {"translation": "facebook/nllb-200-distilled-600M"}
 
+# Default models whose licence forbids commercial use: their pull command carries --accept-licence.
+NON_COMMERCIAL_DEFAULTS = frozenset({"facebook/nllb-200-distilled-600M"})
+
 # The setting (environment variable) that selects a capability's model.
 MODEL_SETTING = {
     "translation": "KHULUMA_TRANSLATION_MODEL",
@@ -20,8 +23,9 @@ def install_hint(capability: str = "translation") -> str:
     hf_id = DEFAULT_MODELS.get(capability, "<huggingface-id>")
     name = hf_id.rsplit("/", 1)[-1]
     setting = MODEL_SETTING[capability]
+    accept = " --accept-licence" if hf_id in NON_COMMERCIAL_DEFAULTS else ""
     return (
-        f"`khuluma models pull {hf_id}` (needs access to huggingface.co; offline: copy a downloaded "
+        f"`khuluma models pull {hf_id}{accept}` (needs access to huggingface.co; offline: copy a downloaded "
         f"directory here and run `khuluma models add <dir> --name {name}`), then set "
         f"{setting}={name} (or `user_config: {{model: {name}}}` of the deployment in configs/serve.yaml) "
         f"and restart or redeploy the service"

@@ -51,7 +51,7 @@ from persistence.jobs import ClaimedJob, DueWebhook
 from persistence.models import utcnow
 from persistence.session import Database
 
-log = logging.getLogger("khuluma.jobs")
+log = logging.getLogger(__name__)
 
 WEBHOOK_CONCURRENCY = 8
 # Failures worth another attempt (the job goes back to the queue, within its attempt budget): the transcription

@@ -47,7 +47,7 @@ from engines.search.chunking import Chunk, chunk_text
 from engines.search.documents import ExtractedText, ExtractionLimits, extract_text_isolated
 from engines.search.fusion import FusionConfig, Hit, fuse, rank_by_similarity
 
-log = logging.getLogger("khuluma.knowledge")
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 UNDETERMINED = "und"
 WARM_UP_BEFORE_READY_S = 5.0  # at most this long a starting replica waits for the warm-up before it is ready

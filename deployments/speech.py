@@ -34,10 +34,10 @@ from contracts.settings import WhisperSettings
 from contracts.speech import StreamRequest, StreamStep, TranscribeRequest, TranscriptionResult
 from contracts.translation import TranslationClient, TranslationRequest
 from deployments.common import configure_replica_logging, load_settings
-from engines.speech.asr import SETTING
 from engines.speech.pipeline import TranscriptionPipeline, get_pipeline
+from engines.speech.whisper import SETTING
 
-log = logging.getLogger("khuluma.transcription")
+log = logging.getLogger(__name__)
 
 _NOTE = (
     f"Whisper base covers afr, eng, fra; isiZulu and Sesotho need models configured in {SETTING}. "

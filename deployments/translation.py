@@ -31,7 +31,7 @@ from deployments.common import configure_replica_logging, load_settings
 from engines.model_registry import Backend, ModelEntry, ModelError, ModelRegistry, resolve
 from engines.translation.nllb import DecodeOptions, TranslationOutput, Translator, load_translator
 
-log = logging.getLogger("khuluma.translation")
+log = logging.getLogger(__name__)
 
 NOT_INSTALLED = TRANSLATION_NOT_INSTALLED
 

@@ -40,12 +40,24 @@ class ModelError(Exception):
     """A model cannot be found, downloaded, converted or loaded; the message says what to do."""
 
 
+# Licences under which a model may not be used commercially: `khuluma models pull` asks for --accept-licence.
+NON_COMMERCIAL_LICENCES = ("CC-BY-NC-4.0", "CC-BY-NC-SA-4.0", "CC-BY-NC-ND-4.0")
+
+
 @dataclass(frozen=True)
 class KnownModel:
+    """A model `khuluma models pull` knows by a short name: where it comes from, its licence (shown before any
+    download) and what its publisher measured (``published``: the figure and its source, never ours)."""
+
     hf_id: str
     capability: Capability
     licence: str
     note: str = ""
+    published: str = ""
+
+    @property
+    def non_commercial(self) -> bool:
+        return self.licence in NON_COMMERCIAL_LICENCES
 
 
 # Short names `khuluma models pull` accepts besides any Hugging Face id. Other capabilities add theirs here.
@@ -272,6 +284,23 @@ def _download_patterns(repo_id: str, revision: str | None) -> list[str]:
     return ["*.json", "*.model", "*.txt", "*.tiktoken", *weights]
 
 
+def catalogued(ref: str) -> KnownModel | None:
+    """The catalogue entry named ``ref`` by its short name or its Hugging Face id."""
+    return KNOWN_MODELS.get(ref) or next((k for k in KNOWN_MODELS.values() if k.hf_id == ref), None)
+
+
+def check_licence(ref: str, accept_licence: bool) -> KnownModel | None:
+    """The catalogue entry of ``ref`` (None for a plain Hugging Face id), or :class:`ModelError` when its licence
+    forbids commercial use and ``accept_licence`` was not given: nothing is downloaded before that is settled."""
+    known = catalogued(ref)
+    if known is not None and known.non_commercial and not accept_licence:
+        raise ModelError(
+            f"{ref} ({known.hf_id}) is licensed {known.licence}: no commercial use. Pass --accept-licence to "
+            f"confirm that your use is allowed under it."
+        )
+    return known
+
+
 def pull(
     registry: ModelRegistry,
     ref: str,
@@ -281,9 +310,11 @@ def pull(
     backend: Backend = "ctranslate2",
     revision: str | None = None,
     keep_download: bool = False,
+    accept_licence: bool = False,
 ) -> ModelEntry:
-    """Download ``ref`` (a short name of :data:`KNOWN_MODELS` or a Hugging Face id), convert and register it."""
-    known = KNOWN_MODELS.get(ref)
+    """Download ``ref`` (a short name of :data:`KNOWN_MODELS` or a Hugging Face id), convert and register it. A
+    catalogue model under a non-commercial licence needs ``accept_licence`` (:func:`check_licence`)."""
+    known = check_licence(ref, accept_licence)
     repo_id = known.hf_id if known else ref
     capability = capability or (known.capability if known else "translation")
     if "/" not in repo_id:

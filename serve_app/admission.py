@@ -37,7 +37,7 @@ from persistence.session import Database
 from persistence.usage_meter import UsageMeter
 from serve_app.tokens import Principal
 
-log = logging.getLogger("khuluma.admission")
+log = logging.getLogger(__name__)
 
 WINDOW_S = 60
 DAY_S = 24 * 3600

@@ -32,7 +32,7 @@ from contracts.errors import (
 )
 from serve_app.admission import STATE_KEY, Admitted, rate_headers
 
-log = logging.getLogger("khuluma")
+log = logging.getLogger(__name__)
 
 # Paths whose errors take OpenAI's shape (serve_app/routers/openai.py).
 OPENAI_PREFIXES = ("/v1/audio/", "/v1/embeddings", "/v1/models")

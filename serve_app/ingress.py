@@ -18,7 +18,7 @@ from serve_app.context import AppContext, Clients, build_context
 from serve_app.lifecycle import SHUTTING_DOWN
 from serve_app.middleware import current_request_id
 
-log = logging.getLogger("khuluma.ingress")
+log = logging.getLogger(__name__)
 
 
 @serve.ingress()

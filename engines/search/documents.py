@@ -45,7 +45,7 @@ from contracts.errors import DomainError, InvalidInput, TooLarge, UnsupportedMed
 from contracts.search import EmptyDocument
 from contracts.settings import SearchSettings
 
-log = logging.getLogger("khuluma.documents")
+log = logging.getLogger(__name__)
 MB = 1 << 20
 MAX_ZIP_MEMBERS = 10_000  # a real .docx has tens of parts
 

@@ -28,7 +28,7 @@ import soxr
 
 from contracts.errors import InvalidInput, TooLarge, UnsupportedMedia
 
-log = logging.getLogger("khuluma.audio")
+log = logging.getLogger(__name__)
 
 SAMPLE_RATE = 16_000
 SUPPORTED_FORMATS = "WAV, MP3, FLAC, AAC, OGG, MP4, AIFF, OPUS"

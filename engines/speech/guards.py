@@ -42,7 +42,7 @@ LOW_CONFIDENCE = "low confidence"
 
 
 class Judged(Protocol):
-    """What a guard reads of a segment (engines.speech.asr.SpeechSegment)."""
+    """What a guard reads of a segment (engines.speech.recognition.SpeechSegment)."""
 
     start: float
     end: float

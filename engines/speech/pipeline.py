@@ -50,21 +50,13 @@ from contracts.speech import Segment, StreamRequest, StreamStep, TranscriptionRe
 from engines.speech import diarise as diarisation
 from engines.speech import guards
 from engines.speech import music as music_detection
-from engines.speech.asr import (
-    DEFAULT_MODEL,
-    LISTED_CODES,
-    SETTING,
-    Detection,
-    Route,
-    SpeechRecognizer,
-    SpeechSegment,
-    whisper_language_name,
-)
 from engines.speech.audio import SAMPLE_RATE, iter_audio, load_audio, load_pcm16, probe
+from engines.speech.recognition import Detection, Route, SpeechSegment
 from engines.speech.timeline import assign_speakers, build_timeline, join_text, outside, segment, word
+from engines.speech.whisper import DEFAULT_MODEL, LISTED_CODES, SETTING, WhisperRecognizer, whisper_language_name
 from engines.speech.windows import Window, array_blocks, last_pause, speech_only, windows
 
-log = logging.getLogger("khuluma.pipeline")
+log = logging.getLogger(__name__)
 
 LANGID_CONFIDENCE = 0.75  # text-LID confidence needed to overrule an uncertain audio detection
 NAMED_DETECTION = 0.8  # Whisper's probability for an unserved language before a refusal names it
@@ -133,7 +125,7 @@ class TranscriptionPipeline:
         transcription: TranscriptionSettings,
         data_dir: Path,
         *,
-        recognizer: SpeechRecognizer | None = None,
+        recognizer: WhisperRecognizer | None = None,
     ) -> None:
         self.whisper = whisper
         self.data_dir = Path(data_dir)  # where the default Whisper weights are unpacked
@@ -150,7 +142,7 @@ class TranscriptionPipeline:
     # ------------------------------------------------------------------ model
 
     @property
-    def recognizer(self) -> SpeechRecognizer:
+    def recognizer(self) -> WhisperRecognizer:
         if self._recognizer is None:
             with self._lock:
                 if self._recognizer is None:
@@ -328,10 +320,10 @@ class TranscriptionPipeline:
     ) -> StreamStep:
         """Transcribe an in-memory 16 kHz buffer (streaming). ``commit_before`` (seconds into ``audio``): the
         audio before the last pause of at least ``stream_commit_silence_ms`` that starts before it is committed:
-        decoded exactly (beam search, word times, in a short window: :meth:`SpeechRecognizer.exact_segments`) into
+        decoded exactly (beam search, word times, in a short window: :meth:`WhisperRecognizer.exact_segments`) into
         ``final`` segments, and the answer says where the caller may cut (``cut_seconds``, the middle of that pause;
         0 when there is none). The rest (the uncommitted tail) gets a cheap partial
-        (:meth:`SpeechRecognizer.quick_segments`: greedy, no timestamps) in ``pending``. ``final`` (the end of the
+        (:meth:`WhisperRecognizer.quick_segments`: greedy, no timestamps) in ``pending``. ``final`` (the end of the
         stream): everything is decoded exactly, into ``pending`` (the caller takes it). ``context_seconds``: the
         buffer's head that the previous step committed, as ``context_text``: the exact decode hears it first and
         starts with its text, so a segment cut at a short pause keeps its sentence; it is never committed again.
@@ -685,15 +677,15 @@ def live_layout(whisper: WhisperSettings, cores: int | None = None) -> tuple[int
     return min(MAX_AUTO_PARALLEL_DECODES, max(1, cores // threads)), threads
 
 
-def build_recognizer(whisper: WhisperSettings, data_dir: Path) -> SpeechRecognizer:
+def build_recognizer(whisper: WhisperSettings, data_dir: Path) -> WhisperRecognizer:
     from engines.speech.whisper_weights import ensure_whisper_base
 
     model = whisper.model or ensure_whisper_base(data_dir)
     batch = batch_size(whisper.batch_size, whisper.device)
-    # the sampling fallback decodes every window alone, whatever the batch size (engines/speech/asr.py)
+    # the sampling fallback decodes every window alone, whatever the batch size (engines/speech/whisper.py)
     decodes, threads = decode_layout(whisper, 1 if whisper.temperature_fallback else batch)
     live_decodes, live_threads = live_layout(whisper)
-    return SpeechRecognizer(
+    return WhisperRecognizer(
         model,
         whisper.language_models,
         default_model_name=whisper.model or BASE_MODEL_NAME,

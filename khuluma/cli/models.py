@@ -18,10 +18,12 @@ from contracts.settings import get_settings
 from engines.model_registry import (
     CAPABILITIES,
     KNOWN_MODELS,
+    KnownModel,
     ModelEntry,
     ModelError,
     ModelRegistry,
     add_local,
+    catalogued,
     pull,
 )
 
@@ -57,9 +59,16 @@ def pull_cmd(
     backend: str = typer.Option("ctranslate2", help="ctranslate2 (convert) or transformers (keep the checkpoint)."),
     revision: str = typer.Option(None, help="Git revision of the repository."),
     keep_download: bool = typer.Option(False, help="Keep the downloaded Hugging Face files after conversion."),
+    accept_licence: bool = typer.Option(
+        False, "--accept-licence", help="Confirm a non-commercial licence (asked of such catalogue models)."
+    ),
 ) -> None:
-    """Download a model from Hugging Face (progress bars), convert it to CTranslate2 and register it."""
+    """Download a model from Hugging Face (progress bars), convert it to CTranslate2 and register it. A catalogue
+    model's licence is shown before anything is downloaded."""
     _check_capability(capability)
+    known = catalogued(ref)
+    if known is not None:
+        _show_licence(ref, known)
     try:
         entry = pull(
             _registry(),
@@ -70,11 +79,19 @@ def pull_cmd(
             backend="transformers" if backend == "transformers" else "ctranslate2",
             revision=revision,
             keep_download=keep_download,
+            accept_licence=accept_licence,
         )
     except ModelError as exc:
         console.print(f"[red]{exc}[/]", highlight=False)
         raise typer.Exit(1) from None
     _installed(entry)
+
+
+def _show_licence(ref: str, known: KnownModel) -> None:
+    use = "no commercial use" if known.non_commercial else "commercial use allowed"
+    console.print(f"{ref}: {known.hf_id}, licence [bold]{known.licence}[/] ({use}).", highlight=False)
+    if known.published:
+        console.print(f"Published quality (its publisher's figures, not measured here): {known.published}")
 
 
 @app.command("add")

@@ -17,7 +17,7 @@ Systems:
   service    POST /api/v2alpha/transcribe/sync/file on a Ray Serve app started here (configs/serve.yaml), with
              the default settings (on CPU: decodes side by side, each request's windows alone)
   service-batched  the same with KHULUMA_WHISPER_BATCH_SIZE=--batch-size (8): concurrent requests' 30 s windows
-             are decoded in one batch (engines/speech/asr_batching.py)
+             are decoded in one batch (engines/speech/whisper_batching.py)
   fws        faster-whisper-server (PyPI) from .venv-fws on the same model directory, if installed there:
              python3 -m venv .venv-fws && .venv-fws/bin/pip install faster-whisper-server
 

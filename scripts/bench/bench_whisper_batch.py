@@ -1,7 +1,7 @@
 """Whisper windows decoded one at a time vs in batches: the model-level figure behind ``whisper.batch_size``.
 
 The same 30 s windows (espeak-ng English, as in bench_transcription.py) are decoded by the recognizer's batched
-decoder (engines/speech/asr_batching.py, faster-whisper's batched pipeline) with batches of 1, 4 and 8, each size
+decoder (engines/speech/whisper_batching.py, faster-whisper's batched pipeline) with batches of 1, 4 and 8, each size
 ``--rounds`` times in turn so that the machine's other load falls on every size alike. Printed: seconds per
 round, CPU seconds per window (all threads), and throughput relative to batches of 1. ``--threads`` sets
 CTranslate2's threads (default: every core this process may run on).
@@ -58,12 +58,12 @@ def main() -> None:
 
     import numpy as np
 
-    from engines.speech.asr import SpeechRecognizer
+    from engines.speech.whisper import WhisperRecognizer
 
     workdir = Path(tempfile.mkdtemp(prefix="khuluma-bench-wbatch-"))
     model_dir = args.model_dir or _offline_model(workdir)
     compute_type = args.compute_type or ("float16" if args.device == "cuda" else "int8")
-    recognizer = SpeechRecognizer(model_dir, cpu_threads=args.threads, device=args.device, compute_type=compute_type)
+    recognizer = WhisperRecognizer(model_dir, cpu_threads=args.threads, device=args.device, compute_type=compute_type)
     route = recognizer.route("eng")
     if args.features:
         saved = np.load(args.features)

@@ -26,7 +26,7 @@ from serve_app.context import AppContext, required
 from serve_app.tokens import Principal
 from serve_app.uploads import sanitize_filename
 
-log = logging.getLogger("khuluma.jobs")
+log = logging.getLogger(__name__)
 
 NOT_PROCESSED = "Item has not been processed."  # clients loop on this exact string
 _BASE64_JUNK = re.compile(r"\s+")

@@ -56,7 +56,7 @@ from serve_app.services.usage import count_tokens, record_usage
 from serve_app.tokens import Principal
 from serve_app.uploads import receive_file
 
-log = logging.getLogger("khuluma.search")
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 STALE_INDEXING = timedelta(hours=2)

@@ -96,7 +96,11 @@ def test_cli_add_list_and_offline_pull(tiny_nllb, tmp_path: Path):
     listing = _khuluma(tmp_path, "list")
     assert listing.returncode == 0 and "tiny" in listing.stdout and "ctranslate2" in listing.stdout
     assert "facebook/nllb-200-distilled-600M" in listing.stdout  # what can be pulled
-    offline = _khuluma(tmp_path, "pull", "nllb-200-distilled-600M", HF_HUB_OFFLINE="1")
+    unaccepted = _khuluma(tmp_path, "pull", "nllb-200-distilled-600M", HF_HUB_OFFLINE="1")
+    assert unaccepted.returncode == 1
+    out = " ".join(unaccepted.stdout.split())
+    assert "CC-BY-NC-4.0" in out and "--accept-licence" in out and "Could not download" not in out
+    offline = _khuluma(tmp_path, "pull", "nllb-200-distilled-600M", "--accept-licence", HF_HUB_OFFLINE="1")
     assert offline.returncode == 1
     out = " ".join(offline.stdout.split())
     assert "Could not download facebook/nllb-200-distilled-600M" in out and "khuluma models add" in out

@@ -21,7 +21,7 @@ by every thread of the process.
 Codes, names, aliases and Whisper tokens come from the language registry (``contracts.languages``). A request
 for a code without a model is an :class:`UnsupportedLanguage` that names the setting to configure.
 
-Auto-detection (:meth:`SpeechRecognizer.detect`) runs Whisper's language detection on up to 30 s of speech over
+Auto-detection (:meth:`WhisperRecognizer.detect`) runs Whisper's language detection on up to 30 s of speech over
 every language Whisper knows, and reports the likeliest served language with the probability mass of all served
 ones, never renormalised: audio in a language without a model (isiZulu, isiXhosa, Setswana...) leaves little mass
 on the served languages, and :mod:`engines.speech.pipeline` refuses it instead of answering a confident wrong language.
@@ -35,9 +35,9 @@ faster-whisper's documented API is used here (``WhisperModel``, its ``transcribe
 everything below it goes through :mod:`engines.speech.whisper_adapter`, which says why.
 
 Batching (``batch_size`` > 1): the windows of concurrent calls that share a model and a language are decoded
-together (:mod:`engines.speech.asr_batching`, faster-whisper's batched decoder). Each 30 s window is then decoded on its
-own, without Whisper's seek across windows; with the sampling fallback on, decoding stays sequential (the
-batched decoder has one temperature).
+together (:mod:`engines.speech.whisper_batching`, faster-whisper's batched decoder). Each 30 s window is then
+decoded on its own, without Whisper's seek across windows; with the sampling fallback on, decoding stays
+sequential (the batched decoder has one temperature).
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ import os
 import threading
 import time
 from collections.abc import Hashable, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -57,9 +56,10 @@ from contracts import languages
 from contracts.errors import TimedOut, Unavailable, UnsupportedLanguage
 from contracts.languages import CODE_SWITCHED_ZULU, TRANSCRIPTION_CODES, transcription_code
 from engines.speech import whisper_adapter as fw
-from engines.speech.asr_batching import WindowBatcher
+from engines.speech.recognition import Detection, Route, SpeechSegment, WordTiming
+from engines.speech.whisper_batching import WindowBatcher
 
-log = logging.getLogger("khuluma.asr")
+log = logging.getLogger(__name__)
 
 SAMPLE_RATE = 16_000
 DEFAULT_MODEL = "default"  # key of the default model in the model table
@@ -68,7 +68,7 @@ WINDOW_SECONDS = 30.0  # what one Whisper window holds
 
 
 QUICK_MAX_SECONDS = (
-    8.0  # a partial of up to this much speech is encoded unpadded (SpeechRecognizer.quick_segments); longer, padded
+    8.0  # a partial of up to this much speech is encoded unpadded (WhisperRecognizer.quick_segments); longer, padded
 )
 EXACT_UNPADDED_MAX_SECONDS = 28.0  # a stream's committed speech up to this long is encoded unpadded
 EXACT_TOKENS_PER_SECOND = 10.0  # a committed segment's decode stops after this many tokens per second of speech
@@ -110,52 +110,7 @@ LISTED_CODES: tuple[str, ...] = tuple(c for c in TRANSCRIPTION_CODES if _on_base
 )
 
 
-@dataclass(frozen=True)
-class Route:
-    """How one language is transcribed: which model, and which Whisper language token to force."""
-
-    code: str
-    model_key: str  # DEFAULT_MODEL or the code whose configured model is used
-    model_ref: str
-    whisper_language: str | None  # None: the model detects (fine-tuned models of languages Whisper lacks)
-
-
-@dataclass
-class WordTiming:
-    word: str  # as Whisper wrote it, leading space included (joining words rebuilds the text)
-    start: float
-    end: float
-    probability: float
-    speaker_id: str | None = None
-
-    @property
-    def text(self) -> str:
-        return self.word.strip()
-
-
-@dataclass
-class SpeechSegment:
-    start: float
-    end: float
-    text: str
-    words: list[WordTiming] = field(default_factory=list)
-    avg_logprob: float = 0.0
-    no_speech_prob: float = 0.0
-
-
-@dataclass(frozen=True)
-class Detection:
-    """Auto-detected language. Probabilities are Whisper's over every language it knows, never renormalised over
-    the served ones: a served language's probability includes its kin (Dutch for Afrikaans)."""
-
-    code: str
-    probability: float  # of ``code``
-    candidates: list[tuple[str, float]]  # served languages, best first
-    served: float = 1.0  # mass of all served languages (1.0 when the language was decided otherwise)
-    heard: list[tuple[str, float]] = field(default_factory=list)  # Whisper's own top languages (its tokens)
-
-
-class SpeechRecognizer:
+class WhisperRecognizer:
     """Whisper models by language; thread-safe (a model runs ``parallel_decodes`` decodes at once, each on
     ``cpu_threads`` threads, and queues the rest). Where ``live_threads`` is set and differs from ``cpu_threads``,
     a live stream's steps (:meth:`quick_segments`, :meth:`exact_segments`) run on a second instance of the same

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from contracts.settings import Settings
-from engines.speech.asr import SpeechRecognizer, split_long_chunks
-from engines.speech.asr_batching import WindowBatcher
 from engines.speech.audio import SAMPLE_RATE
+from engines.speech.whisper import WhisperRecognizer, split_long_chunks
+from engines.speech.whisper_batching import WindowBatcher
 from engines.speech.whisper_weights import ensure_whisper_base
 from scripts.eval_wer import word_errors
 from tests.speechdata import silence, speech_16k
@@ -132,7 +132,7 @@ def test_concurrent_transcriptions_are_decoded_in_one_batch_with_their_own_words
     settings: Settings, tmp_path: Path
 ) -> None:
     model = ensure_whisper_base(settings.data_dir)
-    recognizer = SpeechRecognizer(model, batch_size=4, batch_wait_s=3.0)
+    recognizer = WhisperRecognizer(model, batch_size=4, batch_wait_s=3.0)
     audios = [
         np.concatenate([silence(1.0 + i * 0.5), speech_16k(text, tmp_path, f"s{i}"), silence(0.5)])
         for i, text in enumerate(SENTENCES)
@@ -256,7 +256,7 @@ def test_concurrent_transcriptions_decode_side_by_side_with_the_same_words(setti
     start = threading.Barrier(len(audios), timeout=120)
 
     def words(
-        recognizer: SpeechRecognizer, audio: np.ndarray, together: bool = False
+        recognizer: WhisperRecognizer, audio: np.ndarray, together: bool = False
     ) -> list[tuple[str, float, float]]:
         chunks = recognizer.speech_chunks(audio)
         if together:

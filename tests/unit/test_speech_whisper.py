@@ -17,9 +17,9 @@ from contracts.errors import InvalidInput, LanguageNotServed, TimedOut, Unavaila
 from contracts.settings import Settings
 from contracts.speech import TranscriptionResult, build_record
 from engines.speech import guards, whisper_weights
-from engines.speech.asr import SETTING, SpeechRecognizer
 from engines.speech.audio import SAMPLE_RATE
 from engines.speech.pipeline import TranscriptionPipeline, get_pipeline
+from engines.speech.whisper import SETTING, WhisperRecognizer
 from engines.speech.windows import silence_cut, windows
 from scripts.eval_wer import word_errors
 from tests.speechdata import silence, speech_16k, tone_music, write_audio
@@ -99,7 +99,7 @@ def test_parts_that_do_not_match_the_pinned_hash_are_refused(tmp_path: Path, mon
 
 
 def test_language_routes_are_honest() -> None:
-    recognizer = SpeechRecognizer("whisper-base-dir")
+    recognizer = WhisperRecognizer("whisper-base-dir")
     assert recognizer.route("eng").whisper_language == "en"
     assert recognizer.route("AF").code == "afr"  # aliases and case
     assert recognizer.route("fra").model_key == "default"
@@ -113,7 +113,7 @@ def test_language_routes_are_honest() -> None:
 
 
 def test_configured_languages_route_to_their_models() -> None:
-    recognizer = SpeechRecognizer("base", {"zul": "/models/zu", "sot": "/models/st"})
+    recognizer = WhisperRecognizer("base", {"zul": "/models/zu", "sot": "/models/st"})
     zul = recognizer.route("zul")
     assert (zul.model_key, zul.model_ref, zul.whisper_language) == ("zul", "/models/zu", None)
     assert recognizer.route("cs-zul").model_ref == "/models/zu"  # code-switched isiZulu uses the isiZulu model
@@ -122,7 +122,7 @@ def test_configured_languages_route_to_their_models() -> None:
 
 
 def test_missing_configured_model_is_503_naming_the_setting() -> None:
-    recognizer = SpeechRecognizer("base", {"zul": "/nonexistent/whisper-zu"})
+    recognizer = WhisperRecognizer("base", {"zul": "/nonexistent/whisper-zu"})
     with pytest.raises(Unavailable, match=SETTING):
         recognizer.model("zul")
 
@@ -403,8 +403,8 @@ def test_the_last_step_gets_the_exact_tail_only_in_the_language_it_was_decoded_i
 
 def test_uncertain_detection_is_confirmed_by_the_text_language(pipeline: TranscriptionPipeline, clips) -> None:
     import engines.text.langid  # noqa: F401  (our module: a broken import must fail this test, not skip it)
-    from engines.speech.asr import Detection, SpeechSegment
     from engines.speech.pipeline import _Pass
+    from engines.speech.recognition import Detection, SpeechSegment
     from engines.speech.windows import Window
 
     audio = clips["s3"]
