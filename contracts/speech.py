@@ -66,6 +66,27 @@ class Segment(BaseModel):
     confidence: float | None = Field(
         default=None, description="The geometric mean of the segment's token probabilities (engines.speech.guards)."
     )
+    language_code: str | None = Field(
+        default=None,
+        description="The language the segment was transcribed in, where a stream checks each segment's language "
+        "(no language was given); None: the stream's language.",
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What is wrong with this segment alone (under unserved_language: warn, a language without a "
+        "speech model).",
+    )
+
+
+class Withheld(BaseModel):
+    """Speech a stream committed but did not transcribe: it is in a language without a speech model here."""
+
+    start_time: float
+    end_time: float
+    language_code: str | None = Field(
+        default=None, description="The language it is most likely in, where one can be named (Whisper's code)."
+    )
+    detail: str = Field(description="Why, and the setting that adds a model for the language.")
 
 
 # ---------------------------------------------------------------------------------------------- requests
@@ -116,6 +137,13 @@ class StreamRequest(BaseModel):
         "instead of decoding the same speech again.",
     )
     exact_until: float = Field(default=0.0, ge=0.0, description="Seconds of the stream that ``exact_tail`` covers.")
+    judge: bool = Field(
+        default=False,
+        description="Check the language of each segment on its own speech (the stream's language was detected, "
+        "not given): a segment in a language without a speech model is withheld (``StreamStep.withheld``), one "
+        "clearly in another served language is transcribed in it, and nothing is shown of speech too short to "
+        "judge.",
+    )
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -159,6 +187,9 @@ class StreamStep(BaseModel):
         description="Seconds of the stream up to which ``pending`` is the exact decode (beam search, word times) of "
         "all the uncommitted speech, because it ended in a short silence (the utterance may be over); 0: "
         "``pending`` is a quick partial.",
+    )
+    withheld: list[Withheld] = Field(
+        default_factory=list, description="Committed speech in a language without a speech model (``judge``)."
     )
     warnings: list[str] = Field(default_factory=list)
 

@@ -12,7 +12,8 @@ segment is judged on what Whisper already reports:
 - **no speech**: Whisper's no-speech probability above :data:`NO_SPEECH_LIMIT` and an average log-probability
   below :data:`LOGPROB_FLOOR` (Whisper's rule for skipping a window): **dropped**;
 - **low confidence**: an average log-probability below :data:`LOGPROB_FLOOR`: **kept**, and the record warns
-  that it is unreliable.
+  that it is unreliable;
+- **doubled**: one passage said twice in a row (:func:`doubled`): the second copy is **cut** by the pipeline.
 
 Every segment also gets a ``confidence``: the geometric mean of its tokens' probabilities, ``exp(avg_logprob)``.
 Nothing is dropped silently: :func:`screen` returns a warning for each kind of problem, with the times.
@@ -71,6 +72,21 @@ def repeats(text: str) -> bool:
         return True
     words = " ".join(_PUNCTUATION.sub(" ", text.lower()).split()) + " "
     return any(len(match.group(0).split()) >= MIN_LOOP_WORDS for match in _PHRASE_LOOP.finditer(words))
+
+
+MIN_DOUBLED_WORDS = 4  # a passage said twice in a row must have at least this many words to count as doubled
+
+
+def doubled(text: str) -> int | None:
+    """The number of words of the first half when ``text`` is one passage said twice in a row ("The train leaves
+    at four. The train leaves at four."): Whisper ends a short window that way where it found no end, and the
+    loop guards need three repeats. None otherwise."""
+    words = text.split()
+    half = len(words) // 2
+    if half < MIN_DOUBLED_WORDS or len(words) % 2:
+        return None
+    key = [_PUNCTUATION.sub("", w.lower()) for w in words]
+    return half if key[:half] == key[half:] else None
 
 
 def confidence(avg_logprob: float) -> float:

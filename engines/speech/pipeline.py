@@ -28,6 +28,7 @@ Translation of the transcript is not done here: the Speech deployment asks the T
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -36,40 +37,42 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from contracts.capabilities import LanguageSupport
-from contracts.errors import InvalidInput, LanguageNotServed, TimedOut
+from contracts.errors import InvalidInput, TimedOut
 from contracts.languages import CODE_SWITCHED_ZULU
 from contracts.languages import speech_name as language_name
 from contracts.quality import UNMEASURED, Quality, speech_quality
 from contracts.settings import TranscriptionSettings, WhisperSettings
-from contracts.speech import Segment, StreamRequest, StreamStep, TranscriptionResult
+from contracts.speech import Segment, StreamRequest, StreamStep, TranscriptionResult, Withheld
 from engines.speech import diarise as diarisation
 from engines.speech import guards
 from engines.speech import music as music_detection
 from engines.speech.audio import SAMPLE_RATE, iter_audio, load_audio, load_pcm16, probe
-from engines.speech.recognition import Detection, Route, SpeechSegment
+from engines.speech.language_choice import (
+    JUDGE_MIN_SECONDS,
+    LANGID_CONFIDENCE,
+    SHORT_SPEECH_SECONDS,
+    UNCERTAIN_DETECTION,
+    LanguageChoice,
+    Verdict,
+)
+from engines.speech.recognition import Detection, Heard, Route, SpeechSegment
 from engines.speech.timeline import assign_speakers, build_timeline, join_text, outside, segment, word
-from engines.speech.whisper import DEFAULT_MODEL, LISTED_CODES, SETTING, WhisperRecognizer, whisper_language_name
+from engines.speech.whisper import DEFAULT_MODEL, LISTED_CODES, SETTING, WhisperRecognizer
 from engines.speech.windows import Window, array_blocks, last_pause, speech_only, windows
 
 log = logging.getLogger(__name__)
 
-LANGID_CONFIDENCE = 0.75  # text-LID confidence needed to overrule an uncertain audio detection
-NAMED_DETECTION = 0.8  # Whisper's probability for an unserved language before a refusal names it
-SHORT_SPEECH_SECONDS = 6.0  # less speech than this is refused only below a quarter of served_language_floor
 STREAM_PAD_MS = 100  # a live stream's VAD chunks are padded this much (files: 200), so shorter pauses stay visible
 # A live step whose speech ended at least this long before the buffer's end (less than a commit pause) decodes
 # the uncommitted speech exactly, not quickly: if the stream ends with no more speech, that is its final, and the
 # last step returns it without decoding again (StreamStep.exact_until).
 STREAM_ENDING_SILENCE_MS = 150
 STREAM_ENDING_LOOK_SECONDS = 1.0  # how much of the buffer's end the VAD looks at for that silence
-STREAM_DETECT_SECONDS = SHORT_SPEECH_SECONDS  # speech a live stream's language is decided on (sooner when clear)
-VERIFY_LOGPROB = -0.5  # mean token log-probability a forced decode needs to rescue a low detection (_reads_as)
-UNCERTAIN_DETECTION = 0.75  # audio detections below this are checked against the text
+STREAM_DETECT_SECONDS = SHORT_SPEECH_SECONDS  # speech a live stream's language is decided on, never sooner
 BASE_MODEL_NAME = "whisper-base"  # what the records and /api/v1/models call the default model
 
 
@@ -94,26 +97,95 @@ def _clock(seconds: float) -> str:
     return f"{minutes}:{secs:02d}"
 
 
-class _LanguageIdentifier:
-    """The text language identifier (engines.text.langid), loaded once per process on first use; None if absent."""
+@dataclass
+class _Decoded:
+    """Segments a streaming step decoded, screened, in the language its verdict gave."""
 
-    _instance: Any = None
-    _failed = False
-    _lock = threading.Lock()
+    segments: list[SpeechSegment] = field(default_factory=list)
+    verdict: Verdict | None = None
+    judged: bool = False
 
-    @classmethod
-    def get(cls) -> Any:
-        if cls._instance is None and not cls._failed:
-            with cls._lock:
-                if cls._instance is None and not cls._failed:
-                    try:
-                        from engines.text.langid import LanguageIdentifier
+    @property
+    def text(self) -> str:
+        return join_text(self.segments)
 
-                        cls._instance = LanguageIdentifier()
-                    except Exception as exc:  # noqa: BLE001 - optional: detection works without it
-                        log.warning("text language identifier unavailable: %s", exc)
-                        cls._failed = True
-        return cls._instance
+    def out(self) -> list[Segment]:
+        out = [segment(s) for s in self.segments]
+        for s in out:
+            if self.judged and self.verdict is not None and self.verdict.route is not None:
+                s.language_code = self.verdict.route.code
+            if self.verdict is not None and self.verdict.message:
+                s.warnings.append(self.verdict.message)
+        return out
+
+
+class _Step:
+    """The decodes of one streaming step in ``route``'s language, screened by the hallucination guards and, where
+    the stream's language was detected (``judge``), judged segment by segment (``LanguageChoice.judge``)."""
+
+    def __init__(
+        self, pipeline: TranscriptionPipeline, audio: np.ndarray, route: Route, offset: float, judge: bool
+    ) -> None:
+        self.pipeline, self.audio, self.route, self.offset, self.judge = pipeline, audio, route, offset, judge
+        self.withheld: list[Withheld] = []
+        self.warnings: list[str] = []
+
+    def exact(
+        self, chunks: list[dict[str, int]], heard: list[dict[str, int]], heard_text: str, *, committed: bool = True
+    ) -> _Decoded:
+        """The exact decode of ``chunks`` (after ``heard``, committed as ``heard_text``), judged: speech in a
+        language without a model is dropped, and listed as withheld when it is ``committed`` (a decode of
+        uncommitted speech is only a look ahead)."""
+        if not chunks:
+            return _Decoded()
+        decode = functools.partial(
+            self.pipeline.recognizer.exact_segments, self.audio, chunks=chunks, offset=self.offset
+        )
+        result = decode(route=self.route, heard=heard, heard_text=heard_text, detect=self.judge)
+        verdict = Verdict(self.route)
+        if self.judge:
+            verdict = self.pipeline.choice.judge(result, self.route, speech_only(self.audio, chunks))
+            if verdict.route is None:
+                if committed:
+                    self._withhold(chunks, verdict)
+                return _Decoded(verdict=verdict, judged=True)
+            if verdict.route != self.route:  # clearly another served language: decoded in it, on its own
+                result = decode(route=verdict.route)
+        return self._screened(result, verdict)
+
+    def quick(self, start: int, chunks: list[dict[str, int]]) -> _Decoded:
+        """The partial of ``chunks`` (the buffer from sample ``start``); where judged, only of speech long enough to
+        judge that is in the stream's language."""
+        if not chunks:
+            return _Decoded()
+        result = self.pipeline.recognizer.quick_segments(
+            self.audio[start:],
+            self.route,
+            _shift(chunks, -start),
+            offset=self.offset + start / SAMPLE_RATE,
+            detect=self.judge,
+        )
+        verdict = Verdict(self.route)
+        if self.judge:
+            verdict = self.pipeline.choice.judge(result, self.route)
+            if result.seconds < JUDGE_MIN_SECONDS or verdict.route != self.route or verdict.message:
+                return _Decoded()
+        return self._screened(result, verdict)
+
+    def _screened(self, result: Heard, verdict: Verdict) -> _Decoded:
+        kept, found = guards.screen([undoubled(s) for s in result.segments])
+        self.warnings += [w for w in found if w not in self.warnings]
+        return _Decoded(kept, verdict, self.judge)
+
+    def _withhold(self, chunks: list[dict[str, int]], verdict: Verdict) -> None:
+        self.withheld.append(
+            Withheld(
+                start_time=round(self.offset + chunks[0]["start"] / SAMPLE_RATE, 3),
+                end_time=round(self.offset + chunks[-1]["end"] / SAMPLE_RATE, 3),
+                language_code=verdict.likely,
+                detail=verdict.message,
+            )
+        )
 
 
 class TranscriptionPipeline:
@@ -132,12 +204,11 @@ class TranscriptionPipeline:
         self.window_seconds = transcription.window_seconds
         self.diarisation_threshold = transcription.diarisation_threshold
         self.max_whole_audio_seconds = transcription.max_whole_audio_seconds
-        self.unserved_language = transcription.unserved_language
         self.served_floor = transcription.served_language_floor
-        self.served_confident = transcription.served_language_confident
         self.commit_silence_ms = transcription.stream_commit_silence_ms
         self._recognizer = recognizer
         self._lock = threading.Lock()
+        self.choice = LanguageChoice(lambda: self.recognizer, transcription, self.model_name)
 
     # ------------------------------------------------------------------ model
 
@@ -304,6 +375,7 @@ class TranscriptionPipeline:
             context_seconds=request.context_seconds,
             context_text=request.context_text,
             exact_tail=(request.exact_tail, request.exact_until) if request.exact_tail else None,
+            judge=request.judge,
         )
 
     def transcribe_array(
@@ -317,6 +389,7 @@ class TranscriptionPipeline:
         context_seconds: float = 0.0,
         context_text: str = "",
         exact_tail: tuple[list[Segment], float] | None = None,
+        judge: bool = False,
     ) -> StreamStep:
         """Transcribe an in-memory 16 kHz buffer (streaming). ``commit_before`` (seconds into ``audio``): the
         audio before the last pause of at least ``stream_commit_silence_ms`` that starts before it is committed:
@@ -330,8 +403,13 @@ class TranscriptionPipeline:
 
         Without ``language``, the language is detected as for files, and refused the same way
         (:class:`LanguageNotServed`) once there are :data:`STREAM_DETECT_SECONDS` of speech or the stream ended
-        (``final``); before that, audio that does not sound like a served language is not decoded and the step is
-        not ``language_settled``. The hallucination guards run on every step, partials included.
+        (``final``), never sooner: a call that opens with "Hello" and goes on in isiZulu is not English. Before
+        that the step is not ``language_settled``, and audio that does not sound like a served language, or less
+        than ``JUDGE_MIN_SECONDS`` of speech, is not decoded. ``judge`` (the stream's language was detected, not
+        given): every committed segment's language is checked on its own speech (``LanguageChoice.judge``): one in
+        a language without a speech model is ``withheld``, one clearly in another served language is decoded in
+        it, and a partial is shown only of speech judged to be in the stream's language. The hallucination guards
+        run on every step, partials included.
 
         A step that commits nothing, whose speech ended :data:`STREAM_ENDING_SILENCE_MS` or more before the buffer's
         end (shorter than a commit pause), decodes the uncommitted speech exactly instead of quickly, as the last
@@ -346,15 +424,17 @@ class TranscriptionPipeline:
         if route is None:
             speech = speech_only(audio, chunks) if chunks else np.zeros(0, np.float32)
             settled = final or speech.size >= STREAM_DETECT_SECONDS * SAMPLE_RATE
-            detection, route = self._decide_language(speech, warnings, settled=settled)
-            if not settled and detection is not None and detection.served < self.served_floor:
+            detection, route = self.choice.decide(speech, warnings, settled=settled)
+            unheard = detection is not None and detection.served < self.served_floor
+            if not settled and (unheard or speech.size < JUDGE_MIN_SECONDS * SAMPLE_RATE):
                 return StreamStep(
                     language_code=route.code,
-                    language_probability=round(detection.probability, 4),
+                    language_probability=round(detection.probability, 4) if detection else None,
                     language_settled=False,
                     cut_seconds=0.0,
                 )
-            settled = settled or (detection is not None and detection.served >= self.served_confident)
+        # a step that decided the language on this very speech does not judge it again
+        step = _Step(self, audio, route, offset, judge and language is not None)
         context = int(context_seconds * SAMPLE_RATE)  # the buffer's committed head, heard again as context
         chunks = _split_at(chunks, context)  # it ended in a pause, which the VAD may not find again on this buffer
         cut = 0
@@ -365,38 +445,34 @@ class TranscriptionPipeline:
         heard = [c for c in chunks if c["end"] <= context]
         head = [c for c in chunks if context < c["end"] <= cut]
         tail = [c for c in chunks if c["end"] > max(cut, context)]
-        exact = functools.partial(self.recognizer.exact_segments, audio, route, offset=offset, heard=heard)
-        final_segments, found = guards.screen(exact(head, heard_text=context_text))
+        final_segments = step.exact(head, heard, context_text).out()
         exact_until = 0.0
         if final and exact_tail is not None and not self._speech_after(audio, exact_tail[1] - offset):
-            reused = exact_tail[0]  # decoded exactly and screened by the step before; no speech came after it
-            found_tail: list[str] = []
-            pending_out, pending_text = list(reused), " ".join(s.text for s in reused if s.text)
+            # decoded exactly, screened and judged by the step before; no speech came after it
+            pending_out = list(exact_tail[0])
+            pending_text = " ".join(s.text for s in pending_out if s.text)
         else:
             if final:  # nothing was cut: the tail follows what was heard
-                pending, found_tail = guards.screen(exact(tail, heard_text=context_text))
+                pending = step.exact(tail, heard, context_text)
             elif not cut and tail and commit_before is not None and self._speech_ended(audio):
-                pending, found_tail = guards.screen(exact(tail, heard_text=context_text))
-                exact_until = round(offset + audio.size / SAMPLE_RATE, 3)  # what the last step may return as is
+                pending = step.exact(tail, heard, context_text, committed=False)
+                if pending.verdict is None or pending.verdict.route is not None:  # the last step may return it
+                    exact_until = round(offset + audio.size / SAMPLE_RATE, 3)
             else:
-                start = max(cut, context)
-                quick = self.recognizer.quick_segments(
-                    audio[start:], route, _shift(tail, -start), offset=offset + start / SAMPLE_RATE
-                )
-                pending, found_tail = guards.screen(quick)
-            pending_out, pending_text = [segment(s) for s in pending], join_text(pending)
-        found += [w for w in found_tail if w not in found]
+                pending = step.quick(max(cut, context), tail)
+            pending_out, pending_text = pending.out(), pending.text
         poor = self._quality_warning(route) if final_segments or pending_out else None
         return StreamStep(
             language_code=route.code,
             language_probability=round(detection.probability, 4) if detection else None,
             language_settled=settled,
             cut_seconds=round(cut / SAMPLE_RATE, 3),
-            final=[segment(s) for s in final_segments],
+            final=final_segments,
             pending=pending_out,
             pending_text=pending_text,
             exact_until=exact_until,
-            warnings=warnings + found + ([poor] if poor else []),
+            withheld=step.withheld,
+            warnings=warnings + step.warnings + ([poor] if poor else []),
         )
 
     def _speech_after(self, audio: np.ndarray, seconds: float) -> bool:
@@ -441,104 +517,15 @@ class TranscriptionPipeline:
             result.segments += self.recognizer.transcribe(
                 window.audio, result.route, window.chunks, offset=start_s, deadline=deadline
             )
-        result.segments, found = guards.screen(result.segments)
+        result.segments, found = guards.screen([undoubled(s) for s in result.segments])
         result.warnings += found
         return result
 
     # ------------------------------------------------------------------ language choice
 
     def _choose_language(self, window: Window, warnings: list[str]) -> tuple[Detection | None, Route]:
-        """Auto-detection on the first window with speech (see :meth:`_decide_language`)."""
-        return self._decide_language(speech_only(window.audio, window.chunks), warnings)
-
-    def _decide_language(
-        self, speech: np.ndarray, warnings: list[str], *, settled: bool = True
-    ) -> tuple[Detection | None, Route]:
-        """The served language of ``speech``, or :class:`LanguageNotServed`.
-
-        Whisper's detector over all its languages gives the mass of the served ones. Below
-        ``transcription.served_language_floor``, unless a greedy decode in the likeliest served language reads as
-        fluent, confident text (:meth:`_reads_as`), the audio is in a language without a model: refused (or, with
-        ``unserved_language: warn``, transcribed as the likeliest served language with a warning); below
-        ``served_language_confident`` it is used with a warning. Configured languages Whisper has no token for
-        (isiZulu, Sesotho) are tried first when the served Whisper languages are not confident: their own model's
-        transcript must read as that language to the text language identifier. ``settled=False`` (a live stream's
-        first seconds) never refuses: the caller asks again with more audio."""
-        recognizer = self.recognizer
-        detection = recognizer.detect(speech)
-        routes = recognizer.routes()
-        tokenless = [c for c, r in routes.items() if r.whisper_language is None and c != CODE_SWITCHED_ZULU]
-        if tokenless and (detection is None or detection.served < self.served_confident):
-            guess = self._probe_tokenless(speech, tokenless, routes)
-            if guess is not None:
-                return Detection(guess[0], guess[1], [guess]), routes[guess[0]]
-        if detection is None:
-            warnings.append("The language could not be detected; English was assumed.")
-            return None, routes["eng"]
-        unserved = (
-            detection.served < self.served_floor and settled and not self._reads_as(speech, routes[detection.code])
-        )
-        # a few seconds are too little for Whisper base to tell languages apart: real 3 s Afrikaans clips scored
-        # 0.13 to 0.15, as much as some isiZulu. Short audio is refused only on very low scores, else it is
-        # transcribed with the warning below
-        short = speech.size < SHORT_SPEECH_SECONDS * SAMPLE_RATE and detection.served >= self.served_floor / 4
-        if unserved and not short:
-            message = self._not_served_message(detection, tokenless)
-            if self.unserved_language == "refuse":
-                raise LanguageNotServed(message)
-            warnings.append(
-                f"{message} It was transcribed as {language_name(detection.code)} anyway "
-                "(KHULUMA_TRANSCRIPTION_UNSERVED_LANGUAGE=warn): the transcript is unreliable."
-            )
-        elif detection.served < self.served_confident:
-            warnings.append(
-                f"Language detection was uncertain: the languages served here score {detection.served:.0%} together "
-                f"in Whisper's language detection, so the audio may be in a language without a speech model (such as "
-                f"isiZulu, isiXhosa, Setswana or Sepedi); it was transcribed as {language_name(detection.code)}, and "
-                f"the transcript may be wrong. Send lang_code when you know the language."
-            )
-        return detection, routes[detection.code]
-
-    def _reads_as(self, speech: np.ndarray, route: Route) -> bool:
-        """Whether ``route``'s language decodes ``speech`` into fluent, confident text (a second opinion on audio
-        Whisper's detector barely places in a served language: real accented English can score 0.15, while real
-        isiZulu forced into a served language decodes into a loop or text below -0.9 log-probability per token)."""
-        text, logprob = self.recognizer.quick_transcript(speech, route)
-        return len(text.split()) >= 3 and not guards.repeats(text) and logprob >= VERIFY_LOGPROB
-
-    def _not_served_message(self, detection: Detection, tokenless: list[str]) -> str:
-        served = ", ".join(sorted(c for c in self.recognizer.routes() if c != CODE_SWITCHED_ZULU))
-        top, top_p = detection.heard[0] if detection.heard else ("", 0.0)
-        if top_p >= NAMED_DETECTION and top not in self.recognizer.detectable():
-            what = f"{whisper_language_name(top)} (Whisper's '{top}', probability {top_p:.2f})"
-        else:
-            what = "a language without a speech model here"
-        heard = ", ".join(f"{t} {p:.2f}" for t, p in detection.heard[:3])
-        lacking = "" if tokenless else f" {self.model_name} knows no isiZulu, isiXhosa, Sesotho, Setswana or Sepedi."
-        return (
-            f"The audio is most likely in {what}: the languages served here ({served}) score "
-            f"{detection.served:.1%} together in Whisper's language detection (its likeliest: {heard}).{lacking} "
-            f"No transcript is returned rather than a wrong one. An operator can add a speech model for the language "
-            f'with {SETTING}=\'{{"zul": "<model directory or Hugging Face id>"}}\' (any code); a caller who knows the '
-            f"audio is in a served language can send its lang_code."
-        )
-
-    def _probe_tokenless(
-        self, speech: np.ndarray, tokenless: list[str], routes: dict[str, Route]
-    ) -> tuple[str, float] | None:
-        """A configured language Whisper has no token for, when its own model's greedy transcript of the first
-        30 s reads as that language to the text language identifier."""
-        identifier = _LanguageIdentifier.get()
-        if identifier is None:
-            return None
-        for code in tokenless:
-            text, _ = self.recognizer.quick_transcript(speech, routes[code])
-            if len(text.split()) < 3 or guards.repeats(text):
-                continue
-            guess = identifier.detect(text)
-            if guess.language == code and guess.confidence >= 0.5:
-                return code, float(guess.confidence)
-        return None
+        """Auto-detection on the first window with speech (``LanguageChoice.decide``)."""
+        return self.choice.decide(speech_only(window.audio, window.chunks), warnings)
 
     def _confirm_language(
         self, result: _Pass, file_windows: Callable[[], Iterator[Window]], deadline: float | None
@@ -550,37 +537,26 @@ class TranscriptionPipeline:
         text = result.text
         if detection is None or detection.probability >= UNCERTAIN_DETECTION or len(text.split()) < 4:
             return result
-        identifier = _LanguageIdentifier.get()
-        if identifier is None:
+        guess = self.choice.text_language(text)
+        if guess is None:
             return result
-        guess = identifier.detect(text)
+        language, confidence = guess
         routes = self.recognizer.routes()
-        if guess.language == chosen or guess.confidence < LANGID_CONFIDENCE:
+        if language == chosen or confidence < LANGID_CONFIDENCE:
             return result
-        if guess.language not in routes:
-            name = language_name(guess.language) if guess.language in LISTED_CODES else guess.language
+        if language not in routes:
+            name = language_name(language) if language in LISTED_CODES else language
             result.warnings.append(
                 f"The transcript looks like {name}, which has no speech model here "
                 f"({SETTING}); it was transcribed as {chosen}."
             )
             return result
-        log.info(
-            "language %s (p=%.2f) overruled by text LID %s (%.2f)",
-            chosen,
-            detection.probability,
-            guess.language,
-            guess.confidence,
-        )
-        again = self._pass(
-            file_windows,
-            routes[guess.language],
-            deadline,
-            Detection(guess.language, float(guess.confidence), [(guess.language, guess.confidence)]),
-        )
+        log.info("language %s (p=%.2f) overruled by text LID %s (%.2f)", chosen, detection.probability, *guess)
+        again = self._pass(file_windows, routes[language], deadline, Detection(language, confidence, [guess]))
         again.warnings.insert(
             0,
             f"Audio language detection was uncertain ({chosen}, p={detection.probability:.2f});"
-            f" the transcript's language ({guess.language}) was used.",
+            f" the transcript's language ({language}) was used.",
         )
         return again
 
@@ -606,6 +582,17 @@ class TranscriptionPipeline:
 # measured on an H100 (whisper-base, beam 5, word times): batches of 2 to 4 decode 1.29 to 1.36x faster than one
 # window at a time, 8 only 1.10 to 1.23x and 16 slower (0.70 to 0.79x): the beam search, not the GPU, is the limit
 GPU_BATCH_SIZE = 4
+
+
+def undoubled(segment: SpeechSegment) -> SpeechSegment:
+    """``segment`` without the second copy of a passage said twice in a row (``guards.doubled``); as it is when its
+    words do not match its text one to one (a cut would lose their times)."""
+    half = guards.doubled(segment.text)
+    if half is None or (segment.words and len(segment.words) != 2 * half):
+        return segment
+    words = segment.words[:half]
+    end = words[-1].end if words else segment.start + (segment.end - segment.start) / 2
+    return dataclasses.replace(segment, text=" ".join(segment.text.split()[:half]), words=words, end=end)
 
 
 def _split_at(chunks: list[dict[str, int]], sample: int) -> list[dict[str, int]]:

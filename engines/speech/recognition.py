@@ -50,3 +50,13 @@ class Detection:
     candidates: list[tuple[str, float]]  # served languages, best first
     served: float = 1.0  # mass of all served languages (1.0 when the language was decided otherwise)
     heard: list[tuple[str, float]] = field(default_factory=list)  # Whisper's own top languages (its tokens)
+
+
+@dataclass
+class Heard:
+    """What a recognizer made of some speech: its segments, and where asked for, the languages its detector
+    hears in that speech (``detection``; None when not asked or when nothing can be said)."""
+
+    segments: list[SpeechSegment]
+    detection: Detection | None = None
+    seconds: float = 0.0  # of speech decoded

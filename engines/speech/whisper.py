@@ -56,7 +56,7 @@ from contracts import languages
 from contracts.errors import TimedOut, Unavailable, UnsupportedLanguage
 from contracts.languages import CODE_SWITCHED_ZULU, TRANSCRIPTION_CODES, transcription_code
 from engines.speech import whisper_adapter as fw
-from engines.speech.recognition import Detection, Route, SpeechSegment, WordTiming
+from engines.speech.recognition import Detection, Heard, Route, SpeechSegment, WordTiming
 from engines.speech.whisper_batching import WindowBatcher
 
 log = logging.getLogger(__name__)
@@ -302,22 +302,40 @@ class WhisperRecognizer:
         """Language of ``speech`` (16 kHz, speech only) by Whisper's detector over every language it knows: the
         likeliest served language and the mass of all served ones (low when the audio is in a language without a
         model: real isiZulu scores 0.02 to 0.06). None: too little speech, no multilingual model, nothing served."""
-        allowed = self.detectable()
-        if not allowed or speech.size < SAMPLE_RATE // 4:
+        if speech.size < SAMPLE_RATE // 4:
             return None
         model = self.model(DEFAULT_MODEL)
         if not fw.is_multilingual(model):
             return None
         _, _, all_probs = model.detect_language(audio=np.ascontiguousarray(speech[: 30 * SAMPLE_RATE]))
+        return self.detection_of([(token, float(p)) for token, p in all_probs])
+
+    def detection_of(self, heard: fw.Languages) -> Detection | None:
+        """The served languages' share of Whisper's language probabilities ``heard`` (its tokens, best first): the
+        likeliest served language and the mass of all served ones, never renormalised. None: nothing served."""
+        allowed = self.detectable()
         scores: dict[str, float] = {}
-        for token, p in all_probs:
+        for token, p in heard:
             if token in allowed:
-                scores[allowed[token]] = scores.get(allowed[token], 0.0) + float(p)
+                scores[allowed[token]] = scores.get(allowed[token], 0.0) + p
         if not scores:
             return None
         ranked = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)
-        heard = [(token, round(float(p), 4)) for token, p in all_probs[:5]]
-        return Detection(ranked[0][0], ranked[0][1], ranked, served=min(1.0, sum(scores.values())), heard=heard)
+        top = [(token, round(p, 4)) for token, p in heard[:5]]
+        return Detection(ranked[0][0], ranked[0][1], ranked, served=min(1.0, sum(scores.values())), heard=top)
+
+    def detect_short(self, speech: np.ndarray) -> Detection | None:
+        """:meth:`detect` on a short window (the speech and 5 s of silence, up to 30 s) instead of a padded 30 s
+        one: a live segment's language check, at a cost that scales with its length."""
+        model = self.live_model(DEFAULT_MODEL)
+        if speech.size < SAMPLE_RATE // 4 or not fw.is_multilingual(model):
+            return None
+        return self.detection_of(fw.short_window_languages(model, speech[: 30 * SAMPLE_RATE]))
+
+    def _shares_detection(self, route: Route) -> bool:
+        """Whether a decode for ``route`` runs on the multilingual default model, whose encoding can also say the
+        language (a configured model may be a fine-tune whose detector is not to be trusted)."""
+        return route.model_key == DEFAULT_MODEL and fw.is_multilingual(self.model(DEFAULT_MODEL))
 
     def quick_transcript(self, speech: np.ndarray, route: Route) -> tuple[str, float]:
         """A cheap look at what ``route``'s model makes of up to 30 s of ``speech``: greedy, no timestamps, no word
@@ -343,51 +361,66 @@ class WhisperRecognizer:
         return cast(Iterator[Any], segments)
 
     def quick_segments(
-        self, audio: np.ndarray, route: Route, chunks: list[dict[str, int]], *, offset: float = 0.0
-    ) -> list[SpeechSegment]:
+        self,
+        audio: np.ndarray,
+        route: Route,
+        chunks: list[dict[str, int]],
+        *,
+        offset: float = 0.0,
+        detect: bool = False,
+    ) -> Heard:
         """A live stream's partial of the speech ``chunks`` of ``audio``: greedy, without timestamps or word times,
         one segment, times in seconds from ``offset``. Cheaper than :meth:`exact_segments` (beam search, word
         alignment, 5 s of silence after the speech), which a committed segment gets: up to
         :data:`QUICK_MAX_SECONDS` of packed speech is encoded at its own length, not padded to 30 s (the encoder
-        is most of a step's cost and scales with its input: 3 s cost 0.12 s instead of 1.2 s on 2 busy cores,
-        docs/performance.md). Whisper was trained on 30 s windows and may loop on a short one, so the decode is
-        bounded (about :data:`QUICK_TOKENS_PER_SECOND`), repeats no 3-gram, and the hallucination guards still
-        screen it; longer speech (a model without a language token too) is padded as usual."""
+        is most of a step's cost and scales with its input: docs/performance.md). Whisper was trained on 30 s
+        windows and may loop on a short one, so the decode is bounded (about :data:`QUICK_TOKENS_PER_SECOND`),
+        repeats no 3-gram, and the hallucination guards still screen it; longer speech (a model without a language
+        token too) is padded as usual. ``detect``: the languages Whisper hears in that speech too
+        (``Heard.detection``), from the same encoding where it can."""
         if not chunks:
-            return []
+            return Heard([])
         model = self.live_model(route.model_key)
         speech = fw.pack_speech(audio, chunks)
         seconds = speech.size / SAMPLE_RATE
         if route.whisper_language is None or seconds > QUICK_MAX_SECONDS:
             segments = self._greedy(model, speech, route.whisper_language)
             found = list(fw.restore_times(segments, chunks))
-            return [
-                SpeechSegment(
-                    round(float(s.start) + offset, 3),
-                    round(float(s.end) + offset, 3),
-                    s.text.strip(),
-                    [],
-                    float(s.avg_logprob),
-                    float(s.no_speech_prob),
-                )
-                for s in found
-            ]
-        decoded = fw.decode_unpadded(
-            model, speech, route.whisper_language, max_tokens=int(8 + QUICK_TOKENS_PER_SECOND * seconds)
-        )
-        if decoded is None:
-            return []
-        text, avg_logprob, no_speech_prob = decoded
-        return [
-            SpeechSegment(
-                round(chunks[0]["start"] / SAMPLE_RATE + offset, 3),
-                round(chunks[-1]["end"] / SAMPLE_RATE + offset, 3),
-                text,
-                [],
-                avg_logprob,
-                no_speech_prob,
+            return Heard(
+                [
+                    SpeechSegment(
+                        round(float(s.start) + offset, 3),
+                        round(float(s.end) + offset, 3),
+                        s.text.strip(),
+                        [],
+                        float(s.avg_logprob),
+                        float(s.no_speech_prob),
+                    )
+                    for s in found
+                ],
+                self.detect_short(speech) if detect else None,
+                seconds,
             )
-        ]
+        shared = detect and self._shares_detection(route)
+        decoded = fw.decode_unpadded(
+            model,
+            speech,
+            route.whisper_language,
+            max_tokens=int(8 + QUICK_TOKENS_PER_SECOND * seconds),
+            detect=shared,
+        )
+        detection = self.detection_of(decoded.languages) if shared else self.detect_short(speech) if detect else None
+        if not decoded.text:
+            return Heard([], detection, seconds)
+        segment = SpeechSegment(
+            round(chunks[0]["start"] / SAMPLE_RATE + offset, 3),
+            round(chunks[-1]["end"] / SAMPLE_RATE + offset, 3),
+            decoded.text,
+            [],
+            decoded.avg_logprob,
+            decoded.no_speech_prob,
+        )
+        return Heard([segment], detection, seconds)
 
     # ------------------------------------------------------------------ transcription
 
@@ -426,7 +459,8 @@ class WhisperRecognizer:
         offset: float = 0.0,
         heard: list[dict[str, int]] | None = None,
         heard_text: str = "",
-    ) -> list[SpeechSegment]:
+        detect: bool = False,
+    ) -> Heard:
         """A live stream's committed speech ``chunks`` of ``audio``, decoded as :meth:`transcribe` decodes (beam
         search, word times), but in a short window (``whisper_adapter.ShortWindowDecoder``): up to
         :data:`EXACT_UNPADDED_MAX_SECONDS` of packed speech and 5 s of silence are encoded instead of 30 s (the
@@ -434,24 +468,32 @@ class WhisperRecognizer:
         speech just before, committed already as ``heard_text``: Whisper hears it first and is made to start with
         its text (a segment cut at a short pause in its sentence, on its own, is often misheard: "the weather
         today" after "Good morning,"); only what follows is returned. Longer speech, or a model without a language
-        token, goes through :meth:`transcribe` (without what was heard)."""
+        token, goes through :meth:`transcribe` (without what was heard). ``detect``: the languages Whisper hears in
+        the chunks' speech too (``Heard.detection``): from the decode's own encoding when nothing heard before is
+        in it, else from the speech alone."""
         if not chunks:
-            return []
+            return Heard([])
         speech = fw.pack_speech(audio, chunks)
+        seconds = speech.size / SAMPLE_RATE
         if route.whisper_language is None or speech.size > EXACT_UNPADDED_MAX_SECONDS * SAMPLE_RATE:
-            return list(self.transcribe(audio, route, chunks, offset=offset))
+            segments = list(self.transcribe(audio, route, chunks, offset=offset))
+            return Heard(segments, self.detect_short(speech) if detect else None, seconds)
         before = heard if heard and heard_text.strip() else []
         known = fw.pack_speech(audio, before) if before else np.zeros(0, np.float32)
         if known.size + speech.size > EXACT_UNPADDED_MAX_SECONDS * SAMPLE_RATE:
             before, known = [], np.zeros(0, np.float32)
+        shared = detect and not before and self._shares_detection(route)
         self._seed_sampling()
-        decoded = self._short_window(route).decode(
+        decoded, languages = self._short_window(route).decode_heard(
             np.concatenate([known, speech]) if before else speech,
             heard_text if before else "",
             known.size / SAMPLE_RATE,
             max_tokens=int(10 + EXACT_TOKENS_PER_SECOND * speech.size / SAMPLE_RATE),
+            detect=shared,
         )
-        return [_speech_segment(s, offset) for s in fw.restore_times(decoded, before + chunks)]
+        detection = self.detection_of(languages) if shared else self.detect_short(speech) if detect else None
+        segments = [_speech_segment(s, offset) for s in fw.restore_times(decoded, before + chunks)]
+        return Heard(segments, detection, seconds)
 
     def _seed_sampling(self) -> None:
         """Seed CTranslate2's sampling before a decode that may fall back to it: the same audio, the same text."""

@@ -19,11 +19,12 @@ Internals, and why the documented API does not serve:
   so the step below it is needed: features of given windows in, segments out. Its options are faster-whisper's
   own (suppressed tokens, punctuation, this version's defaults), asked of ``transcribe`` on 1 s of silence that it
   never decodes (its segments are a lazy generator), not copied here.
-- ``WhisperModel.model`` (the ``ctranslate2.models.Whisper``), ``.hf_tokenizer`` and ``.feature_extractor``
-  (:func:`decode_unpadded`): a live stream's partial is encoded at its own length and decoded with a bounded
-  number of tokens; ``transcribe`` always pads to 30 s, ten times the encoder's cost for 3 s of speech
-  (docs/performance.md). ``WhisperModel.model.is_multilingual`` (:func:`is_multilingual`): whether language
-  detection can run.
+- ``WhisperModel.model`` (the ``ctranslate2.models.Whisper``), ``.hf_tokenizer``, ``.feature_extractor`` and
+  ``.encode`` (:func:`decode_unpadded`): a live stream's partial is encoded at its own length and decoded with a
+  bounded number of tokens; ``transcribe`` always pads to 30 s, ten times the encoder's cost for 3 s of speech
+  (docs/performance.md). ``WhisperModel.model.detect_language`` on that encoding (:func:`languages_of`): a live
+  segment's language is checked on the encoding its decode made (``WhisperModel.detect_language`` encodes 30 s
+  again). ``WhisperModel.model.is_multilingual`` (:func:`is_multilingual`): whether language detection can run.
 - ``WhisperModel.encode``, ``.get_prompt``, ``.generate_with_fallback``, ``.add_word_timestamps`` and
   ``.max_length`` (:class:`ShortWindowDecoder`): a live stream's committed segment is decoded exactly (beam
   search, word times) in a window of its speech and 5 s of silence instead of 30 s, after the segment committed
@@ -36,6 +37,7 @@ faster-whisper that changes one fails there, naming it, before it fails a transc
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -178,22 +180,44 @@ def is_multilingual(model: Any) -> bool:
     return bool(model.model.is_multilingual)
 
 
-def decode_unpadded(model: Any, speech: np.ndarray, language: str, max_tokens: int) -> tuple[str, float, float] | None:
-    """Greedy decode of ``speech`` encoded at its own length (not padded to 30 s), without timestamps, at most
-    ``max_tokens`` tokens and no repeated 3-gram (Whisper may loop on a short window): the text, its mean
-    log-probability per token (the end token counted, as faster-whisper does) and the no-speech probability.
-    None: nothing decoded."""
-    import ctranslate2
+Languages = list[tuple[str, float]]  # Whisper's language tokens ("en", "sw") with their probability, best first
 
+
+def languages_of(model: Any, encoded: Any) -> Languages:
+    """Whisper's language detection on speech encoded already (``WhisperModel.encode`` output of any length): one
+    decoder step, so a decode and its language check share the encoder's cost."""
+    found = model.model.detect_language(encoded)[0]
+    return [(token[2:-2], float(p)) for token, p in found]
+
+
+@dataclass
+class QuickDecode:
+    """What :func:`decode_unpadded` made of some speech: its text ("" when nothing was decoded), the mean
+    log-probability per token (the end token counted, as faster-whisper does), the no-speech probability, and
+    the languages Whisper hears in it (empty unless asked for)."""
+
+    text: str
+    avg_logprob: float
+    no_speech_prob: float
+    languages: Languages
+
+
+def decode_unpadded(
+    model: Any, speech: np.ndarray, language: str, max_tokens: int, *, detect: bool = False
+) -> QuickDecode:
+    """Greedy decode of ``speech`` encoded at its own length (not padded to 30 s), without timestamps, at most
+    ``max_tokens`` tokens and no repeated 3-gram (Whisper may loop on a short window). ``detect``: Whisper's
+    language detection on the same encoding too (:func:`languages_of`)."""
     features = model.feature_extractor(np.ascontiguousarray(speech, dtype=np.float32))
     features = features[:, : max(2, features.shape[-1] // 2 * 2)]  # the encoder halves the frames
+    encoded = model.encode(features)
     tokenizer = model.hf_tokenizer
     prompt = [
         tokenizer.token_to_id(t)
         for t in ("<|startoftranscript|>", f"<|{language}|>", "<|transcribe|>", "<|notimestamps|>")
     ]
     result = model.model.generate(
-        ctranslate2.StorageView.from_array(np.ascontiguousarray(features[None])),
+        encoded,
         [prompt],
         beam_size=1,
         max_length=max_tokens,
@@ -202,15 +226,32 @@ def decode_unpadded(model: Any, speech: np.ndarray, language: str, max_tokens: i
         return_no_speech_prob=True,
         suppress_blank=True,
     )[0]
+    heard = languages_of(model, encoded) if detect else []
     ids = [t for t in result.sequences_ids[0] if t < tokenizer.token_to_id("<|endoftext|>")]
     text = str(tokenizer.decode(ids)).strip()
     if not text:
-        return None
+        return QuickDecode("", float("-inf"), float(result.no_speech_prob), heard)
     cum_logprob = float(result.scores[0]) * len(ids)  # scores are normalised by length
-    return text, cum_logprob / (len(ids) + 1), float(result.no_speech_prob)
+    return QuickDecode(text, cum_logprob / (len(ids) + 1), float(result.no_speech_prob), heard)
 
 
 SHORT_WINDOW_SILENCE_FRAMES = 500  # 5 s of silence after the speech of a short window (see ShortWindowDecoder)
+
+
+def encode_short_window(model: Any, speech: np.ndarray) -> tuple[Any, int]:
+    """The encoding of up to 30 s of ``speech`` and :data:`SHORT_WINDOW_SILENCE_FRAMES` of silence after it (see
+    :class:`ShortWindowDecoder`), and the number of its feature frames that hold the speech."""
+    features = model.feature_extractor(np.ascontiguousarray(speech, dtype=np.float32))
+    frames = max(2, min(features.shape[-1] - 1, 3000) // 2 * 2)  # content frames; the encoder halves them
+    window = np.zeros((features.shape[0], min(3000, frames + SHORT_WINDOW_SILENCE_FRAMES)), features.dtype)
+    window[:, :frames] = features[:, :frames]
+    return model.encode(window), frames
+
+
+def short_window_languages(model: Any, speech: np.ndarray) -> Languages:
+    """Whisper's language detection on up to 30 s of ``speech`` in a short window (:func:`encode_short_window`),
+    not padded to 30 s: the language check of a live segment whose decode could not share its encoding."""
+    return languages_of(model, encode_short_window(model, speech)[0])
 
 
 class ShortWindowDecoder:
@@ -252,16 +293,26 @@ class ShortWindowDecoder:
         decodes no new text), timed in it. ``prefix``: the text of the first ``prefix_seconds`` of ``speech``,
         known already: Whisper is made to start with it (its prefix) and only what follows is returned, aligned
         after it. ``max_tokens``: at most this many new tokens."""
+        return self.decode_heard(speech, prefix, prefix_seconds, max_tokens)[0]
+
+    def decode_heard(
+        self,
+        speech: np.ndarray,
+        prefix: str = "",
+        prefix_seconds: float = 0.0,
+        max_tokens: int | None = None,
+        *,
+        detect: bool = False,
+    ) -> tuple[list[Any], Languages]:
+        """:meth:`decode`, and with ``detect`` the languages Whisper hears in the whole window (prefix included),
+        from the same encoding (:func:`languages_of`)."""
         import dataclasses
 
         from faster_whisper.transcribe import Segment, Word
 
         model, tokenizer = self.model, self.tokenizer
-        features = model.feature_extractor(np.ascontiguousarray(speech, dtype=np.float32))
-        frames = max(2, min(features.shape[-1] - 1, 3000) // 2 * 2)  # content frames; the encoder halves them
-        window = np.zeros((features.shape[0], min(3000, frames + SHORT_WINDOW_SILENCE_FRAMES)), features.dtype)
-        window[:, :frames] = features[:, :frames]
-        encoded = model.encode(window)
+        encoded, frames = encode_short_window(model, speech)
+        heard = languages_of(model, encoded) if detect else []
         prefix = prefix.strip()
         tokens_in = model.get_prompt(tokenizer, [], without_timestamps=True, prefix=prefix or None)
         room = model.max_length - len(tokens_in)  # faster-whisper refuses a prompt and new tokens beyond it
@@ -271,14 +322,14 @@ class ShortWindowDecoder:
         )
         silent = options.no_speech_threshold is not None and result.no_speech_prob > options.no_speech_threshold
         if silent and not (options.log_prob_threshold is not None and avg_logprob > options.log_prob_threshold):
-            return []
+            return [], heard
         tokens = [t for t in result.sequences_ids[0] if t < tokenizer.eot]
         known = tokenizer.encode(" " + prefix) if prefix else []
         if tokens[: len(known)] == known:  # CTranslate2 returns the prefix with what follows it
             tokens = tokens[len(known) :]
         text = tokenizer.decode(tokens)
         if not text.strip():
-            return []
+            return [], heard
         duration = frames * model.feature_extractor.time_per_frame
         parts: list[dict[str, Any]] = []
         if known:  # aligned with the rest, so the new words are timed after it
@@ -294,7 +345,7 @@ class ShortWindowDecoder:
             last_speech_timestamp=0.0,
         )
         part = parts[-1]
-        return [
+        segment = [
             Segment(
                 id=1,
                 seek=0,
@@ -309,3 +360,4 @@ class ShortWindowDecoder:
                 temperature=temperature,
             )
         ]
+        return segment, heard

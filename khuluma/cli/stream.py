@@ -69,8 +69,7 @@ class StreamOutcome:
 START_EVENTS = ("ready", "session.created")
 DONE_EVENTS = ("final", "session.closed")
 TEXT_EVENTS = ("partial", "segment", "final", "session.input_transcript.delta")
-# Live API error codes after which the session goes on (any other closes it)
-LIVE_NOTICES = ("invalid_event", "unknown_event", "invalid_audio", "translation_unavailable", "translation_failed")
+WITHHELD_EVENTS = ("withheld", "session.input_transcript.withheld")  # speech in a language without a model
 
 
 def file_frames(path: Path) -> list[bytes]:
@@ -183,10 +182,9 @@ async def run_stream(
                     kind = event.get("type")
                     if kind in START_EVENTS and sender is None:
                         sender = asyncio.create_task(send_audio(ws))
-                    elif kind == "error":
+                    elif kind == "error":  # both protocols send one only for a session that ends
                         detail = event.get("detail") or (event.get("error") or {}).get("message")
-                        if (event.get("error") or {}).get("code") not in LIVE_NOTICES:
-                            raise StreamError(str(detail))
+                        raise StreamError(str(detail))
                     elif kind in DONE_EVENTS:
                         break
             finally:
@@ -221,6 +219,11 @@ class _Screen:
             self.printed += 1
         elif kind == "partial":
             self.live.update(Text(event.get("pending_text", ""), style="grey50"))
+        elif kind in WITHHELD_EVENTS:
+            language = event.get("language_code") or event.get("language")
+            likely = f", most likely {language}" if language else ""
+            start, end = event.get("start_time", 0.0), event.get("end_time", 0.0)
+            self.out.print(f"[dim][{start:.1f}-{end:.1f} s not transcribed: no speech model for it{likely}][/dim]")
         elif kind == "final":
             for segment in event.get("segments", [])[self.printed :]:
                 self._line(segment.get("text", ""))

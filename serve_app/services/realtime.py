@@ -30,12 +30,12 @@ from contracts import languages
 from contracts.errors import DomainError, Forbidden, Unauthenticated, UnsupportedLanguage
 from contracts.installs import TRANSLATION_NOT_INSTALLED
 from contracts.realtime import ClientSecret, ClientSecretRequest, SessionConfig
-from contracts.speech import SpeechClient
+from contracts.speech import SpeechClient, Withheld
 from contracts.translation import TranslationRequest
 from serve_app.client_secrets import consume_secret, mint_secret, unix_seconds
 from serve_app.context import AppContext, required
-from serve_app.services.speech_deltas import AppendOnlyTranscript
-from serve_app.services.streaming import StreamState, advance, guard, receive, send
+from serve_app.services.speech_deltas import AppendOnlyTranscript, Completed
+from serve_app.services.streaming import ProtocolError, StreamState, advance, guard, receive, send
 from serve_app.services.usage import count_tokens, record_usage
 from serve_app.tokens import Principal
 
@@ -46,9 +46,11 @@ LANGUAGE_FIELD = "session.audio.input.transcription.language"
 OUTPUT_FIELD = "session.audio.output.language"
 
 PROTOCOL = """\
-POST /v1/realtime/client_secrets   (X-CLIENT-TOKEN)   {"session": {"audio": {"input": {"format": {"type":
-    "audio/pcm", "rate": 16000}, "transcription": {"language": "eng"}}, "output": {"language": "zul"}}}}
+POST /v1/realtime/client_secrets   (X-CLIENT-TOKEN or x-api-key)   {"session": {"audio": {"input": {"format":
+    {"type": "audio/pcm", "rate": 16000}, "transcription": {"language": "eng"}}, "output": {"language": "zul"}}}}
     -> {"value": "ek_...", "expires_at": <unix seconds>, "session": {...}}   every field optional
+    400 naming the field when what it asks cannot be served: an input language without a speech model, an output
+    language without a translation model (none installed, or translation not deployed)
 
 WebSocket /v1/realtime   subprotocols ["realtime", "vulavula-insecure-api-key.<value>"]; the server selects
     "realtime". A secret opens one session, before it expires; otherwise the handshake is refused (401 none, 403
@@ -59,17 +61,25 @@ client -> server (JSON text)
   {"type": "session.close"}       the rest of the audio is transcribed, then session.closed and close 1000
 
 server -> client (JSON text)
-  {"type": "session.created", "session": {"id": "sess_...", "audio": {...}}}
+  {"type": "session.created", "session": {"id": "sess_...", "audio": {...}, "warnings"?: [...]}}
+      warnings: advice only (translation that became unavailable after minting); the session goes on
   {"type": "session.input_transcript.delta", "delta": " text"}     append-only: joined, they are the transcript
-  {"type": "session.input_transcript.completed", "text", "language", "start_time", "end_time", "confidence"}
-      one per segment (ended in a pause); its text is what the deltas said for it
+  {"type": "session.input_transcript.completed", "text", "language", "start_time", "end_time", "confidence",
+   "warnings"?: [...]}
+      one per segment (ended in a pause); its text is what the deltas said for it. Without an input language each
+      segment's language is checked on its own speech: "language" is the one it was transcribed in; warnings:
+      what is wrong with this segment alone (translation that stopped; under unserved_language: warn, a language
+      without a speech model)
+  {"type": "session.input_transcript.withheld", "start_time", "end_time", "language", "message"}
+      without an input language: speech in a language without a speech model, not transcribed (a notice: the
+      session goes on; "language" names the likely one where it can be named, else null)
   {"type": "session.output_transcript.delta", "delta": " text"}    the completed segments, translated
   {"type": "session.closed", "session": {"id"}, "audio_seconds", "language", "warnings"}
-  {"type": "error", "error": {"message", "code"}}
-      a malformed or unknown event, or audio that is not base64 PCM16: the session goes on. No translation
-      model: at the start, the session goes on without translation. Fatal, then close: 1008 bad input (audio in a
-      language without a speech model once ~6 s of speech are in), 1009 more audio than KHULUMA_MAX_REQUEST_MB,
-      1011 server error, 4408 a time limit (idle, session length, a client that stopped reading)
+  {"type": "error", "error": {"message", "code"}}   only for a session that ends, then close:
+      1008 bad input: a malformed or unknown event, audio that is not base64 PCM16 (codes invalid_event,
+      unknown_event, invalid_audio), or without an input language a stream whose first ~6 s of speech are in a
+      language without a speech model (language_not_served); 1009 more audio than KHULUMA_MAX_REQUEST_MB; 1011
+      server error; 4408 a time limit (idle, session length, a client that stopped reading)
 """
 
 
@@ -80,14 +90,6 @@ class LiveSession:
     principal: Principal
     config: SessionConfig
     subprotocol: str | None
-
-
-class _BadEvent(Exception):
-    """A client event the session answers with an error event, then goes on."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def _transcription(ctx: AppContext) -> SpeechClient:
@@ -132,10 +134,26 @@ async def _checked(config: SessionConfig, ctx: AppContext) -> SessionConfig:
             raise exc.for_field(OUTPUT_FIELD) from None
         if code is None or languages.nllb_code(code) not in languages.TRANSLATION_NLLB_CODES:
             raise UnsupportedLanguage(target.language, "has no translation model.", OUTPUT_FIELD)
+        missing = _translation_missing(ctx)
+        if missing:
+            raise UnsupportedLanguage(
+                target.language,
+                f"cannot be produced: {missing} Mint the session without {OUTPUT_FIELD} for a transcript only.",
+                OUTPUT_FIELD,
+            )
         target.language = code
     else:
         target.language = None
     return config
+
+
+def _translation_missing(ctx: AppContext) -> str | None:
+    """Why no translation can be made here, or None when it can."""
+    if ctx.translation_not_installed:
+        return TRANSLATION_NOT_INSTALLED
+    if ctx.clients.translation is None:
+        return "The translation capability is not deployed in this service."
+    return None
 
 
 async def authorise(ctx: AppContext, subprotocols: list[str], asserted: Principal | None) -> LiveSession:
@@ -190,6 +208,7 @@ class _Run:
         self.target = live.config.audio.output.language
         self.translated_any = False
         self.tokens = 0
+        self.advice: list[str] = []  # of the session itself (translation that stopped), each once
 
     async def meter(self, status: str) -> None:
         if self.state.total_bytes or status == "successful":
@@ -210,20 +229,22 @@ class _Run:
         ends_at = time.monotonic() + limits.stream_max_seconds
         limit = int(self.ctx.settings.max_request_mb * 1024 * 1024)
         client = _transcription(self.ctx)
-        await self._send({"type": "session.created", "session": {"id": self.id, **self.live.config.model_dump()}})
-        await self._check_translation()
+        session: dict[str, Any] = {"id": self.id, **self.live.config.model_dump()}
+        missing = _translation_missing(self.ctx) if self.target else None
+        if missing:  # minting checked it; the service changed since: advice, not an error (the session goes on)
+            self.target = None
+            self.advice.append(f"{missing} The session goes on without translation.")
+            session["warnings"] = list(self.advice)
+        await self._send({"type": "session.created", "session": session})
         while True:
             message = await receive(self.websocket, limits.stream_idle_seconds, ends_at)
-            try:
-                kind, event = _event(message)
-                if kind == "session.close":
-                    break
-                if kind != "session.input_audio_buffer.append":
-                    raise _BadEvent("unknown_event", f"Unknown event type '{kind[:80]}'.")
-                if self.state.add_audio(_audio(event), limit):
-                    await self._step(client, final=False)
-            except _BadEvent as exc:
-                await self._send(_error(str(exc), exc.code))
+            kind, event = _event(message)
+            if kind == "session.close":
+                break
+            if kind != "session.input_audio_buffer.append":
+                raise ProtocolError("unknown_event", f"Unknown event type '{kind[:80]}'.")
+            if self.state.add_audio(_audio(event), limit):
+                await self._step(client, final=False)
         await self._step(client, final=True)
         await self._send(
             {
@@ -231,13 +252,14 @@ class _Run:
                 "session": {"id": self.id},
                 "audio_seconds": round(self.state.audio_seconds, 3),
                 "language": self.state.lang_code,
-                "warnings": self.state.warnings,
+                "warnings": self.advice + self.state.warnings,
             }
         )
         await self.meter("successful")
         await self.websocket.close(code=1000)
 
     async def _step(self, client: SpeechClient, final: bool) -> None:
+        withheld: list[Withheld] = []
         if final and not self.state.has_new_audio:
             completed = self.transcript.commit([], final=True)
             language = self.state.lang_code
@@ -248,36 +270,41 @@ class _Run:
                 await self._send({"type": "session.input_transcript.delta", "delta": delta})
             completed = self.transcript.commit(advanced.committed, final=final)
             language = self.state.lang_code or advanced.step.language_code
-        for piece in completed:
-            if piece.delta:
-                await self._send({"type": "session.input_transcript.delta", "delta": piece.delta})
-            await self._send(
-                {
-                    "type": "session.input_transcript.completed",
-                    "text": piece.text,
-                    "language": language,
-                    "start_time": piece.segment.start_time,
-                    "end_time": piece.segment.end_time,
-                    "confidence": piece.segment.confidence,
-                }
-            )
-            if self.target and piece.text:
-                await self._translate(piece.text, language)
+            withheld = advanced.withheld
+        events: list[tuple[float, Completed | Withheld]] = [(p.segment.start_time, p) for p in completed]
+        events += [(w.start_time, w) for w in withheld]
+        for _, item in sorted(events, key=lambda pair: pair[0]):
+            if isinstance(item, Withheld):
+                await self._send({"type": "session.input_transcript.withheld", **_withheld(item)})
+            else:
+                await self._completed(item, item.segment.language_code or language)
 
-    async def _check_translation(self) -> None:
-        """At the start: a translation asked for where none can be made is said once; the transcript goes on."""
-        if not self.target:
-            return
-        if self.ctx.translation_not_installed:
-            why = TRANSLATION_NOT_INSTALLED
-        elif self.ctx.clients.translation is None:
-            why = "The translation capability is not deployed in this service."
-        else:
-            return
-        self.target = None
-        await self._send(_error(f"{why} The session goes on without translation.", "translation_unavailable"))
+    async def _completed(self, piece: Completed, language: str | None) -> None:
+        """A segment's last delta, its completed event (with the warnings of this segment alone), and its
+        translation."""
+        if piece.delta:
+            await self._send({"type": "session.input_transcript.delta", "delta": piece.delta})
+        translated, failed = await self._translate(piece.text, language) if self.target and piece.text else ("", None)
+        event: dict[str, Any] = {
+            "type": "session.input_transcript.completed",
+            "text": piece.text,
+            "language": language,
+            "start_time": piece.segment.start_time,
+            "end_time": piece.segment.end_time,
+            "confidence": piece.segment.confidence,
+        }
+        warnings = [*piece.segment.warnings, *([failed] if failed else [])]
+        if warnings:
+            event["warnings"] = warnings
+        await self._send(event)
+        if translated:
+            delta = (" " if self.translated_any else "") + translated
+            await self._send({"type": "session.output_transcript.delta", "delta": delta})
+            self.translated_any = True
 
-    async def _translate(self, text: str, source: str | None) -> None:
+    async def _translate(self, text: str, source: str | None) -> tuple[str, str | None]:
+        """The translation of ``text`` and no warning, or "" and why translation stopped for the rest of the
+        session (advice on the segment's completed event and in session.closed, never an error event)."""
         target = self.target or ""
         try:
             if source == target:
@@ -290,21 +317,26 @@ class _Run:
                 translated = await required(self.ctx.clients.translation, "translation").translate(request)
         except DomainError as exc:
             self.target = None
-            await self._send(_error(f"Translation stopped: {exc.detail}", "translation_failed"))
-            return
+            why = f"Translation stopped: {exc.detail} The session goes on without translation."
+            self.advice.append(why)
+            return "", why
         self.tokens += count_tokens(text)
-        translated = translated.strip()
-        if translated:
-            await self._send(
-                {"type": "session.output_transcript.delta", "delta": (" " if self.translated_any else "") + translated}
-            )
-            self.translated_any = True
+        return translated.strip(), None
+
+
+def _withheld(item: Withheld) -> dict[str, Any]:
+    return {
+        "start_time": item.start_time,
+        "end_time": item.end_time,
+        "language": item.language_code,
+        "message": item.detail,
+    }
 
 
 def _event(message: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     text = message.get("text")
     if text is None:
-        raise _BadEvent(
+        raise ProtocolError(
             "invalid_event",
             "Events are JSON text; audio goes base64 in session.input_audio_buffer.append, not in binary frames.",
         )
@@ -313,18 +345,20 @@ def _event(message: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     except ValueError:
         event = None
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-        raise _BadEvent("invalid_event", 'An event must be a JSON object with a "type".')
+        raise ProtocolError("invalid_event", 'An event must be a JSON object with a "type".')
     return event["type"], event
 
 
 def _audio(event: dict[str, Any]) -> bytes:
     audio = event.get("audio")
     if not isinstance(audio, str):
-        raise _BadEvent("invalid_audio", 'session.input_audio_buffer.append needs "audio": base64 of 16-bit PCM.')
+        raise ProtocolError("invalid_audio", 'session.input_audio_buffer.append needs "audio": base64 of 16-bit PCM.')
     try:
         data = base64.b64decode(audio, validate=True)
     except (binascii.Error, ValueError):
-        raise _BadEvent("invalid_audio", 'The "audio" of session.input_audio_buffer.append is not base64.') from None
+        raise ProtocolError(
+            "invalid_audio", 'The "audio" of session.input_audio_buffer.append is not base64.'
+        ) from None
     if len(data) % 2:
-        raise _BadEvent("invalid_audio", "Audio must be whole 16-bit samples (an even number of bytes).")
+        raise ProtocolError("invalid_audio", "Audio must be whole 16-bit samples (an even number of bytes).")
     return data

@@ -340,15 +340,19 @@ server -> client (JSON text frames)
   {"type": "partial", "text": ..., "pending_text": ..., "language_code": ..., "audio_seconds": ...,
    "warnings": [...]}
       after every ~2 s of new audio: everything so far; the pending part may still change
-  {"type": "segment", "start_time", "end_time", "text", "words": [...], "confidence"}
-      a segment that will not change any more (ended in a pause)
+  {"type": "segment", "start_time", "end_time", "text", "words": [...], "confidence", "language_code", "warnings"}
+      a segment that will not change any more (ended in a pause); without lang_code each segment's language is
+      checked on its own speech: language_code says which it was transcribed in
+  {"type": "withheld", "start_time", "end_time", "language_code", "detail"}
+      without lang_code: committed speech in a language without a speech model, not transcribed (a notice: the
+      session goes on; language_code names the likely language where one can be named)
   {"type": "final", "text", "language_code", "audio_length_seconds", "segments": [...], "warnings": [...]}
   {"type": "error", "detail": ...}    then close (1008 bad input, 1009 too much audio, 1011 server error,
                                       4408 a time limit: idle, session length, or a client that stopped reading)
       1013 try again later: the model's queue is full;
       a graceful stop of the server: "final" over the audio received so far (its warnings say why), then close 1001
-      without lang_code, audio in a language that has no speech model is refused this way (1008) once about
-      6 s of speech are in; segments that fail the hallucination guards never appear (a warning says so)
+      without lang_code, a stream whose first ~6 s of speech are in a language that has no speech model is refused
+      this way (1008); segments that fail the hallucination guards never appear (a warning says so)
 """
 
 
@@ -356,8 +360,10 @@ async def _stream_step(client: SpeechClient, state: StreamState, websocket: WebS
     advanced = await advance(client, state, final)
     if final:
         return
-    for segment in advanced.committed:
-        await send(websocket, state, {"type": "segment", **segment.model_dump()})
+    notices = [(s.start_time, {"type": "segment", **s.model_dump()}) for s in advanced.committed]
+    notices += [(w.start_time, {"type": "withheld", **w.model_dump()}) for w in advanced.withheld]
+    for _, message in sorted(notices, key=lambda pair: pair[0]):
+        await send(websocket, state, message)
     text = (state.committed_text() + " " + advanced.pending_text).strip()
     await send(
         websocket,
@@ -467,8 +473,8 @@ async def _stream_session(
         elif text is not None:
             end, config = _is_end(text)
             if config.get("type") == "config" and config.get("lang_code"):
-                state.lang_code = str(config["lang_code"])
-                await client.check_language(state.lang_code)  # before any audio is decoded
+                state.given_language(str(config["lang_code"]))
+                await client.check_language(str(config["lang_code"]))  # before any audio is decoded
             if end:
                 await _finish(client, state, websocket)
                 await meter("successful")

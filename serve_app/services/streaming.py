@@ -8,6 +8,10 @@ Speech deployment, its limits, and how a session ends on an error.
   (:func:`advance`) after every :data:`PARTIAL_EVERY_SECONDS` of new audio (every
   :data:`FIRST_STEPS_EVERY_SECONDS` in the first :data:`FIRST_STEPS_SECONDS`, so the first words, which the Live
   API sends once two successive partials agree on them, come sooner) and once at the end;
+- without a language from the client, settle the stream's language on about 6 s of
+  speech (the engine's rule, never sooner) and then judge every committed segment's language on its own speech
+  (``StreamRequest.judge``): a segment in a language without a speech model is withheld (``StreamStep.withheld``,
+  sent as a notice, never as an error) and counted, once, in the session's warnings;
 - once the language is known, commit at every pause the VAD finds (``stream_commit_silence_ms``): the segment
   before it is decoded exactly and its audio dropped, so a partial decodes only the uncommitted tail (greedily)
   and the end of a stream has only its last segment left; everything pending is committed when no pause came for
@@ -26,6 +30,7 @@ Speech deployment, its limits, and how a session ends on an error.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -34,7 +39,7 @@ from typing import Any
 from fastapi import WebSocket, WebSocketDisconnect
 
 from contracts.errors import DomainError, InvalidInput, Overloaded, TooLarge
-from contracts.speech import Segment, SpeechClient, StreamRequest, StreamStep
+from contracts.speech import Segment, SpeechClient, StreamRequest, StreamStep, Withheld
 
 SAMPLE_RATE = 16_000  # the rate of /ws/stream-transcribe; the Live API declares its own
 PARTIAL_EVERY_SECONDS = 1.0  # a step (a partial, and a commit when a pause came) per this much new audio
@@ -43,6 +48,25 @@ FIRST_STEPS_SECONDS = 1.0
 MAX_PENDING_SECONDS = 28.0  # never keep more than this uncommitted (Whisper's window is 30 s)
 CONTEXT_SECONDS = 4.0  # at most this much committed audio stays at the buffer's head, as the next commit's context
 SERVER_ERROR = "Internal server error during streaming transcription."
+
+
+_NUMBERS = re.compile(r"\d+(?:[.:]\d+)*")
+
+
+def _kind(warning: str) -> str:
+    """A warning's kind: its text without the times and counts that differ from step to step."""
+    return _NUMBERS.sub("#", warning)
+
+
+class ProtocolError(InvalidInput):
+    """A client message that breaks the protocol: the session ends with an error naming ``code`` (1008)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.code, self.detail))
 
 
 class StreamTimeout(Exception):
@@ -60,6 +84,7 @@ class StreamState:
 
     def __init__(self, lang_code: str | None, send_timeout_s: float = 30.0, sample_rate: int = SAMPLE_RATE) -> None:
         self.lang_code = lang_code
+        self.judge = lang_code is None  # no language from the client: every segment's language is checked
         self.send_timeout_s = send_timeout_s
         self.sample_rate = sample_rate
         self.buffer = bytearray()
@@ -72,7 +97,8 @@ class StreamState:
         self.total_bytes = 0
         self.since_partial = 0
         self.segments: list[Segment] = []
-        self.warnings: list[str] = []  # of every step (hallucination guards, uncertain language), each once
+        self.withheld: list[Withheld] = []
+        self._warnings: dict[str, str] = {}  # of every step (guards, uncertain language): the latest of each kind
 
     @property
     def bytes_per_second(self) -> int:
@@ -94,6 +120,30 @@ class StreamState:
 
     def committed_text(self) -> str:
         return " ".join(s.text for s in self.segments if s.text).strip()
+
+    def given_language(self, lang_code: str) -> None:
+        """The client named the language: it is used as given, and segments are no longer judged."""
+        self.lang_code, self.judge = lang_code, False
+
+    def warn(self, warnings: list[str]) -> None:
+        """Keep each kind of warning once: a later one of a kind (the same text but for its times and counts)
+        replaces the earlier, so a long session ends with one line per problem, not one per step."""
+        for warning in warnings:
+            self._warnings[_kind(warning)] = warning
+
+    @property
+    def warnings(self) -> list[str]:
+        """The session's warnings: one per kind, and one for all the speech withheld."""
+        out = list(self._warnings.values())
+        if self.withheld:
+            seconds = sum(w.end_time - w.start_time for w in self.withheld)
+            likely = sorted({w.language_code for w in self.withheld if w.language_code})
+            named = f" (most likely {', '.join(likely)})" if likely else ""
+            out.append(
+                f"{len(self.withheld)} segment(s), {seconds:.1f} s of speech, were not transcribed: they are in a "
+                f"language without a speech model here{named}. {self.withheld[-1].detail}"
+            )
+        return out
 
     def add_audio(self, data: bytes, limit_bytes: int) -> bool:
         """Buffer ``data``; True when a step is due. More than ``limit_bytes`` in all -> TooLarge (1009)."""
@@ -119,6 +169,7 @@ class Advance:
     committed: list[Segment]
     hypothesis: list[Segment]
     pending_text: str
+    withheld: list[Withheld]
 
 
 async def advance(client: SpeechClient, state: StreamState, final: bool) -> Advance:
@@ -142,11 +193,13 @@ async def advance(client: SpeechClient, state: StreamState, final: bool) -> Adva
             context_text=state.context_text,
             exact_tail=state.exact_tail if reuse else [],
             exact_until=state.exact_until if reuse else 0.0,
+            judge=state.judge,
         )
     )
     if state.lang_code is None and step.language_code and step.language_settled:
-        state.lang_code = step.language_code  # keep the detected language for the whole session
-    state.warnings += [w for w in step.warnings if w not in state.warnings]
+        state.lang_code = step.language_code  # the stream's language; each segment is still judged on its own
+    state.warn(step.warnings)
+    state.withheld += step.withheld
     committed = list(step.final)
     cut = step.cut_seconds
     if final or (not cut and state.pending_seconds - state.context_seconds > MAX_PENDING_SECONDS):
@@ -168,7 +221,7 @@ async def advance(client: SpeechClient, state: StreamState, final: bool) -> Adva
         state.offset += drop / state.bytes_per_second
         state.context_seconds = min(state.pending_seconds, keep)
         state.context_text = " ".join(s.text for s in step.final if s.text).strip() if keep else ""
-    return Advance(step, committed, list(step.final) + list(step.pending), pending_text)
+    return Advance(step, committed, list(step.final) + list(step.pending), pending_text, list(step.withheld))
 
 
 async def send(websocket: WebSocket, state: StreamState, message: dict[str, Any]) -> None:
@@ -268,6 +321,8 @@ async def guard(
 
 def error_code(exc: DomainError) -> str:
     """A short code for a domain error, for protocols whose error messages carry one."""
+    if isinstance(exc, ProtocolError):
+        return exc.code
     name = type(exc).__name__
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
 

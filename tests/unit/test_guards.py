@@ -78,3 +78,18 @@ def test_clean_segments_give_no_warning_and_confidence_is_the_token_geometric_me
     assert guards.confidence(0.0) == 1.0
     assert guards.confidence(-0.6931) == pytest.approx(0.5, abs=1e-3)
     assert guards.confidence(-50) == 0.0
+
+
+def test_a_passage_said_twice_in_a_row_is_cut_to_one() -> None:
+    from engines.speech.pipeline import undoubled
+    from engines.speech.recognition import SpeechSegment, WordTiming
+
+    text = "Longdale approaches as carefully unlocking him. Longdale approaches as carefully unlocking him."
+    words = [WordTiming(" " + w, i * 0.5, i * 0.5 + 0.4, 0.9) for i, w in enumerate(text.split())]
+    cut = undoubled(SpeechSegment(0.0, 6.0, text, words, -0.3, 0.01))
+    assert cut.text == "Longdale approaches as carefully unlocking him." and len(cut.words) == 6
+    assert cut.end == words[5].end
+    assert guards.doubled("No, no. No, no.") is None  # too short to be a decoder's doubling
+    assert guards.doubled("The train leaves at four. The bus leaves at five.") is None
+    kept = SpeechSegment(0.0, 2.0, "I said go home I said go home", [], -0.3, 0.0)  # no words: cut by the text
+    assert undoubled(kept).text == "I said go home"

@@ -329,44 +329,40 @@ def test_two_connections_racing_for_one_secret_get_one_session(db, make_token):
 # ------------------------------------------------------------------------------------------ events and errors
 
 
-def test_malformed_and_unknown_events_answer_an_error_and_the_session_goes_on(client, token):
+MALFORMED = [
+    ("not json", "invalid_event"),
+    (json.dumps([1, 2]), "invalid_event"),
+    (json.dumps({"type": 5}), "invalid_event"),
+    (json.dumps({"type": "response.create"}), "unknown_event"),
+    (json.dumps({"type": "session.input_audio_buffer.append"}), "invalid_audio"),
+    (json.dumps({"type": "session.input_audio_buffer.append", "audio": "@@not base64@@"}), "invalid_audio"),
+    (append(b"\x00\x00\x00"), "invalid_audio"),
+    (b"\x00" * 320, "invalid_event"),  # a binary frame
+]
+
+
+@pytest.mark.parametrize("sent,code", MALFORMED, ids=[code for _, code in MALFORMED])
+def test_a_malformed_or_unknown_event_ends_the_session_with_its_error(client, token, sent: str | bytes, code: str):
+    """An error event is only ever the last word of a session (the vendor's clients end on the first one)."""
     secret = mint(client, token)["value"]
     with client.websocket_connect(URL, subprotocols=subprotocols(secret)) as ws:
         assert ws.receive_json()["type"] == "session.created"
-        sent = [
-            ("not json", "invalid_event"),
-            (json.dumps([1, 2]), "invalid_event"),
-            (json.dumps({"type": 5}), "invalid_event"),
-            (json.dumps({"type": "response.create"}), "unknown_event"),
-            (json.dumps({"type": "session.input_audio_buffer.append"}), "invalid_audio"),
-            (json.dumps({"type": "session.input_audio_buffer.append", "audio": "@@not base64@@"}), "invalid_audio"),
-            (append(b"\x00\x00\x00"), "invalid_audio"),
-        ]
-        for text, code in sent:
-            ws.send_text(text)
-            event = ws.receive_json()
-            assert event["type"] == "error" and event["error"]["code"] == code and event["error"]["message"], event
-        ws.send_bytes(b"\x00" * 320)
-        assert ws.receive_json()["error"]["code"] == "invalid_event"
-        ws.send_text(append(pcm16(silence(0.5))))
-        ws.send_text(CLOSE)
-        events, code = until_closed(ws)
-    assert code == 1000 and events[-1]["type"] == "session.closed"
-    assert events[-1]["audio_seconds"] == pytest.approx(0.5)
+        ws.send_text(append(pcm16(silence(0.2))))
+        ws.send_bytes(sent) if isinstance(sent, bytes) else ws.send_text(sent)
+        events, close = until_closed(ws)
+    assert close == 1008 and [e["type"] for e in events] == ["error"], events
+    assert events[0]["error"]["code"] == code and events[0]["error"]["message"]
 
 
-def test_translation_without_a_model_is_an_error_event_and_transcription_goes_on(client, token):
-    secret = mint(client, token, {"audio": {"output": {"language": "zul"}}})
-    assert secret["session"]["audio"]["output"]["language"] == "zul"
-    with client.websocket_connect(URL, subprotocols=subprotocols(secret["value"])) as ws:
-        assert ws.receive_json()["type"] == "session.created"
-        error = ws.receive_json()
-        assert error["type"] == "error" and error["error"]["code"] == "translation_unavailable"
-        assert "KHULUMA_TRANSLATION_MODEL" in error["error"]["message"]
-        ws.send_text(append(pcm16(silence(0.3))))
-        ws.send_text(CLOSE)
-        events, code = until_closed(ws)
-    assert code == 1000 and events[-1]["type"] == "session.closed"
+def test_a_translation_no_model_can_make_is_refused_at_minting(client, token):
+    """Refused before any session starts, with a 400 that names the field and the missing model; a transcript-only
+    session still mints."""
+    r = client.post(SECRETS, json={"session": {"audio": {"output": {"language": "eng"}}}}, headers={"x-api-key": token})
+    assert r.status_code == 400, r.text
+    detail = r.json()["detail"]
+    assert "session.audio.output.language" in detail and "KHULUMA_TRANSLATION_MODEL" in detail
+    assert "without session.audio.output.language" in detail
+    assert mint(client, token, {"audio": {"output": {"language": ""}}})["session"]["audio"]["output"]["language"] is None
 
 
 def test_completed_segments_are_translated(local_app, token, tiny_nllb, tmp_path: Path):

@@ -483,8 +483,15 @@ def test_a_live_stream_refuses_only_once_it_has_heard_enough(
         assert any("uncertain" in w for w in last.warnings), last
     except LanguageNotServed:
         pass
-    english = pipeline.transcribe_array(np.concatenate([silence(0.3), speech_16k(SENTENCES[0], *_tmp())]), None)
-    assert english.language_settled and english.language_code == "eng"
+    # clear English is shown as it comes, but the language is settled on enough speech only, never on the first
+    # words (a call that opens with "Hello" may go on in isiZulu)
+    folder, name = _tmp()
+    first = speech_16k(SENTENCES[0], folder, name)
+    english = pipeline.transcribe_array(np.concatenate([silence(0.3), first]), None)
+    assert not english.language_settled and english.language_code == "eng" and "report" in english.pending_text
+    both = np.concatenate([silence(0.3), first, silence(0.5), speech_16k(SENTENCES[1], folder, name + "b")])
+    settled = pipeline.transcribe_array(both, None)
+    assert settled.language_settled and settled.language_code == "eng"
 
 
 def _tmp() -> tuple[Path, str]:
@@ -518,3 +525,28 @@ def test_every_speech_item_carries_a_confidence(pipeline: TranscriptionPipeline,
     assert speech and all(0.3 < i["confidence"] <= 1.0 for i in speech), speech
     step = pipeline.transcribe_array(clips["s6"], "eng")
     assert all(0.3 < s.confidence <= 1.0 for s in step.pending if s.confidence is not None) and step.pending
+
+
+def test_a_judged_stream_withholds_a_segment_in_a_language_without_a_model(
+    pipeline: TranscriptionPipeline, setswana: np.ndarray, clips: dict[str, np.ndarray]
+) -> None:
+    """Once a stream without a given language has settled on English, each committed segment is judged on its own
+    speech: English is written in English, Setswana is withheld with the setting that adds a model; a language the
+    caller gave is trusted, as for files; a partial too short to judge shows nothing."""
+    english = np.concatenate([clips["s1"], silence(0.8)])
+    kept = pipeline.transcribe_array(english, "eng", commit_before=english.size / SAMPLE_RATE, judge=True)
+    assert kept.final and not kept.withheld and all(s.language_code == "eng" for s in kept.final)
+    assert "bread" in " ".join(s.text for s in kept.final).lower()
+
+    switched = np.concatenate([setswana, silence(0.8)])
+    step = pipeline.transcribe_array(switched, "eng", offset=10.0, commit_before=switched.size / SAMPLE_RATE, judge=True)
+    assert not step.final and not step.pending and step.cut_seconds > 0
+    [withheld] = step.withheld
+    assert 10.0 <= withheld.start_time < withheld.end_time <= 10.0 + switched.size / SAMPLE_RATE
+    assert "KHULUMA_WHISPER_LANGUAGE_MODELS" in withheld.detail
+
+    trusted = pipeline.transcribe_array(switched, "eng", commit_before=switched.size / SAMPLE_RATE)
+    assert not trusted.withheld and all(s.language_code is None for s in trusted.final)
+
+    short = pipeline.transcribe_array(clips["s1"][: int(1.5 * SAMPLE_RATE)], "eng", judge=True)
+    assert not short.pending and short.pending_text == ""

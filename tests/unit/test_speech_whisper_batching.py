@@ -229,8 +229,8 @@ def test_live_steps_decode_on_a_second_instance_with_their_own_threads(settings:
     chunks = own.speech_chunks(audio)
     texts = {
         name: (
-            [s.text for s in r.exact_segments(audio, route, chunks)],
-            [s.text for s in r.quick_segments(audio, route, chunks)],
+            [s.text for s in r.exact_segments(audio, route, chunks).segments],
+            [s.text for s in r.quick_segments(audio, route, chunks).segments],
         )
         for name, r in (("shared", shared), ("own", own))
     }

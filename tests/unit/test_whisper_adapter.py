@@ -172,9 +172,13 @@ def test_batched_decoder_and_unpadded_decode_on_real_speech(whisper: Any, tmp_pa
     assert "platform" in text and segments[0].words[0].start >= 0.3
 
     quick = fw.decode_unpadded(whisper, speech, "en", max_tokens=40)
-    assert quick is not None
-    heard, avg_logprob, no_speech = quick
-    assert "platform" in heard.lower() and avg_logprob < 0 and 0.0 <= no_speech <= 1.0
+    assert "platform" in quick.text.lower() and quick.avg_logprob < 0 and 0.0 <= quick.no_speech_prob <= 1.0
+    assert quick.languages == []  # not asked for
+    checked = fw.decode_unpadded(whisper, speech, "en", max_tokens=40, detect=True)
+    assert checked.text == quick.text
+    tokens = [token for token, _ in checked.languages]
+    assert tokens[0] == "en" and "sw" in tokens and "zu" not in tokens  # Whisper's plain codes; it has no isiZulu
+    assert abs(sum(p for _, p in checked.languages) - 1.0) < 0.01
 
 
 def test_short_window_decode_with_and_without_what_was_heard(whisper: Any, tmp_path: Path) -> None:
@@ -191,3 +195,7 @@ def test_short_window_decode_with_and_without_what_was_heard(whisper: Any, tmp_p
     after = decoder.decode(both, "Thank you for calling.", heard, max_tokens=60)
     assert len(after) == 1 and "platform" in after[0].text.lower() and "calling" not in after[0].text.lower()
     assert after[0].words[0].start >= heard - 0.3 and after[0].words[-1].end <= both.size / SR + 0.1
+    # the language check of a segment shares the decode's encoding: the same words, and Whisper's detection on it
+    shared, languages = decoder.decode_heard(second, max_tokens=60, detect=True)
+    assert [s.text for s in shared] == [s.text for s in alone] and languages[0][0] == "en"
+    assert fw.short_window_languages(whisper, second)[0][0] == "en"

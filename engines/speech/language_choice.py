@@ -1,0 +1,241 @@
+"""Which served language some speech is in, or that none is: the decisions of auto-detection for files and live
+streams, and the check of each live segment's language.
+
+Whisper's detector (``WhisperRecognizer.detect``) gives the probability mass of the served languages over every
+language it knows. :class:`LanguageChoice` turns that into a decision:
+
+- :meth:`~LanguageChoice.decide`: a file's language (or a live stream's, once it has
+  ``STREAM_DETECT_SECONDS`` of speech): below ``served_language_floor``, unless a decode in the likeliest
+  served language reads as fluent, confident text (:meth:`~LanguageChoice.reads_as`), the audio is in a language
+  without a model: refused (:class:`LanguageNotServed`), or with ``unserved_language: warn`` transcribed with a
+  warning. Configured languages Whisper has no token for are tried first when the served languages are not
+  confident (:meth:`~LanguageChoice.probe_tokenless`).
+- :meth:`~LanguageChoice.judge`: one live segment, once the stream has its language: the same test on the
+  segment's own speech, so that a call that moves from English into isiZulu gets its isiZulu withheld (or
+  warned) instead of written as English, and a segment clearly in another served language is decoded in it.
+- :meth:`~LanguageChoice.text_language`: the text language identifier's reading of a transcript (a second
+  opinion on an uncertain file detection).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from contracts.errors import LanguageNotServed
+from contracts.languages import CODE_SWITCHED_ZULU
+from contracts.languages import speech_name as language_name
+from contracts.settings import TranscriptionSettings
+from engines.speech import guards
+from engines.speech.audio import SAMPLE_RATE
+from engines.speech.recognition import Detection, Heard, Route
+from engines.speech.whisper import SETTING, WhisperRecognizer, whisper_language_name
+
+log = logging.getLogger(__name__)
+
+LANGID_CONFIDENCE = 0.75  # text-LID confidence needed to overrule an uncertain audio detection
+NAMED_DETECTION = 0.8  # Whisper's probability for an unserved language before a refusal names it
+SHORT_SPEECH_SECONDS = 6.0  # less speech than this is refused only below a quarter of served_language_floor
+VERIFY_LOGPROB = -0.5  # mean token log-probability a decode needs to rescue a low detection (reads_as)
+UNCERTAIN_DETECTION = 0.75  # audio detections below this are checked against the text
+# A live segment with less speech than this is not judged on its own: it keeps the stream's language.
+JUDGE_MIN_SECONDS = 2.0
+# A live segment is decoded in another served language than the stream's only when Whisper gives that language
+# at least this probability on the segment's speech.
+SWITCH_PROBABILITY = 0.8
+
+
+class TextLanguage:
+    """The text language identifier (engines.text.langid), loaded once per process on first use; None if absent."""
+
+    _instance: Any = None
+    _failed = False
+    _lock = threading.Lock()
+
+    @classmethod
+    def get(cls) -> Any:
+        if cls._instance is None and not cls._failed:
+            with cls._lock:
+                if cls._instance is None and not cls._failed:
+                    try:
+                        from engines.text.langid import LanguageIdentifier
+
+                        cls._instance = LanguageIdentifier()
+                    except Exception as exc:  # noqa: BLE001 - optional: detection works without it
+                        log.warning("text language identifier unavailable: %s", exc)
+                        cls._failed = True
+        return cls._instance
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What :meth:`LanguageChoice.judge` found of a live segment: the served language to write it in, or
+    ``route`` None with the reason it is not served (``message``: the notice of a withheld segment, or the
+    warning a segment carries under ``unserved_language: warn``, which keeps ``route``)."""
+
+    route: Route | None
+    message: str = ""
+    likely: str | None = None  # the language it is most likely in, where one can be named
+
+
+class LanguageChoice:
+    """The language decisions of one pipeline: its recognizer and ``transcription`` thresholds."""
+
+    def __init__(
+        self, recognizer: Callable[[], WhisperRecognizer], transcription: TranscriptionSettings, model_name: str
+    ) -> None:
+        self._recognizer = recognizer
+        self.model_name = model_name
+        self.unserved_language = transcription.unserved_language
+        self.floor = transcription.served_language_floor
+        self.confident = transcription.served_language_confident
+
+    @property
+    def recognizer(self) -> WhisperRecognizer:
+        return self._recognizer()
+
+    def tokenless(self, routes: dict[str, Route]) -> list[str]:
+        """Configured languages Whisper has no token for (found by their own model's transcript)."""
+        return [c for c, r in routes.items() if r.whisper_language is None and c != CODE_SWITCHED_ZULU]
+
+    # ------------------------------------------------------------------ a file's (or a stream's) language
+
+    def decide(
+        self, speech: np.ndarray, warnings: list[str], *, settled: bool = True
+    ) -> tuple[Detection | None, Route]:
+        """The served language of ``speech``, or :class:`LanguageNotServed` (see the module docstring).
+        ``settled=False`` (a live stream's first seconds) never refuses: the caller asks again with more audio."""
+        recognizer = self.recognizer
+        detection = recognizer.detect(speech)
+        routes = recognizer.routes()
+        tokenless = self.tokenless(routes)
+        if tokenless and (detection is None or detection.served < self.confident):
+            guess = self.probe_tokenless(speech, tokenless, routes)
+            if guess is not None:
+                return Detection(guess[0], guess[1], [guess]), routes[guess[0]]
+        if detection is None:
+            warnings.append("The language could not be detected; English was assumed.")
+            return None, routes["eng"]
+        unserved = detection.served < self.floor and settled and not self.reads_as(speech, routes[detection.code])
+        # a few seconds are too little for Whisper base to tell languages apart: real 3 s Afrikaans clips scored
+        # 0.13 to 0.15, as much as some isiZulu. Short audio is refused only on very low scores, else it is
+        # transcribed with the warning below
+        short = speech.size < SHORT_SPEECH_SECONDS * SAMPLE_RATE and detection.served >= self.floor / 4
+        if unserved and not short:
+            message = self.not_served_message(detection, tokenless)
+            if self.unserved_language == "refuse":
+                raise LanguageNotServed(message)
+            warnings.append(
+                f"{message} It was transcribed as {language_name(detection.code)} anyway "
+                "(KHULUMA_TRANSCRIPTION_UNSERVED_LANGUAGE=warn): the transcript is unreliable."
+            )
+        elif detection.served < self.confident:
+            warnings.append(
+                f"Language detection was uncertain: the languages served here score {detection.served:.0%} together "
+                f"in Whisper's language detection, so the audio may be in a language without a speech model (such as "
+                f"isiZulu, isiXhosa, Setswana or Sepedi); it was transcribed as {language_name(detection.code)}, and "
+                f"the transcript may be wrong. Send lang_code when you know the language."
+            )
+        return detection, routes[detection.code]
+
+    def reads_as(self, speech: np.ndarray, route: Route) -> bool:
+        """Whether ``route``'s language decodes ``speech`` into fluent, confident text (a second opinion on audio
+        Whisper's detector barely places in a served language: real accented English can score 0.15, while real
+        isiZulu forced into a served language decodes into a loop or text below -0.9 log-probability per token)."""
+        text, logprob = self.recognizer.quick_transcript(speech, route)
+        return fluent(text, logprob)
+
+    def not_served_message(self, detection: Detection, tokenless: list[str] | None = None) -> str:
+        recognizer = self.recognizer
+        tokenless = self.tokenless(recognizer.routes()) if tokenless is None else tokenless
+        served = ", ".join(sorted(c for c in recognizer.routes() if c != CODE_SWITCHED_ZULU))
+        likely = self.likely(detection)
+        what = (
+            f"{whisper_language_name(likely)} (Whisper's '{likely}')"
+            if likely
+            else "a language without a speech model here"
+        )
+        heard = ", ".join(f"{t} {p:.2f}" for t, p in detection.heard[:3])
+        lacking = "" if tokenless else f" {self.model_name} knows no isiZulu, isiXhosa, Sesotho, Setswana or Sepedi."
+        return (
+            f"The audio is most likely in {what}: the languages served here ({served}) score "
+            f"{detection.served:.1%} together in Whisper's language detection (its likeliest: {heard}).{lacking} "
+            f"No transcript is returned rather than a wrong one. An operator can add a speech model for the language "
+            f'with {SETTING}=\'{{"zul": "<model directory or Hugging Face id>"}}\' (any code); a caller who knows the '
+            f"audio is in a served language can send its lang_code."
+        )
+
+    def likely(self, detection: Detection) -> str | None:
+        """Whisper's own token for the unserved language it clearly hears (``NAMED_DETECTION``), else None."""
+        top, top_p = detection.heard[0] if detection.heard else ("", 0.0)
+        return top if top_p >= NAMED_DETECTION and top not in self.recognizer.detectable() else None
+
+    def probe_tokenless(
+        self, speech: np.ndarray, tokenless: list[str], routes: dict[str, Route]
+    ) -> tuple[str, float] | None:
+        """A configured language Whisper has no token for, when its own model's greedy transcript of the first
+        30 s reads as that language to the text language identifier."""
+        identifier = TextLanguage.get()
+        if identifier is None:
+            return None
+        for code in tokenless:
+            text, _ = self.recognizer.quick_transcript(speech, routes[code])
+            if len(text.split()) < 3 or guards.repeats(text):
+                continue
+            guess = identifier.detect(text)
+            if guess.language == code and guess.confidence >= 0.5:
+                return code, float(guess.confidence)
+        return None
+
+    def text_language(self, text: str) -> tuple[str, float] | None:
+        """The text language identifier's language of ``text`` and its confidence (None when it is absent)."""
+        identifier = TextLanguage.get()
+        if identifier is None:
+            return None
+        guess = identifier.detect(text)
+        return guess.language, float(guess.confidence)
+
+    # ------------------------------------------------------------------ a live segment's language
+
+    def judge(self, heard: Heard, route: Route, speech: np.ndarray | None = None) -> Verdict:
+        """The language of one live segment of a stream in ``route``'s language: ``heard`` is its decode in that
+        language with Whisper's detection on its speech. Too little speech to judge (``JUDGE_MIN_SECONDS``): the
+        stream's language. Served (mass at or above ``served_language_floor``, or a decode that reads as fluent
+        text): the stream's language, or another served language Whisper gives at least ``SWITCH_PROBABILITY``.
+        Not served: a configured language Whisper has no token for, when its model reads the ``speech``
+        (:meth:`probe_tokenless`); else withheld, or under ``unserved_language: warn`` kept with a warning."""
+        detection = heard.detection
+        if detection is None or heard.seconds < JUDGE_MIN_SECONDS:
+            return Verdict(route)
+        routes = self.recognizer.routes()
+        text = " ".join(s.text for s in heard.segments).strip()
+        logprob = float(np.mean([s.avg_logprob for s in heard.segments])) if heard.segments else float("-inf")
+        if detection.served >= self.floor or fluent(text, logprob):
+            clear = detection.code != route.code and detection.probability >= SWITCH_PROBABILITY
+            return Verdict(routes.get(detection.code, route) if clear else route)
+        tokenless = self.tokenless(routes)
+        if tokenless and speech is not None:
+            guess = self.probe_tokenless(speech, tokenless, routes)
+            if guess is not None:
+                return Verdict(routes[guess[0]])
+        likely = self.likely(detection)
+        message = self.not_served_message(detection, tokenless)
+        if self.unserved_language == "refuse":
+            return Verdict(None, message, likely)
+        return Verdict(
+            route,
+            f"{message} It was transcribed as {language_name(route.code)} anyway "
+            "(KHULUMA_TRANSCRIPTION_UNSERVED_LANGUAGE=warn): this segment is unreliable.",
+            likely,
+        )
+
+
+def fluent(text: str, logprob: float) -> bool:
+    """Whether a decode reads as fluent, confident text: three words or more, no loop, a mean token
+    log-probability of at least ``VERIFY_LOGPROB``."""
+    return len(text.split()) >= 3 and not guards.repeats(text) and logprob >= VERIFY_LOGPROB
