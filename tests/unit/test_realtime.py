@@ -362,7 +362,9 @@ def test_a_translation_no_model_can_make_is_refused_at_minting(client, token):
     detail = r.json()["detail"]
     assert "session.audio.output.language" in detail and "KHULUMA_TRANSLATION_MODEL" in detail
     assert "without session.audio.output.language" in detail
-    assert mint(client, token, {"audio": {"output": {"language": ""}}})["session"]["audio"]["output"]["language"] is None
+    assert (
+        mint(client, token, {"audio": {"output": {"language": ""}}})["session"]["audio"]["output"]["language"] is None
+    )
 
 
 def test_completed_segments_are_translated(local_app, token, tiny_nllb, tmp_path: Path):

@@ -539,7 +539,9 @@ def test_a_judged_stream_withholds_a_segment_in_a_language_without_a_model(
     assert "bread" in " ".join(s.text for s in kept.final).lower()
 
     switched = np.concatenate([setswana, silence(0.8)])
-    step = pipeline.transcribe_array(switched, "eng", offset=10.0, commit_before=switched.size / SAMPLE_RATE, judge=True)
+    step = pipeline.transcribe_array(
+        switched, "eng", offset=10.0, commit_before=switched.size / SAMPLE_RATE, judge=True
+    )
     assert not step.final and not step.pending and step.cut_seconds > 0
     [withheld] = step.withheld
     assert 10.0 <= withheld.start_time < withheld.end_time <= 10.0 + switched.size / SAMPLE_RATE
