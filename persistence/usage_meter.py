@@ -94,9 +94,10 @@ class UsageMeter:
         rows, refusals = self._take()
         if rows or refusals:
             try:
-                await asyncio.to_thread(self._write, rows, refusals)
-            except BaseException:
-                self._put_back(rows, refusals)
+                # the thread writes or puts back, whatever happens to this coroutine: a flush cancelled while
+                # its write still runs (a test client's loop closing) must neither lose the rows nor write them twice
+                await asyncio.to_thread(self._write_or_put_back, rows, refusals)
+            except Exception:
                 self._ensure_writer()  # the periodic writer retries them
                 raise
 
@@ -104,11 +105,7 @@ class UsageMeter:
         """:meth:`flush` from synchronous code (no event loop needed)."""
         rows, refusals = self._take()
         if rows or refusals:
-            try:
-                self._write(rows, refusals)
-            except BaseException:
-                self._put_back(rows, refusals)
-                raise
+            self._write_or_put_back(rows, refusals)
 
     def close(self) -> None:
         """Write what is pending, synchronously, and write any later row at once (replica shutdown)."""
@@ -145,6 +142,13 @@ class UsageMeter:
             self._pending[:0] = rows
             for key, count in refusals.items():
                 self._refusals[key] = self._refusals.get(key, 0) + count
+
+    def _write_or_put_back(self, rows: Sequence[UsageRow], refusals: dict[RefusalKey, int]) -> None:
+        try:
+            self._write(rows, refusals)
+        except BaseException:
+            self._put_back(rows, refusals)
+            raise
 
     def _write(self, rows: Sequence[UsageRow], refusals: dict[RefusalKey, int] | None = None) -> None:
         with self.db.session() as session:

@@ -4,6 +4,7 @@ flush, on shutdown, or while the database refuses writes. Real SQLite, no mocks.
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,36 @@ def test_zero_period_writes_each_row_before_answering(db: Database) -> None:
     meter = UsageMeter(db, flush_seconds=0)
     asyncio.run(meter.add(row(7)))
     assert stored(db) == [7]
+
+
+def test_a_flush_cancelled_while_its_write_runs_writes_each_row_once(db: Database) -> None:
+    """A test client's loop that closes cancels its flush; the write already in its thread still lands, once: the
+    rows are neither put back to be written again nor lost (a refusal was once counted twice this way)."""
+    meter = UsageMeter(db, flush_seconds=60)
+    writing, release = threading.Event(), threading.Event()
+    write = meter._write
+
+    def slow_write(rows, refusals=None):  # type: ignore[no-untyped-def]
+        writing.set()
+        release.wait(5)
+        write(rows, refusals)
+
+    meter._write = slow_write  # type: ignore[method-assign]
+
+    async def cancelled_flush() -> None:
+        await meter.add(row(7))
+        meter.refused(1, "overloaded")
+        task = asyncio.create_task(meter.flush())
+        await asyncio.to_thread(writing.wait, 5)
+        task.cancel()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled_flush())
+    meter.flush_now()  # anything put back would be written again here
+    assert stored(db) == [7]
+    with db.engine.connect() as conn:
+        from persistence.models import UsageRefusal
+
+        assert conn.scalar(select(func.sum(UsageRefusal.count))) == 1
