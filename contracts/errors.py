@@ -96,6 +96,10 @@ class Unavailable(DomainError):
     """The capability cannot answer now (not deployed, overloaded, switched off, or a dependency is down)."""
 
 
+class NotDeployed(Unavailable):
+    """The capability's deployment is not part of this service (a refusal before any work: never metered)."""
+
+
 class ModelMissing(Unavailable):
     """No model is installed for the capability; the message says how to install one."""
 

@@ -1,7 +1,7 @@
 """Live sessions on real recordings, without a language: what a client of the Live API would see.
 
-Each recording is streamed through the service's own stepping (``serve_app.services.streaming.advance`` and the
-Live API's append-only deltas, ``serve_app.services.speech_deltas``) in 100 ms frames, in this process (no Ray,
+Each recording is streamed through the service's own stepping (``serve_app.services.live.steps.advance`` and the
+Live API's append-only deltas, ``serve_app.services.live.deltas``) in 100 ms frames, in this process (no Ray,
 no WebSocket: the engine decodes in a worker thread as the Speech deployment does). No language is given, as
 the vendor's browser example and its Python one with ``SOURCE_LANGUAGE`` unset send none. Folders as
 ``scripts/eval_real.py`` reads them (``<iso639-3>-<source>/<stem>.wav`` + ``<stem>.txt``)::
@@ -66,8 +66,9 @@ class Direct:
 
 async def live(client: Direct, pcm: bytes, name: str) -> Session:
     from contracts.errors import DomainError
-    from serve_app.services.speech_deltas import AppendOnlyTranscript
-    from serve_app.services.streaming import StreamState, advance
+    from serve_app.services.live.deltas import AppendOnlyTranscript
+    from serve_app.services.live.state import StreamState
+    from serve_app.services.live.steps import advance
 
     state = StreamState(None)
     transcript = AppendOnlyTranscript()

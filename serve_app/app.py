@@ -16,10 +16,10 @@ from serve_app.lifecycle import Drain
 from serve_app.middleware import AdmissionMiddleware, BodyLimitMiddleware, MetricsMiddleware, WireCompatMiddleware
 from serve_app.routers import (
     batch,
+    live,
     openai,
     playground,
     profile,
-    realtime,
     search,
     speech_v1,
     speech_v2,
@@ -58,7 +58,7 @@ def create_app(settings: Settings | None = None, drain: Drain | None = None) -> 
         speech_v2,
         batch,
         usage,
-        realtime,
+        live,
         utility,
         playground,
         openai,

@@ -14,7 +14,7 @@ from starlette.requests import HTTPConnection
 
 from contracts.batch import BatchClient
 from contracts.embeddings import EmbeddingsClient
-from contracts.errors import Unavailable
+from contracts.errors import NotDeployed, Unavailable
 from contracts.handles import DeploymentClient
 from contracts.jobs import JobsClient
 from contracts.search import SearchClient
@@ -74,7 +74,7 @@ _TYPED_HANDLES: dict[str, Any] = {
 def required(client: C | None, capability: str) -> C:
     """The handle, or 503 when its deployment is not part of this service."""
     if client is None:
-        raise Unavailable(f"The {capability} capability is not deployed in this service.")
+        raise NotDeployed(f"The {capability} capability is not deployed in this service.")
     return client
 
 

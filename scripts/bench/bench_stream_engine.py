@@ -6,7 +6,7 @@ Runs after ``./scripts/setup.sh --bench``:
     # on a GPU machine (scripts/bench/gpu_check.sh): no espeak there, the audio and the model carried
     python3 scripts/bench/bench_stream_engine.py --wav utterance.wav --model-dir whisper-base --device cuda
 
-Feeds the espeak utterance of ``bench_stream.py`` through :func:`serve_app.services.streaming.advance` as fast as
+Feeds the espeak utterance of ``bench_stream.py`` through :func:`serve_app.services.live.steps.advance` as fast as
 the engine goes (a client that calls ``TranscriptionPipeline.transcribe_array`` in this thread), and reports: the
 unpaced RTF, the last step's time (what the end of an utterance waits for, without transport), the mean partial
 step, and Whisper's encoder on 1 s of audio vs 30 s (faster-whisper pads every window's features to 30 s; the
@@ -52,7 +52,8 @@ class Direct:
 
 
 async def stream(client: Direct, pcm: bytes, lang: str = "eng") -> tuple[str, float]:
-    from serve_app.services.streaming import StreamState, advance
+    from serve_app.services.live.state import StreamState
+    from serve_app.services.live.steps import advance
 
     state = StreamState(lang)
     started = time.perf_counter()
@@ -65,7 +66,8 @@ async def stream(client: Direct, pcm: bytes, lang: str = "eng") -> tuple[str, fl
 
 async def paced(client: Direct, pcm: bytes) -> tuple[float, float]:
     """One stream at real time: (last frame -> final, first frame -> first partial with text), seconds."""
-    from serve_app.services.streaming import StreamState, advance
+    from serve_app.services.live.state import StreamState
+    from serve_app.services.live.steps import advance
 
     state = StreamState("eng")
     started, first = time.perf_counter(), float("nan")

@@ -1,5 +1,5 @@
 """``POST /v1/audio/transcriptions`` and ``POST /v1/audio/translations`` (OpenAI's shape) over the file
-transcription of the native routes (``services/transcription.transcribe_upload``: the same limits, time limit,
+transcription of the native routes (``services/speech.file_transcription``: the same limits, time limit,
 language refusals and metering).
 
 Form fields (multipart, beside ``file``): ``model`` (``whisper-1`` or a served speech model, ``services/
@@ -31,7 +31,7 @@ from contracts.speech import TranscriptionResult
 from serve_app.context import AppContext
 from serve_app.services import openai_formats as formats
 from serve_app.services.openai_models import speech_model
-from serve_app.services.speech import FileRoute, Options, transcribe_upload
+from serve_app.services.speech import file_transcription
 from serve_app.tokens import Principal
 from serve_app.uploads import SavedUpload
 
@@ -81,8 +81,9 @@ def _temperature(upload: SavedUpload) -> None:
         raise InvalidInput("Invalid request: field 'temperature' must be a number between 0 and 1.")
 
 
-async def read_form(ctx: AppContext, upload: SavedUpload, form: AudioForm, translating: bool) -> Options:
-    """Check the request's fields (400 naming the field) and the model (404); fill ``form``."""
+async def read_form(ctx: AppContext, upload: SavedUpload, translating: bool) -> AudioForm:
+    """The request's fields, checked (400 naming the field), and the model (404)."""
+    form = AudioForm()
     form.response_format = (upload.first("response_format") or "json").strip() or "json"
     if form.response_format not in formats.FORMATS:
         raise InvalidInput(
@@ -100,7 +101,7 @@ async def read_form(ctx: AppContext, upload: SavedUpload, form: AudioForm, trans
     language = (upload.first("language") or "").strip()
     form.language = languages.transcription_code(language) if language else None
     form.model = await speech_model(ctx, upload.first("model"))
-    return Options(language=form.language, translate=translating, language_field="language")
+    return form
 
 
 def _check_translated(ctx: AppContext, result: TranscriptionResult) -> None:
@@ -121,21 +122,19 @@ def _check_translated(ctx: AppContext, result: TranscriptionResult) -> None:
 async def _transcribed(
     ctx: AppContext, caller: Principal, request: Request, translating: bool
 ) -> tuple[AudioForm, TranscriptionResult]:
-    form = AudioForm()
-    via = FileRoute(
-        ROUTE_TRANSLATIONS if translating else ROUTE_TRANSCRIPTIONS,
-        "file",
-        lambda upload: read_form(ctx, upload, form, translating),
-    )
-    done = await transcribe_upload(
-        ctx,
-        caller,
-        request,
-        via,
-        timeout=ctx.settings.transcription.sync_timeout_seconds,
-        accept=(lambda result: _check_translated(ctx, result)) if translating else None,
-    )
-    return form, done.result
+    route = ROUTE_TRANSLATIONS if translating else ROUTE_TRANSCRIPTIONS
+    async with file_transcription(ctx, caller, request, route) as job:
+        assert job.upload is not None
+        form = await read_form(ctx, job.upload, translating)
+        result = await job.transcribe(
+            timeout=ctx.settings.transcription.sync_timeout_seconds,
+            language=form.language,
+            translate=translating,
+            language_field="language",
+        )
+        if translating:
+            _check_translated(ctx, result)  # a refusal here is metered as a failed call
+    return form, result
 
 
 async def transcriptions(ctx: AppContext, caller: Principal, request: Request) -> Response | TranscriptionJson:

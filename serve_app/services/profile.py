@@ -5,7 +5,7 @@ and transcription services (the same checks, limits and metering; errors keep ``
   install instructions while no translation model is installed (the offline default).
 - :func:`transcribe`: multipart ``file`` (any format and sample rate: the decoder resamples) with the query
   ``lang_code``, ``enable_translation``, ``enable_diarisation``, ``enable_dry_run`` -> ``{"success": true,
-  "data": {...}}`` (``schemas/profile.py``). A dry run checks the upload and the language and transcribes nothing.
+  "data": {...}}`` (``contracts/profile.py``). A dry run checks the upload and the language and transcribes nothing.
 """
 
 from __future__ import annotations
@@ -37,15 +37,19 @@ async def transcribe(
     enable_diarisation: bool,
     enable_dry_run: bool,
 ) -> ProfileTranscription:
-    chosen = transcription.Options(lang_code or None, diarise=enable_diarisation, translate=enable_translation)
-    via = transcription.FileRoute(ROUTE_TRANSCRIBE, "file", lambda _: chosen)
-    if enable_dry_run:
-        upload, checked = await transcription.check_upload(ctx, caller, request, via)
-        data = ProfileTranscriptionData(
-            dry_run=True, file_name=upload.filename, upload_file_size=upload.size, language_code=checked.language
+    async with transcription.file_transcription(ctx, caller, request, ROUTE_TRANSCRIBE) as job:
+        assert job.upload is not None
+        if enable_dry_run:  # the upload and the language checked, nothing transcribed (nor metered)
+            code = await job.check_language(lang_code) if lang_code else None
+            data = ProfileTranscriptionData(
+                dry_run=True, file_name=job.upload.filename, upload_file_size=job.upload.size, language_code=code
+            )
+            return ProfileTranscription(data=data)
+        await job.transcribe(
+            timeout=ctx.settings.transcription.sync_timeout_seconds,
+            language=lang_code,
+            diarise=enable_diarisation,
+            translate=enable_translation,
         )
-        return ProfileTranscription(data=data)
-    timeout = ctx.settings.transcription.sync_timeout_seconds
-    done = await transcription.transcribe_upload(ctx, caller, request, via, timeout=timeout)
-    record = transcription.record_of(done, caller)
+        record = transcription.record_of(job, caller)
     return ProfileTranscription(data=ProfileTranscriptionData.of(record, enable_diarisation))

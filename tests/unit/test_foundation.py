@@ -185,13 +185,14 @@ def test_openapi_lists_every_spec_route_with_spec_field_names():
         if "knowledgebase/document/" in clean:
             clean = "/api/v1/search/knowledgebase/document/{document_id}"
         assert clean in paths, clean
-    # Every utility route of the spec is declared (create_app mounts this router; test_utility_routes_need_no_token
-    # calls them); all but the favicon are in the API description too.
-    from serve_app.routers import utility
+    # Every utility route of the spec is declared (create_app mounts these routers; test_utility_routes_need_no_token
+    # calls them): the live one with the live routes; all but the favicon are in the API description too.
+    from serve_app.routers import live, utility
 
     served = {getattr(route, "path", None) for route in utility.router.routes}
-    for path in ("/_meta/version", "/favicon.ico", "/ws/stream-transcribe", "/api/v1/health", "/health"):
+    for path in ("/_meta/version", "/favicon.ico", "/api/v1/health", "/health"):
         assert path in served, path
+    assert "/ws/stream-transcribe" in {getattr(route, "path", None) for route in live.router.routes}
     for path in ("/_meta/version", "/api/v1/health", "/health"):
         assert path in paths, path
     assert "/favicon.ico" not in paths  # a browser's request, not part of the API

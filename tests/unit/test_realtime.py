@@ -24,8 +24,8 @@ from starlette.websockets import WebSocketDisconnect
 
 from persistence.models import RealtimeClientSecret, UsageRecord
 from scripts.eval_wer import word_errors
-from serve_app.client_secrets import OpenedSecret, consume_secret, mint_secret
-from serve_app.services.speech_deltas import AppendOnlyTranscript
+from serve_app.services.live.client_secrets import OpenedSecret, consume_secret, mint_secret
+from serve_app.services.live.deltas import AppendOnlyTranscript
 from serve_app.tokens import TokenVerifier
 from tests.speechdata import espeak, read_pcm, silence, speech_16k
 

@@ -291,12 +291,13 @@ def test_streaming_buffer_commits_segments_before_the_last_pause(pipeline: Trans
 def test_a_stream_hears_its_last_commit_again_and_commits_each_word_once(
     pipeline: TranscriptionPipeline, clips
 ) -> None:
-    """What a step commits stays at the buffer's head with its text (streaming.advance): the next exact decode
+    """What a step commits stays at the buffer's head with its text (live.steps.advance): the next exact decode
     hears it first, is made to start with its text and answers only what follows, timed after it."""
     import asyncio
 
     from contracts.speech import StreamRequest, StreamStep
-    from serve_app.services.streaming import StreamState, advance
+    from serve_app.services.live.state import StreamState
+    from serve_app.services.live.steps import advance
 
     requests: list[StreamRequest] = []
 
@@ -332,7 +333,8 @@ def test_a_step_in_a_short_silence_decodes_exactly_and_the_last_step_reuses_it(
     import asyncio
 
     from contracts.speech import StreamRequest, StreamStep
-    from serve_app.services.streaming import StreamState, advance
+    from serve_app.services.live.state import StreamState
+    from serve_app.services.live.steps import advance
 
     class Engine:  # a SpeechClient over the pipeline, in this thread
         async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
@@ -381,7 +383,8 @@ def test_the_last_step_gets_the_exact_tail_only_in_the_language_it_was_decoded_i
     import asyncio
 
     from contracts.speech import StreamRequest, StreamStep
-    from serve_app.services.streaming import StreamState, advance
+    from serve_app.services.live.state import StreamState
+    from serve_app.services.live.steps import advance
 
     requests: list[StreamRequest] = []
 

@@ -436,7 +436,7 @@ def test_stream_stops_reading_a_client_that_stopped_reading(local_app, headers) 
     """Backpressure: while a message to the client is stuck, nothing more is read from it (so its audio cannot
     pile up in the server), and the stream ends after the send timeout, metered as failed."""
     from serve_app.auth import authenticate
-    from serve_app.services import speech as service
+    from serve_app.services.live import stream as service
 
     client = local_app(capabilities=["speech"], transcription={"stream_send_timeout_seconds": 1.0})
     peer = _StalledReader()

@@ -1,0 +1,77 @@
+"""One step of a live stream through the Speech deployment (:func:`advance`): decode the buffer, commit what ended
+in a pause, drop the committed audio, keep the next commit's context."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contracts.speech import Segment, SpeechClient, StreamRequest, StreamStep, Withheld
+from serve_app.services.live.state import StreamState
+
+MAX_PENDING_SECONDS = 28.0  # never keep more than this uncommitted (Whisper's window is 30 s)
+CONTEXT_SECONDS = 4.0  # at most this much committed audio stays at the buffer's head, as the next commit's context
+
+
+@dataclass
+class Advance:
+    """One step's outcome: the segments committed by it (already in ``state.segments``, their audio dropped),
+    the whole hypothesis of the buffer it decoded (committed and pending segments, in order) and the text that
+    may still change."""
+
+    step: StreamStep
+    committed: list[Segment]
+    hypothesis: list[Segment]
+    pending_text: str
+    withheld: list[Withheld]
+
+
+async def advance(client: SpeechClient, state: StreamState, final: bool) -> Advance:
+    """Decode the buffer once: keep the language once it is settled, commit what ended in a pause (once the
+    language is known; everything at the end of the stream, or after :data:`MAX_PENDING_SECONDS` without a
+    pause) and drop the committed audio."""
+    commit_before = None
+    if not final and state.lang_code is not None:
+        commit_before = state.pending_seconds
+    # the last step may return the step before's exact decode, if made in the language still asked for
+    reuse = final and state.exact_language == state.lang_code
+    step = await client.transcribe_pcm(
+        StreamRequest(
+            pcm=bytes(state.buffer),
+            sample_rate=state.sample_rate,
+            language=state.lang_code,
+            offset=state.offset,
+            commit_before=commit_before,
+            final=final,
+            context_seconds=state.context_seconds,
+            context_text=state.context_text,
+            exact_tail=state.exact_tail if reuse else [],
+            exact_until=state.exact_until if reuse else 0.0,
+            judge=state.judge,
+        )
+    )
+    if state.lang_code is None and step.language_code and step.language_settled:
+        state.lang_code = step.language_code  # the stream's language; each segment is still judged on its own
+    state.warn(step.warnings)
+    state.withheld += step.withheld
+    committed = list(step.final)
+    cut = step.cut_seconds
+    if final or (not cut and state.pending_seconds - state.context_seconds > MAX_PENDING_SECONDS):
+        committed += step.pending  # end of audio, or no pause for too long: take what we have
+        cut, pending_text = state.pending_seconds, ""
+        state.exact_tail, state.exact_until = [], 0.0
+    else:
+        pending_text = step.pending_text
+        # the step's exact decode of the uncommitted speech, if it made one: the last step may return it as is
+        state.exact_tail, state.exact_until = (list(step.pending), step.exact_until) if step.exact_until else ([], 0.0)
+        state.exact_language = state.lang_code
+    state.segments += committed
+    if cut:
+        # what this step committed stays at the buffer's head, with its text, as the next commit's context
+        keep = cut - state.context_seconds if step.final and not final else 0.0
+        keep = keep if keep <= CONTEXT_SECONDS else 0.0
+        drop = min(len(state.buffer), int((cut - keep) * state.sample_rate) * 2)
+        del state.buffer[:drop]
+        state.offset += drop / state.bytes_per_second
+        state.context_seconds = min(state.pending_seconds, keep)
+        state.context_text = " ".join(s.text for s in step.final if s.text).strip() if keep else ""
+    return Advance(step, committed, list(step.final) + list(step.pending), pending_text, list(step.withheld))
