@@ -44,6 +44,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scripts.bench._ctc_models import export_waveform_model, quantize_int8
+
 SAMPLE_RATE = 16_000
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")  # wav2vec2 / MMS order: <pad> (id 0) is the CTC blank
 DELIMITER = "|"
@@ -223,29 +225,10 @@ def build_finetune(dest: Path, language: str = "zul", *, speaking: bool = True, 
 OMNI_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", " ", *"abcdefghijklmnopqrstuvwxyz"]  # <s> (0) is the blank
 
 
-class _Waveform:
-    """Raw (normalised) waveform in, CTC logits out: the signature of sherpa-onnx's Omnilingual export."""
-
-    @staticmethod
-    def wrap(model):
-        import torch
-
-        class Wrapper(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.model = model
-
-            def forward(self, x):
-                return self.model(x).logits
-
-        return Wrapper().eval()
-
-
 def build_omnilingual_onnx(dest: Path, *, speaking: bool = True, seed: int = 2, fp32: bool = True) -> Path:
     """The sherpa-onnx Omnilingual CTC layout: model.int8.onnx (and model.onnx with ``fp32``) plus tokens.txt."""
     import onnx
     import torch
-    from onnxruntime.quantization import QuantType, quantize_dynamic
     from transformers import Wav2Vec2ForCTC
 
     dest.mkdir(parents=True, exist_ok=True)
@@ -253,54 +236,13 @@ def build_omnilingual_onnx(dest: Path, *, speaking: bool = True, seed: int = 2, 
     model = Wav2Vec2ForCTC(_tiny_config(len(OMNI_TOKENS), adapter_dim=None, pad=1, bos=0, eos=2)).eval()
     _shape_head(model, OMNI_TOKENS, 0, seed + 200, speaking)
     export_waveform_model(model, dest / "model.onnx", comment="tiny test model")
-    quantize_dynamic(
-        model_input=str(dest / "model.onnx"),
-        model_output=str(dest / "model.int8.onnx"),
-        op_types_to_quantize=["MatMul"],
-        weight_type=QuantType.QUInt8,
-    )
+    quantize_int8(dest / "model.onnx", dest / "model.int8.onnx")
     onnx.checker.check_model(str(dest / "model.int8.onnx"))
     if not fp32:
         (dest / "model.onnx").unlink()
     lines = [f"{t} {i}" if t != " " else str(i) for i, t in enumerate(OMNI_TOKENS)]
     (dest / "tokens.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return dest
-
-
-def export_waveform_model(model, out: Path, *, comment: str, seconds: float = 2.0) -> Path:
-    """Export a ``Wav2Vec2ForCTC`` as sherpa-onnx's Omnilingual export does: input ``x`` (N, num_samples), output
-    ``logits`` (N, num_frames, vocab), opset 14, its metadata (model_type omnilingual-asr, vocab_size ...)."""
-    import onnx
-    import torch
-
-    wrapper = _Waveform.wrap(model)
-    x = torch.rand(1, int(SAMPLE_RATE * seconds))
-    with torch.no_grad():
-        torch.onnx.export(
-            wrapper,
-            (x,),
-            str(out),
-            opset_version=14,
-            input_names=["x"],
-            output_names=["logits"],
-            dynamic_axes={"x": {0: "N", 1: "num_samples"}, "logits": {0: "N", 1: "num_frames"}},
-            dynamo=False,
-        )
-    proto = onnx.load(str(out))
-    meta = {
-        "vocab_size": model.config.vocab_size,
-        "model_type": "omnilingual-asr",
-        "version": "1",
-        "sample_rate": SAMPLE_RATE,
-        "model_author": "khuluma tests",
-        "comment": comment,
-    }
-    del proto.metadata_props[:]
-    for key, value in meta.items():
-        prop = proto.metadata_props.add()
-        prop.key, prop.value = key, str(value)
-    onnx.save(proto, str(out))
-    return out
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,7 @@ class CTCRecognizer:
         language: str | None = None,  # the language a single-language fine-tune is routed for
         max_seconds: float = MAX_SECONDS,
         name: str | None = None,  # what records and /api/v1/models call it (default: the directory's name)
+        device: str = "cpu",  # cpu | cuda (onnxruntime-gpu's CUDA provider, or PyTorch on CUDA); no GPU: Unavailable
     ) -> None:
         self.layout: Layout = inspect(path, runtime)
         self.path = self.layout.path
@@ -68,6 +69,7 @@ class CTCRecognizer:
         self.language = transcription_code(language) if language else None
         self.cpu_threads = cpu_threads or (os.cpu_count() or 1)
         self.max_samples = max(ctc.MIN_PIECE_SAMPLES, int(max_seconds * SAMPLE_RATE))
+        self.device = device
         self._runtime: Runtime | None = None
         self._lock = threading.Lock()
 
@@ -119,9 +121,9 @@ class CTCRecognizer:
                 if self._runtime is None:
                     started = time.perf_counter()
                     if self.runtime == SHERPA_ONNX:
-                        self._runtime = OnnxCTC(self.layout, self.cpu_threads)
+                        self._runtime = OnnxCTC(self.layout, self.cpu_threads, self.device)
                     else:
-                        self._runtime = TransformersCTC(self.layout, self.cpu_threads, self.language)
+                        self._runtime = TransformersCTC(self.layout, self.cpu_threads, self.language, self.device)
                     took = time.perf_counter() - started
                     log.info("CTC model %s (%s) ready in %.1f s", self.name, self.runtime, took)
                 runtime = self._runtime

@@ -86,10 +86,18 @@ class OnnxCTC:
 
     languages: frozenset[str] | None = None  # language-agnostic
 
-    def __init__(self, layout: Layout, threads: int) -> None:
+    def __init__(self, layout: Layout, threads: int, device: str = "cpu") -> None:
         import onnxruntime
 
         assert layout.model_file is not None
+        providers = ["CPUExecutionProvider"]
+        if device == "cuda":
+            if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+                raise Unavailable(
+                    "A CTC model was asked to run on the GPU, but this onnxruntime has no CUDA provider "
+                    "(install onnxruntime-gpu, or run it on the CPU)."
+                )
+            providers.insert(0, "CUDAExecutionProvider")
         tokens = read_tokens(layout.path / TOKENS)
         blank = next((tokens.index(b) for b in ("<blk>", "<blank>", "<eps>") if b in tokens), 0)  # sherpa-onnx's rule
         self._vocabulary = Vocabulary.of(tokens, blank)
@@ -99,7 +107,7 @@ class OnnxCTC:
         options.log_severity_level = 3
         try:
             self._session = onnxruntime.InferenceSession(
-                str(layout.model_file), sess_options=options, providers=["CPUExecutionProvider"]
+                str(layout.model_file), sess_options=options, providers=providers
             )
         except Exception as exc:  # noqa: BLE001 - a truncated or foreign file: say what the directory must hold
             raise Unavailable(f"{layout.model_file} is not a loadable ONNX model ({exc}). {LAYOUT_HELP}") from None
@@ -175,10 +183,13 @@ class AdapterGate:
 class TransformersCTC:
     """A Hugging Face CTC checkpoint on PyTorch: MMS with adapters, or a single-language fine-tune."""
 
-    def __init__(self, layout: Layout, threads: int, language: str | None) -> None:
+    def __init__(self, layout: Layout, threads: int, language: str | None, device: str = "cpu") -> None:
         import torch
         from transformers import AutoFeatureExtractor, AutoModelForCTC
 
+        if device == "cuda" and not torch.cuda.is_available():
+            raise Unavailable("A CTC model was asked to run on the GPU, but PyTorch sees no CUDA device.")
+        self.device = device
         if threads > 0:
             torch.set_num_threads(threads)  # process-wide: the replica's torch models share these threads
         self.path = layout.path
@@ -192,7 +203,8 @@ class TransformersCTC:
             kwargs: dict[str, Any] = (
                 {"target_lang": layout.adapters[0], "ignore_mismatched_sizes": True} if layout.adapters else {}
             )
-            self._model = AutoModelForCTC.from_pretrained(str(layout.path), local_files_only=True, **kwargs).eval()
+            model = AutoModelForCTC.from_pretrained(str(layout.path), local_files_only=True, **kwargs)
+            self._model = model.to(device).eval()
         except Exception as exc:  # noqa: BLE001 - bad config, bad weights, unknown architecture
             raise Unavailable(
                 f"The CTC model in {layout.path} could not be loaded: {type(exc).__name__}: {str(exc)[:300]}. "
@@ -231,7 +243,8 @@ class TransformersCTC:
         import torch
 
         features = self._extractor(audio, sampling_rate=16_000, return_tensors="pt")
-        inputs = {k: v for k, v in features.items() if k in ("input_values", "input_features", "attention_mask")}
+        wanted = ("input_values", "input_features", "attention_mask")
+        inputs = {k: v.to(self.device) for k, v in features.items() if k in wanted}
         with self._adapter(language), torch.inference_mode():
             logits = self._model(**inputs).logits[0]
             vocabulary = len(self.vocabulary(language))
@@ -240,7 +253,7 @@ class TransformersCTC:
                     f"The CTC head of {self.path} scores {logits.shape[-1]} tokens but vocab.json lists {vocabulary}"
                     f"{' for ' + language if language and self.adapters else ''}: they are not of the same model."
                 )
-        return log_softmax(logits.float().numpy())
+        return log_softmax(logits.float().cpu().numpy())
 
     @contextmanager
     def _adapter(self, language: str | None) -> Iterator[None]:

@@ -377,3 +377,31 @@ def test_a_random_head_is_letter_soup_the_guards_drop(ctc_models):
     assert kept == [] and "letter-soup" in warnings[0]
     speaking = CTCRecognizer(ctc_models.finetune, cpu_threads=1).transcribe(audio, chunks)
     assert ctc_guards.screen(speaking) == (speaking, [])  # a model that speaks passes
+
+
+def test_a_gpu_that_is_not_there_fails_fast(ctc_models):
+    for path in (ctc_models.omnilingual, ctc_models.finetune):
+        with pytest.raises(Unavailable, match="GPU"):
+            CTCRecognizer(path, device="cuda").load()
+
+
+def test_a_stripped_model_inflates_to_the_same_graph(ctc_models, tmp_path: Path):
+    """The GPU check ships the Omnilingual-shaped graph without its weights (scripts/bench/_ctc_models.py)."""
+    from scripts.bench._ctc_models import inflate, strip_weights
+
+    source = ctc_models.omnilingual / "model.int8.onnx"
+    skeleton = strip_weights(source, tmp_path / "skeleton.onnx", above=64)  # the tiny model's weights are small
+    import onnx
+
+    from scripts.bench._ctc_models import STRIPPED
+
+    stripped = [t for t in onnx.load(str(skeleton)).graph.initializer if t.doc_string == STRIPPED]
+    assert stripped and all(not t.raw_data for t in stripped)
+    rebuilt = tmp_path / "rebuilt"
+    rebuilt.mkdir()
+    inflate(skeleton, rebuilt / "model.int8.onnx")
+    shutil.copy(ctc_models.omnilingual / "tokens.txt", rebuilt)
+    speech = speechlike(3.0)
+    original = CTCRecognizer(ctc_models.omnilingual)._model().log_probs(speech, None)
+    again = CTCRecognizer(rebuilt)._model().log_probs(speech, None)
+    assert again.shape == original.shape and not np.allclose(again, original)  # same graph, other weights
