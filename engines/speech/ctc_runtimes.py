@@ -105,6 +105,9 @@ class OnnxCTC:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        # waiting threads sleep instead of spinning, as the service's other engines wait (OMP_WAIT_POLICY=passive):
+        # replicas share the cores
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self._session = onnxruntime.InferenceSession(
                 str(layout.model_file), sess_options=options, providers=providers
