@@ -4,7 +4,12 @@ operator, in the same words."""
 from __future__ import annotations
 
 # The model `khuluma models pull` fetches for a capability when none is named.
-DEFAULT_MODELS: dict[str, str] = {"translation": "facebook/nllb-200-distilled-600M"}
+DEFAULT_MODELS: dict[str, str] = {
+    "translation": "facebook/nllb-200-distilled-600M",
+    "speech": "csukuangfj2/sherpa-onnx-omnilingual-asr-1600-languages-300M-ctc-int8-2025-11-12",
+}
+# Short names of those defaults in `khuluma models pull`'s catalogue (engines/model_registry.KNOWN_MODELS).
+DEFAULT_SHORT_NAMES: dict[str, str] = {"speech": "omnilingual-ctc-300m"}
 
 # Default models whose licence forbids commercial use: their pull command carries --accept-licence.
 NON_COMMERCIAL_DEFAULTS = frozenset({"facebook/nllb-200-distilled-600M"})
@@ -15,11 +20,24 @@ MODEL_SETTING = {
     "whisper": "KHULUMA_WHISPER_MODEL",
     "ner": "KHULUMA_TEXT_NER_MODEL",
     "embeddings": "KHULUMA_EMBEDDINGS_MODEL",
+    "speech": "KHULUMA_SPEECH_LANGUAGE_MODELS",  # a JSON map: language code -> registered name or directory
 }
+
+
+def speech_route(language: str, model: str) -> str:
+    """The setting that routes ``language`` to the CTC speech ``model`` (a registered name or a directory)."""
+    return f'{MODEL_SETTING["speech"]}=\'{{"{language}": "{model}"}}\''
 
 
 def install_hint(capability: str = "translation") -> str:
     """The exact commands that install the default model of a capability."""
+    if capability == "speech":
+        short = DEFAULT_SHORT_NAMES["speech"]
+        return (
+            f"`khuluma models pull {short}` (needs access to huggingface.co; offline: copy a downloaded directory "
+            f"here and run `khuluma models add <dir> --capability speech --name {short}`), then route a language to "
+            f"it with {speech_route('zul', short)} and restart or redeploy the service"
+        )
     hf_id = DEFAULT_MODELS.get(capability, "<huggingface-id>")
     name = hf_id.rsplit("/", 1)[-1]
     setting = MODEL_SETTING[capability]

@@ -1,8 +1,11 @@
 """Installed models: a JSON registry under ``<data_dir>/models/``, downloads, conversion and name resolution.
 
 ``<data_dir>/models/registry.json`` maps a model name to ``{capability, path, backend, source, quantization,
-added_at}``. ``capability`` is one of translation | whisper | ner | embeddings so every model family is
-installed and listed the same way (``khuluma models pull|add|list``).
+added_at}``. ``capability`` is one of translation | whisper | ner | embeddings | speech so every model family is
+installed and listed the same way (``khuluma models pull|add|list``). ``speech`` is the CTC speech family
+(``engines/speech/ctc.py``): Omnilingual ASR CTC in sherpa-onnx's ONNX layout (backend ``sherpa-onnx``), MMS with
+its adapters or a wav2vec2 fine-tune (backend ``transformers``); such a model is registered as it is, never
+converted (CTranslate2 would drop MMS's adapters), and validated by ``engines.speech.ctc_layout.inspect``.
 
 - :func:`pull` downloads a Hugging Face repository with ``huggingface_hub`` (progress bars on the terminal) and
   converts it to CTranslate2 (int8 by default) where CTranslate2 can run it.
@@ -28,11 +31,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from contracts.errors import Unavailable
 from contracts.installs import install_hint
+from engines.speech import ctc_layout
 
-Capability = Literal["translation", "whisper", "ner", "embeddings"]
-CAPABILITIES: tuple[str, ...] = ("translation", "whisper", "ner", "embeddings")
-Backend = Literal["ctranslate2", "transformers"]
+Capability = Literal["translation", "whisper", "ner", "embeddings", "speech"]
+CAPABILITIES: tuple[str, ...] = ("translation", "whisper", "ner", "embeddings", "speech")
+Backend = Literal["ctranslate2", "transformers", "sherpa-onnx"]
+SPEECH = "speech"  # the CTC speech family: registered as downloaded, never converted
 REGISTRY_FILE = "registry.json"
 
 
@@ -54,11 +60,25 @@ class KnownModel:
     licence: str
     note: str = ""
     published: str = ""
+    backend: str = ""  # set for models used as downloaded (speech): sherpa-onnx | transformers
+    files: tuple[str, ...] = ()  # what to download (where the repository's files exist), instead of the default set
+    languages: tuple[str, ...] = ()  # the service's languages its publisher says it covers (routing hints)
 
     @property
     def non_commercial(self) -> bool:
         return self.licence in NON_COMMERCIAL_LICENCES
 
+
+# The South African languages (ISO 639-3, as the service and MMS write them) a speech model may cover.
+SA_SPEECH_CODES = ("afr", "eng", "nbl", "nso", "sot", "ssw", "tsn", "tso", "ven", "xho", "zul")
+# Those Meta's Omnilingual ASR lists among its 1,600+ languages (facebookresearch/omnilingual-asr,
+# per_language_results_table_7B_llm_asr.csv: no sot, ssw, ven or nbl).
+OMNILINGUAL_SA = ("afr", "eng", "nso", "tsn", "tso", "xho", "zul")
+OMNILINGUAL_PUBLISHED = (
+    "Meta publishes per-language CER only for its 7B LLM-ASR model, not for the CTC models "
+    "(facebookresearch/omnilingual-asr, per_language_results_table_7B_llm_asr.csv): afr 4.7, eng 3.0, nso 5.3, "
+    "tsn 6.7, tso 0.8, xho 4.9, zul 17.9; a CTC model of 300M or 1B parameters errs more than that"
+)
 
 # Short names `khuluma models pull` accepts besides any Hugging Face id. Other capabilities add theirs here.
 KNOWN_MODELS: dict[str, KnownModel] = {
@@ -80,6 +100,48 @@ KNOWN_MODELS: dict[str, KnownModel] = {
     "nllb-200-3.3B": KnownModel(
         "facebook/nllb-200-3.3B", "translation", "CC-BY-NC-4.0", "about 17.6 GB download, 3.3 GB as CTranslate2 int8"
     ),
+    # CTC speech (engines/speech/ctc.py): Meta's Omnilingual ASR CTC as sherpa-onnx's int8 ONNX export, and MMS.
+    "omnilingual-ctc-300m": KnownModel(
+        "csukuangfj2/sherpa-onnx-omnilingual-asr-1600-languages-300M-ctc-int8-2025-11-12",
+        "speech",
+        "Apache-2.0",
+        "about 365 MB (int8 ONNX, sherpa-onnx's export of omniASR_CTC_300M); 1,600+ languages, language-agnostic",
+        OMNILINGUAL_PUBLISHED,
+        backend="sherpa-onnx",
+        files=("model.int8.onnx", "tokens.txt", "README.md", "LICENSE"),
+        languages=OMNILINGUAL_SA,
+    ),
+    "omnilingual-ctc-1b": KnownModel(
+        "csukuangfj/sherpa-onnx-omnilingual-asr-1600-languages-1B-ctc-int8-2025-11-12",
+        "speech",
+        "Apache-2.0",
+        "about 1.03 GB (int8 ONNX, sherpa-onnx's export of omniASR_CTC_1B); 1,600+ languages, language-agnostic",
+        OMNILINGUAL_PUBLISHED,
+        backend="sherpa-onnx",
+        files=("model.int8.onnx", "tokens.txt", "README.md", "LICENSE"),
+        languages=OMNILINGUAL_SA,
+    ),
+    "mms-1b-all": KnownModel(
+        "facebook/mms-1b-all",
+        "speech",
+        "CC-BY-NC-4.0",
+        "about 3.9 GB (the 1B wav2vec2) plus about 9 MB per language adapter; only the South African languages' "
+        "adapters are downloaded",
+        "CER per language on FLEURS and on MMS-lab test data in the MMS paper's appendix (Pratap et al. 2023, "
+        "'Scaling Speech Technology to 1,000+ Languages', arXiv:2305.13516); the figures are not copied here",
+        backend="transformers",
+        files=(
+            "config.json",
+            "preprocessor_config.json",
+            "tokenizer_config.json",
+            "special_tokens_map.json",
+            "vocab.json",
+            "model.safetensors",
+            "README.md",
+            *(f"adapter.{code}.safetensors" for code in SA_SPEECH_CODES),
+        ),
+        languages=SA_SPEECH_CODES,
+    ),
 }
 
 # Files a converted directory keeps from its source (tokenizer, feature extractor), per capability.
@@ -100,16 +162,20 @@ class ModelEntry:
     name: str
     capability: str
     path: str
-    backend: str  # ctranslate2 | transformers
+    backend: str  # ctranslate2 | transformers | sherpa-onnx
     source: str  # Hugging Face id or the directory it came from
     quantization: str | None = None
     added_at: str = ""
 
 
 def model_format(path: Path) -> Backend | None:
-    """``ctranslate2`` for a converted directory, ``transformers`` for a Hugging Face checkpoint, else None."""
+    """``sherpa-onnx`` for a CTC model in sherpa-onnx's ONNX layout (``model.int8.onnx`` or ``model.onnx`` with
+    ``tokens.txt``), ``ctranslate2`` for a converted directory, ``transformers`` for a Hugging Face checkpoint, else
+    None."""
     if not path.is_dir():
         return None
+    if (path / ctc_layout.TOKENS).is_file() and any((path / f).is_file() for f in ctc_layout.ONNX_MODELS):
+        return "sherpa-onnx"
     if (path / "model.bin").is_file() and (path / "config.json").is_file():
         return "ctranslate2"
     if (path / "config.json").is_file() and any((path / f).is_file() for f in _WEIGHT_FILES):
@@ -248,6 +314,8 @@ def add_local(
     is registered for the ``transformers`` backend instead.
     """
     path = Path(path).expanduser().resolve()
+    if capability == SPEECH:
+        return add_speech(registry, path, name, source)
     fmt = model_format(path)
     if fmt is None:
         raise ModelError(
@@ -271,6 +339,22 @@ def add_local(
     return registry.register(ModelEntry(name, capability, str(path), "transformers", source))
 
 
+def speech_layout(path: Path) -> ctc_layout.Layout:
+    """The CTC layout of a speech model directory, or :class:`ModelError` saying what it must hold."""
+    try:
+        return ctc_layout.inspect(path)
+    except Unavailable as exc:
+        raise ModelError(exc.detail) from None
+
+
+def add_speech(registry: ModelRegistry, path: Path, name: str | None = None, source: str | None = None) -> ModelEntry:
+    """Register a local CTC speech model as it is (its runtime is the backend); nothing is converted or copied."""
+    path = Path(path).expanduser().resolve()
+    layout = speech_layout(path)
+    entry = ModelEntry(safe_name(name or path.name), SPEECH, str(path), layout.runtime, source or str(path))
+    return registry.register(entry)
+
+
 def _download_patterns(repo_id: str, revision: str | None) -> list[str]:
     """Config, tokenizer and ONE copy of the weights (safetensors preferred over .bin)."""
     from huggingface_hub import HfApi
@@ -282,6 +366,17 @@ def _download_patterns(repo_id: str, revision: str | None) -> list[str]:
         else ["*.bin", "*.bin.index.json"]
     )
     return ["*.json", "*.model", "*.txt", "*.tiktoken", *weights]
+
+
+def _listed_files(known: KnownModel, repo_id: str, revision: str | None) -> list[str]:
+    """The catalogue entry's files that the repository has (an MMS adapter Meta did not train is simply absent)."""
+    from huggingface_hub import HfApi
+
+    present = {s.rfilename for s in HfApi().model_info(repo_id, revision=revision).siblings or []}
+    wanted = [f for f in known.files if f in present]
+    if "model.safetensors" in known.files and "model.safetensors" not in present and "pytorch_model.bin" in present:
+        wanted.append("pytorch_model.bin")
+    return wanted
 
 
 def catalogued(ref: str) -> KnownModel | None:
@@ -321,12 +416,17 @@ def pull(
         raise ModelError(
             f"Unknown model {ref!r}: give a Hugging Face id (owner/name) or one of {', '.join(KNOWN_MODELS)}."
         )
-    name = safe_name(name or repo_id.rsplit("/", 1)[-1])
+    name = safe_name(name or (ref if known and known.backend else repo_id.rsplit("/", 1)[-1]))
     download_dir = registry.models_dir / ".downloads" / safe_name(repo_id.replace("/", "--"))
     try:
         from huggingface_hub import snapshot_download
 
-        patterns = _download_patterns(repo_id, revision)
+        if known is not None and known.files:
+            patterns = _listed_files(known, repo_id, revision)
+        elif capability == SPEECH:  # any other speech repository: no ONNX data files or adapters beyond these
+            patterns = [*_download_patterns(repo_id, revision), "*.onnx"]
+        else:
+            patterns = _download_patterns(repo_id, revision)
         snapshot_download(repo_id, revision=revision, local_dir=download_dir, allow_patterns=patterns)
     except Exception as exc:  # offline, unknown repo, gated repo, disk full ...
         raise ModelError(
@@ -334,6 +434,13 @@ def pull(
             f"If this machine is offline, download it on a machine with access (`hf download {repo_id} "
             f"--local-dir {name}`), copy the directory here and run `khuluma models add <dir> --name {name}`."
         ) from exc
+    if capability == SPEECH:  # used as downloaded: checked, moved under its name, registered with its runtime
+        layout = speech_layout(download_dir)
+        dest = registry.models_dir / name
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(download_dir, dest)
+        return registry.register(ModelEntry(name, SPEECH, str(dest), layout.runtime, repo_id))
     if backend == "transformers":
         dest = registry.models_dir / name
         if dest.exists():
@@ -364,8 +471,12 @@ def resolve(
             )
         return entry
     path = Path(ref).expanduser()
+    if capability == SPEECH:  # never converted: a CTC directory is used as it is
+        layout = speech_layout(path) if path.exists() else None
+        if layout is not None:
+            return ModelEntry(path.resolve().name, SPEECH, str(path.resolve()), layout.runtime, str(path.resolve()))
     fmt = model_format(path)
-    if fmt == "ctranslate2" or (fmt == "transformers" and prefer == "transformers"):
+    if fmt in ("ctranslate2", "sherpa-onnx") or (fmt == "transformers" and prefer == "transformers"):
         return ModelEntry(path.resolve().name, capability, str(path.resolve()), fmt, str(path.resolve()))
     if fmt == "transformers":
         source = str(path.resolve())

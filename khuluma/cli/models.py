@@ -1,8 +1,10 @@
 """``khuluma models pull|add|list|remove``: install models into ``<data_dir>/models`` and register them.
 
 The registry (``<data_dir>/models/registry.json``) is shared by every capability; ``--capability`` says which
-one a model serves (translation | whisper | ner | embeddings). Settings and ``configs/serve.yaml`` then name a
-model by its registered name.
+one a model serves (translation | whisper | ner | embeddings | speech). Settings and ``configs/serve.yaml`` then name a
+model by its registered name. A ``speech`` model (CTC: Omnilingual ASR, MMS, wav2vec2 fine-tunes) is routed per
+language with ``KHULUMA_SPEECH_LANGUAGE_MODELS='{"zul": "<name>"}'``; after installing one the command prints
+that line for each language the model covers.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from contracts.installs import MODEL_SETTING
+from contracts.installs import MODEL_SETTING, speech_route
 from contracts.settings import get_settings
 from engines.model_registry import (
     CAPABILITIES,
     KNOWN_MODELS,
+    SPEECH,
     KnownModel,
     ModelEntry,
     ModelError,
@@ -25,6 +28,7 @@ from engines.model_registry import (
     add_local,
     catalogued,
     pull,
+    speech_layout,
 )
 
 app = typer.Typer(help="Install and list models (translation, speech, NER).", no_args_is_help=True)
@@ -41,13 +45,41 @@ def _check_capability(capability: str | None) -> None:
         raise typer.Exit(2)
 
 
-def _installed(entry: ModelEntry) -> None:
+def _installed(entry: ModelEntry, known: KnownModel | None = None) -> None:
     console.print(
         f"Installed [bold]{entry.name}[/] ({entry.capability}, {entry.backend}"
-        f"{', ' + entry.quantization if entry.quantization else ''}) at {entry.path}"
+        f"{', ' + entry.quantization if entry.quantization else ''}) at {entry.path}",
+        highlight=False,
     )
+    if entry.capability == SPEECH:
+        _speech_routes(entry, known)
+        return
     setting = MODEL_SETTING.get(entry.capability, "the setting")
     console.print(f"Use it: {setting}={entry.name} or, in configs/serve.yaml, `user_config: {{model: {entry.name}}}`.")
+
+
+def _speech_routes(entry: ModelEntry, known: KnownModel | None) -> None:
+    """How to route languages to a CTC speech model: one setting line per language it covers."""
+    layout = speech_layout(Path(entry.path))
+    if layout.adapters:
+        languages, why = list(layout.adapters), f"its adapters: {', '.join(layout.adapters)}"
+        wanted = [c for c in (known.languages if known else ()) if c not in layout.adapters]
+        if wanted:
+            console.print(f"The repository has no adapter for: {', '.join(wanted)}.", highlight=False)
+    elif layout.agnostic:
+        languages = list(known.languages) if known and known.languages else ["zul"]
+        why = "language-agnostic; " + (
+            f"its publisher lists {', '.join(languages)} among the South African languages"
+            if known and known.languages
+            else "route the languages it was trained on"
+        )
+    else:
+        languages, why = ["<code>"], "one language: route the language it was fine-tuned for"
+    console.print(f"Route languages to it ({why}):", highlight=False)
+    routes = ", ".join(f'"{code}": "{entry.name}"' for code in languages)
+    console.print(f"  {MODEL_SETTING[SPEECH]}='{{{routes}}}'", highlight=False, markup=False)
+    if len(languages) > 1:
+        console.print(f"or one language: {speech_route(languages[0], entry.name)}", highlight=False, markup=False)
 
 
 @app.command("pull")
@@ -84,7 +116,7 @@ def pull_cmd(
     except ModelError as exc:
         console.print(f"[red]{exc}[/]", highlight=False)
         raise typer.Exit(1) from None
-    _installed(entry)
+    _installed(entry, known)
 
 
 def _show_licence(ref: str, known: KnownModel) -> None:
@@ -96,7 +128,9 @@ def _show_licence(ref: str, known: KnownModel) -> None:
 
 @app.command("add")
 def add_cmd(
-    directory: Path = typer.Argument(..., help="A CTranslate2 model directory or a Hugging Face checkpoint."),
+    directory: Path = typer.Argument(
+        ..., help="A CTranslate2 model directory, a Hugging Face checkpoint, or (speech) a CTC model directory."
+    ),
     name: str = typer.Option(None, help="Registered name (default: the directory name)."),
     capability: str = typer.Option("translation", help=f"One of {', '.join(CAPABILITIES)}."),
     quantization: str = typer.Option("int8", help="CTranslate2 weight type when a checkpoint is converted."),
@@ -106,7 +140,8 @@ def add_cmd(
         "register it for the transformers backend).",
     ),
 ) -> None:
-    """Register a local model directory (a Hugging Face checkpoint is converted to CTranslate2 first)."""
+    """Register a local model directory (a Hugging Face checkpoint is converted to CTranslate2 first; a speech
+    model is registered as it is, after its layout is checked: docs/speech.md)."""
     _check_capability(capability)
     try:
         entry = add_local(
