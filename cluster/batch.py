@@ -42,7 +42,7 @@ from persistence.session import Database
 log = logging.getLogger(__name__)
 
 # What a file's task reads: the database and data directory (top level), storage, and the speech pipeline.
-TASK_SECTIONS = ("s3", "whisper", "transcription")
+TASK_SECTIONS = ("s3", "speech", "whisper", "transcription")
 MISSING = "MISSING"  # a task's answer for an item that no longer exists
 
 
@@ -71,7 +71,7 @@ def transcribe_file(settings: Settings, path: Path, language: str | None, diaris
     configuration, so models load once per worker)."""
     from engines.speech.pipeline import get_pipeline
 
-    pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
+    pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir, settings.speech)
     return pipeline.transcribe(path, language, diarise, detect_music=False)
 
 

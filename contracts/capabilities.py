@@ -14,10 +14,12 @@ class LanguageSupport(BaseModel):
     supported: bool
     model: str | None = None
     note: str | None = None
+    family: str | None = Field(default=None, description="The model's family where there are several (speech).")
+    licence: str | None = Field(default=None, description="The model's licence, where it is known.")
     quality: Quality | None = Field(
         default=None,
-        description="Measured quality on real data (contracts/quality.py), or measured: false. Null: not applicable "
-        "(no model).",
+        description="Quality on real data: measured here (contracts/quality.py), or the publisher's figure "
+        "(published: true), or neither. Null: not applicable (no model).",
     )
 
     @classmethod
@@ -30,10 +32,19 @@ class LanguageSupport(BaseModel):
         *,
         name: str | None = None,
         quality: Quality | None = None,
+        family: str | None = None,
+        licence: str | None = None,
     ) -> LanguageSupport:
         """An entry named from the language registry (``name`` overrides, e.g. ``languages.speech_name(code)``)."""
         return cls(
-            code=code, name=name or languages.name(code), supported=supported, model=model, note=note, quality=quality
+            code=code,
+            name=name or languages.name(code),
+            supported=supported,
+            model=model,
+            note=note,
+            quality=quality,
+            family=family,
+            licence=licence,
         )
 
 

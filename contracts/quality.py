@@ -19,9 +19,11 @@ EVAL_TEXT = "python scripts/eval_real.py text DIR (docs/text.md)"
 
 
 class Quality(BaseModel):
-    """One capability's measured quality in one language (``measured: false``: nobody has measured it)."""
+    """One capability's quality in one language: measured here (``measured``), or its publisher's figure
+    (``published``: not measured here; ``data`` says where it is from), or neither (both false: nobody has)."""
 
     measured: bool
+    published: bool = False
     metric: str | None = None  # "WER" (lower is better), "precision", "accuracy"
     value: float | None = None
     data: str | None = None  # what it was measured on
@@ -31,6 +33,11 @@ class Quality(BaseModel):
 
 
 UNMEASURED = Quality(measured=False, note="not measured on real data")
+
+
+def published(metric: str, value: float | None, source: str, *, note: str | None = None) -> Quality:
+    """A publisher's figure (or, with ``value`` None, what it publishes), never measured here."""
+    return Quality(measured=False, published=True, metric=metric or None, value=value, data=source, note=note)
 
 
 def measured(

@@ -339,6 +339,27 @@ class WhisperSettings(BaseModel):
     )
 
 
+class SpeechSettings(BaseModel):
+    """Which speech model serves each language, whatever its family (read by the Speech deployment and batch
+    tasks). Whisper's own settings are ``whisper``; the routes' limits ``transcription``."""
+
+    model_config = ConfigDict(extra="ignore")
+    language_models: dict[str, str] = Field(
+        default_factory=dict,
+        description='Per-language speech models, JSON: {"zul": "omnilingual-ctc-300m", "xho": "/models/mms"}. A value '
+        "is a registered name (`khuluma models pull|add`), a directory or a Hugging Face id; its files say its "
+        "family: a CTC model (sherpa-onnx ONNX layout, or a wav2vec2 / MMS checkpoint: docs/speech.md) or a "
+        "faster-whisper (CTranslate2) Whisper model. Nothing is downloaded at run time. Beside it, "
+        "`whisper.language_models` routes languages to Whisper models only; this map wins where both name a "
+        "language.",
+    )
+    ctc_cpu_threads: int = Field(
+        default=0,
+        ge=0,
+        description="CPU threads per CTC forward pass. 0: every core the Speech replica may use.",
+    )
+
+
 class TranscriptionSettings(BaseModel):
     """Transcription routes: time limits, windows, diarisation."""
 
@@ -675,6 +696,9 @@ class Settings(BaseSettings):
         default_factory=TranslationSettings, description="Translation (KHULUMA_TRANSLATION_*)."
     )
     search: SearchSettings = Field(default_factory=SearchSettings, description="Knowledge bases (KHULUMA_SEARCH_*).")
+    speech: SpeechSettings = Field(
+        default_factory=SpeechSettings, description="Speech models per language, any family (KHULUMA_SPEECH_*)."
+    )
     whisper: WhisperSettings = Field(
         default_factory=WhisperSettings, description="Whisper models and decoding (KHULUMA_WHISPER_*)."
     )

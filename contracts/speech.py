@@ -160,6 +160,7 @@ class TranscriptionResult(BaseModel):
     mime_type: str | None = None
     language_code: str
     language_probability: float | None = None  # auto-detection only
+    language_detected_by: str | None = None  # auto-detection only: the signal that decided
     text: str
     words: list[Word] = Field(default_factory=list)
     diarised: bool = False  # words carry speaker ids: the spec's per-word arrays are filled
@@ -224,6 +225,12 @@ class TranscriptionRecord(BaseModel):
     translation: str | None = None
     language_probability: float | None = Field(
         default=None, description="Confidence of the auto-detected language (null when lang_code was given)."
+    )
+    language_detected_by: str | None = Field(
+        default=None,
+        description="The signal that decided the auto-detected language: `whisper` (Whisper's language detection), "
+        "`ctc transcript + text language id` (a CTC model's transcript read by the text language identifier), or "
+        "`whisper transcript + text language id`; null when lang_code was given.",
     )
     model: str | None = Field(default=None, description="Speech model that transcribed the audio.")
     processing_seconds: float | None = Field(default=None, description="Time the transcription took.")
@@ -291,6 +298,7 @@ def build_record(
         words=result.words,
         translation=result.translation,
         language_probability=result.language_probability,
+        language_detected_by=result.language_detected_by,
         model=result.model,
         processing_seconds=result.processing_seconds,
     )

@@ -1,14 +1,17 @@
-"""Speech deployment: faster-whisper through :class:`engines.speech.pipeline.TranscriptionPipeline`.
+"""Speech deployment: Whisper (faster-whisper) and the CTC models routed per language, through
+:class:`engines.speech.pipeline.TranscriptionPipeline`.
 
-Files travel by path: the ingress saves uploads under ``<data_dir>/uploads`` on a disk every replica shares (one
-machine, or a shared volume on a cluster), so audio is never pickled through Ray. Work runs in worker threads;
-a model runs ``whisper.parallel_decodes`` decodes at once (one per core on CPU) and queues the rest, so memory
-grows with the cores, not with the requests. Once the replica has been idle for
-``IDLE_TRIM_SECONDS``, the decoders' freed buffers go back to the OS (about 70 MB after one transcription;
-docs/performance.md, idle memory).
+Audio arrives as bytes (``contracts.payloads.Blob``: inline when small, else an object in the service's object
+storage), never as a path: on a cluster the ingress and the replicas share no disk. The replica turns the bytes
+into a private temporary file for the decoder (``cluster.transfer.materialise``) and deletes it when done. Work
+runs in worker threads; a Whisper model runs ``whisper.parallel_decodes`` decodes at once (one per core on CPU)
+and queues the rest, so memory grows with the cores, not with the requests. Once the replica has been idle for
+``IDLE_TRIM_SECONDS``, the decoders' freed buffers go back to the OS (docs/performance.md, idle memory). Every
+model the settings name (``speech.language_models``) is loaded when the replica starts.
 
 ``user_config`` (Serve) / :meth:`reconfigure`: ``{"model": ..., "language_models": {...}}`` swaps the default
-Whisper model and the per-language map without a restart (the new pipeline is loaded before it is swapped in).
+Whisper model and the per-language map (any family, as ``speech.language_models``) without a restart (the new
+pipeline is loaded before it is swapped in).
 
 The deployment trusts its typed input (the service checked limits); language errors leave here without a request
 field name (the service adds it).
@@ -30,17 +33,18 @@ from contracts.capabilities import CapabilityInfo
 from contracts.errors import DomainError
 from contracts.installs import TRANSLATION_NOT_INSTALLED
 from contracts.languages import nllb_code
-from contracts.settings import WhisperSettings
+from contracts.settings import SpeechSettings, WhisperSettings
 from contracts.speech import StreamRequest, StreamStep, TranscribeRequest, TranscriptionResult
 from contracts.translation import TranslationClient, TranslationRequest
 from deployments.common import configure_replica_logging, load_settings
 from engines.speech.pipeline import TranscriptionPipeline, get_pipeline
-from engines.speech.whisper import SETTING
+from engines.speech.routing import SETTING
 
 log = logging.getLogger(__name__)
 
 _NOTE = (
-    f"Whisper base covers afr, eng, fra; isiZulu and Sesotho need models configured in {SETTING}. "
+    f"Whisper base covers afr, eng, fra; isiZulu, isiXhosa, Sepedi, Setswana, Xitsonga and Sesotho need a model "
+    f"routed to them in {SETTING} (a CTC model: `khuluma models pull omnilingual-ctc-300m`; docs/speech.md). "
     f"Auto-detection refuses audio most likely in a language without a model (400, naming the setting) instead "
     f"of answering a wrong language: on real recordings it refused 33 of 35 isiZulu clips (the other 2 carried a "
     f"warning) and refused none of 64 English, Afrikaans and French ones (docs/speech.md). Segments that fail the "
@@ -58,7 +62,7 @@ class Speech:
         self.settings = load_settings(settings)
         configure_replica_logging("Speech", self.settings)
         self.translation = TranslationClient(translation) if translation is not None else None
-        self.pipeline: TranscriptionPipeline = self._pipeline(self.settings.whisper)
+        self.pipeline: TranscriptionPipeline = self._pipeline(self.settings.whisper, self.settings.speech)
         self.pipeline.warm_up()
         self.user_config: dict[str, Any] = {}
         self._reload = asyncio.Lock()
@@ -69,8 +73,8 @@ class Speech:
         self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="transcribe")
         self._idle = IdleTrim(IDLE_TRIM_SECONDS)
 
-    def _pipeline(self, whisper: WhisperSettings) -> TranscriptionPipeline:
-        return get_pipeline(whisper, self.settings.transcription, self.settings.data_dir)
+    def _pipeline(self, whisper: WhisperSettings, speech: SpeechSettings) -> TranscriptionPipeline:
+        return get_pipeline(whisper, self.settings.transcription, self.settings.data_dir, speech)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -78,38 +82,39 @@ class Speech:
         return True
 
     async def reconfigure(self, config: dict[str, Any] | None) -> None:
-        """``model``: default Whisper model (null: the setting); ``language_models``: code -> model, added to
-        the ``KHULUMA_WHISPER_LANGUAGE_MODELS`` setting."""
+        """``model``: default Whisper model (null: the setting); ``language_models``: code -> model of any family,
+        added to the ``KHULUMA_SPEECH_LANGUAGE_MODELS`` setting."""
         config = dict(config or {})
-        base = self.settings.whisper
-        whisper = WhisperSettings.model_validate(
-            {
-                **base.model_dump(),
-                "model": config.get("model") or base.model,
-                # entries add to (or override) the setting's map; an empty map keeps the setting's languages
-                "language_models": {**base.language_models, **dict(config.get("language_models") or {})},
-            }
+        whisper = self.settings.whisper.model_copy(update={"model": config.get("model") or self.settings.whisper.model})
+        base = self.settings.speech
+        # entries add to (or override) the setting's map; an empty map keeps the setting's languages
+        speech = base.model_copy(
+            update={"language_models": {**base.language_models, **dict(config.get("language_models") or {})}}
         )
         async with self._reload:
-            if whisper == self.pipeline.whisper:
+            if whisper == self.pipeline.whisper and speech == self.pipeline.speech:
                 self.user_config = config
                 return
-            pipeline = self._pipeline(whisper)
+            pipeline = self._pipeline(whisper, speech)
             await asyncio.to_thread(pipeline.warm_up)  # the old pipeline serves until the new one is ready
             self.pipeline, self.user_config = pipeline, config
             log.info(
-                "transcription reconfigured: model=%s language_models=%s", pipeline.model_name, whisper.language_models
+                "transcription reconfigured: model=%s language_models=%s", pipeline.model_name, speech.language_models
             )
 
     def describe(self) -> list[CapabilityInfo]:
         pipeline = self.pipeline
         recognizer = pipeline.recognizer
+        backend = f"faster-whisper (CTranslate2 {recognizer.compute_type}, {recognizer.device})"
+        runtimes = sorted({m.recognizer.runtime for m in pipeline.models.ctc.values()})
+        if runtimes:
+            backend += f"; CTC ({', '.join(runtimes)})"
         return [
             CapabilityInfo(
                 capability="transcription",
                 installed=True,
                 model=pipeline.model_name,
-                backend=f"faster-whisper (CTranslate2 {recognizer.compute_type}, {recognizer.device})",
+                backend=backend,
                 languages=pipeline.languages(),
                 note=_NOTE,
             )
@@ -137,7 +142,7 @@ class Speech:
 
     def check_language(self, code: str) -> str:
         """The normalised code, or UnsupportedLanguage when it is unknown or has no model (no audio needed)."""
-        return self.pipeline.recognizer.route(code).code
+        return self.pipeline.models.route(code).code
 
     async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
         """Streaming step: PCM16LE mono bytes at ``request.sample_rate`` -> final and pending segments (see

@@ -63,6 +63,12 @@ class KnownModel:
     backend: str = ""  # set for models used as downloaded (speech): sherpa-onnx | transformers
     files: tuple[str, ...] = ()  # what to download (where the repository's files exist), instead of the default set
     languages: tuple[str, ...] = ()  # the service's languages its publisher says it covers (routing hints)
+    # its publisher's figure per language (metric, then (code, value) pairs), where one is published
+    published_metric: str = ""
+    published_figures: tuple[tuple[str, float], ...] = ()
+
+    def published_figure(self, code: str) -> float | None:
+        return dict(self.published_figures).get(code)
 
     @property
     def non_commercial(self) -> bool:
@@ -74,6 +80,8 @@ SA_SPEECH_CODES = ("afr", "eng", "nbl", "nso", "sot", "ssw", "tsn", "tso", "ven"
 # Those Meta's Omnilingual ASR lists among its 1,600+ languages (facebookresearch/omnilingual-asr,
 # per_language_results_table_7B_llm_asr.csv: no sot, ssw, ven or nbl).
 OMNILINGUAL_SA = ("afr", "eng", "nso", "tsn", "tso", "xho", "zul")
+OMNILINGUAL_7B_CER = (("afr", 4.7), ("eng", 3.0), ("nso", 5.3), ("tsn", 6.7), ("tso", 0.8), ("xho", 4.9), ("zul", 17.9))
+OMNILINGUAL_METRIC = "CER % of Meta's 7B LLM-ASR model (the CTC models err more; none is published for them)"
 OMNILINGUAL_PUBLISHED = (
     "Meta publishes per-language CER only for its 7B LLM-ASR model, not for the CTC models "
     "(facebookresearch/omnilingual-asr, per_language_results_table_7B_llm_asr.csv): afr 4.7, eng 3.0, nso 5.3, "
@@ -110,6 +118,8 @@ KNOWN_MODELS: dict[str, KnownModel] = {
         backend="sherpa-onnx",
         files=("model.int8.onnx", "tokens.txt", "README.md", "LICENSE"),
         languages=OMNILINGUAL_SA,
+        published_metric=OMNILINGUAL_METRIC,
+        published_figures=OMNILINGUAL_7B_CER,
     ),
     "omnilingual-ctc-1b": KnownModel(
         "csukuangfj/sherpa-onnx-omnilingual-asr-1600-languages-1B-ctc-int8-2025-11-12",
@@ -120,6 +130,8 @@ KNOWN_MODELS: dict[str, KnownModel] = {
         backend="sherpa-onnx",
         files=("model.int8.onnx", "tokens.txt", "README.md", "LICENSE"),
         languages=OMNILINGUAL_SA,
+        published_metric=OMNILINGUAL_METRIC,
+        published_figures=OMNILINGUAL_7B_CER,
     ),
     "mms-1b-all": KnownModel(
         "facebook/mms-1b-all",

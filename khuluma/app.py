@@ -72,7 +72,7 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "Speech",
         "deployments.speech:Speech",
         "speech",
-        ("whisper", "transcription", "s3", "translation"),
+        ("speech", "whisper", "transcription", "s3", "translation"),
         uses=("translation",),
         options={"ray_actor_options": {"num_cpus": 0.5}, **bounds(8, 16, 5)},
     ),
@@ -96,7 +96,7 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "BatchRunner",
         "deployments.batch:BatchRunner",
         "batch",
-        ("batch", "s3", "whisper", "transcription"),
+        ("batch", "s3", "speech", "whisper", "transcription"),
         options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.05}, **bounds(16, 64, 1)},
     ),
 )

@@ -28,13 +28,15 @@ from typing import Any
 import numpy as np
 
 from contracts.errors import LanguageNotServed
+from contracts.installs import install_hint
 from contracts.languages import CODE_SWITCHED_ZULU
 from contracts.languages import speech_name as language_name
 from contracts.settings import TranscriptionSettings
 from engines.speech import guards
 from engines.speech.audio import SAMPLE_RATE
-from engines.speech.recognition import Detection, Heard, Route
-from engines.speech.whisper import SETTING, WhisperRecognizer, whisper_language_name
+from engines.speech.recognition import CTC, Detection, Heard, Route
+from engines.speech.routing import SpeechModels
+from engines.speech.whisper import whisper_language_name
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +89,7 @@ class LanguageChoice:
     """The language decisions of one pipeline: its recognizer and ``transcription`` thresholds."""
 
     def __init__(
-        self, recognizer: Callable[[], WhisperRecognizer], transcription: TranscriptionSettings, model_name: str
+        self, recognizer: Callable[[], SpeechModels], transcription: TranscriptionSettings, model_name: str
     ) -> None:
         self._recognizer = recognizer
         self.model_name = model_name
@@ -96,7 +98,7 @@ class LanguageChoice:
         self.confident = transcription.served_language_confident
 
     @property
-    def recognizer(self) -> WhisperRecognizer:
+    def recognizer(self) -> SpeechModels:
         return self._recognizer()
 
     def tokenless(self, routes: dict[str, Route]) -> list[str]:
@@ -114,10 +116,10 @@ class LanguageChoice:
         detection = recognizer.detect(speech)
         routes = recognizer.routes()
         tokenless = self.tokenless(routes)
-        if tokenless and (detection is None or detection.served < self.confident):
+        if tokenless and (detection is None or detection.served < self.floor):
             guess = self.probe_tokenless(speech, tokenless, routes)
             if guess is not None:
-                return Detection(guess[0], guess[1], [guess]), routes[guess[0]]
+                return self.probed(*guess, routes[guess[0]]), routes[guess[0]]
         if detection is None:
             warnings.append("The language could not be detected; English was assumed.")
             return None, routes["eng"]
@@ -165,9 +167,9 @@ class LanguageChoice:
         return (
             f"The audio is most likely in {what}: the languages served here ({served}) score "
             f"{detection.served:.1%} together in Whisper's language detection (its likeliest: {heard}).{lacking} "
-            f"No transcript is returned rather than a wrong one. An operator can add a speech model for the language "
-            f'with {SETTING}=\'{{"zul": "<model directory or Hugging Face id>"}}\' (any code); a caller who knows the '
-            f"audio is in a served language can send its lang_code."
+            f"No transcript is returned rather than a wrong one. An operator can add a speech model for the language: "
+            f"{install_hint('speech')} (any code); a caller who knows the audio is in a served language can send its "
+            f"lang_code."
         )
 
     def likely(self, detection: Detection) -> str | None:
@@ -179,18 +181,30 @@ class LanguageChoice:
         self, speech: np.ndarray, tokenless: list[str], routes: dict[str, Route]
     ) -> tuple[str, float] | None:
         """A configured language Whisper has no token for, when its own model's greedy transcript of the first
-        30 s reads as that language to the text language identifier."""
+        30 s reads as that language to the text language identifier (a language-agnostic CTC model's one
+        transcript serves all the languages routed to it)."""
         identifier = TextLanguage.get()
         if identifier is None:
             return None
+        read: dict[str, str] = {}
         for code in tokenless:
-            text, _ = self.recognizer.quick_transcript(speech, routes[code])
+            route = routes[code]
+            key = route.model_ref if self.recognizer.language_blind(route) else f"{route.model_ref}:{code}"
+            if key not in read:
+                read[key] = self.recognizer.quick_transcript(speech, route)[0]
+            text = read[key]
             if len(text.split()) < 3 or guards.repeats(text):
                 continue
             guess = identifier.detect(text)
             if guess.language == code and guess.confidence >= 0.5:
                 return code, float(guess.confidence)
         return None
+
+    @staticmethod
+    def probed(code: str, confidence: float, route: Route) -> Detection:
+        """The detection of a language found by :meth:`probe_tokenless`, saying which signal decided."""
+        signal = "ctc transcript + text language id" if route.family == CTC else "whisper transcript + text language id"
+        return Detection(code, confidence, [(code, confidence)], signal=signal)
 
     def text_language(self, text: str) -> tuple[str, float] | None:
         """The text language identifier's language of ``text`` and its confidence (None when it is absent)."""

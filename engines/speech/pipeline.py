@@ -28,7 +28,6 @@ Translation of the transcript is not done here: the Speech deployment asks the T
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import os
@@ -42,13 +41,14 @@ import numpy as np
 
 from contracts.capabilities import LanguageSupport
 from contracts.errors import InvalidInput, TimedOut
+from contracts.installs import install_hint
 from contracts.languages import CODE_SWITCHED_ZULU
 from contracts.languages import speech_name as language_name
-from contracts.quality import UNMEASURED, Quality, speech_quality
-from contracts.settings import TranscriptionSettings, WhisperSettings
+from contracts.quality import UNMEASURED, Quality, published, speech_quality
+from contracts.settings import SpeechSettings, TranscriptionSettings, WhisperSettings
 from contracts.speech import Segment, StreamRequest, StreamStep, TranscriptionResult, Withheld
+from engines.model_registry import catalogued
 from engines.speech import diarise as diarisation
-from engines.speech import guards
 from engines.speech import music as music_detection
 from engines.speech.audio import SAMPLE_RATE, iter_audio, load_audio, load_pcm16, probe
 from engines.speech.language_choice import (
@@ -59,9 +59,11 @@ from engines.speech.language_choice import (
     LanguageChoice,
     Verdict,
 )
-from engines.speech.recognition import Detection, Heard, Route, SpeechSegment
+from engines.speech.recognition import CTC, WHISPER, Detection, Heard, Route, SpeechSegment
+from engines.speech.routing import SETTING as ROUTE_SETTING
+from engines.speech.routing import SpeechModels, resolve
 from engines.speech.timeline import assign_speakers, build_timeline, join_text, outside, segment, word
-from engines.speech.whisper import DEFAULT_MODEL, LISTED_CODES, SETTING, WhisperRecognizer
+from engines.speech.whisper import DEFAULT_MODEL, LISTED_CODES, WhisperRecognizer
 from engines.speech.windows import Window, array_blocks, last_pause, speech_only, windows
 
 log = logging.getLogger(__name__)
@@ -74,6 +76,8 @@ STREAM_ENDING_SILENCE_MS = 150
 STREAM_ENDING_LOOK_SECONDS = 1.0  # how much of the buffer's end the VAD looks at for that silence
 STREAM_DETECT_SECONDS = SHORT_SPEECH_SECONDS  # speech a live stream's language is decided on, never sooner
 BASE_MODEL_NAME = "whisper-base"  # what the records and /api/v1/models call the default model
+# South African languages beyond the spec's that /api/v1/models lists too (served, or how to add a model)
+OTHER_SA_CODES = ("xho", "nso", "tsn", "tso", "ssw", "ven", "nbl")
 
 
 @dataclass
@@ -138,9 +142,7 @@ class _Step:
         uncommitted speech is only a look ahead)."""
         if not chunks:
             return _Decoded()
-        decode = functools.partial(
-            self.pipeline.recognizer.exact_segments, self.audio, chunks=chunks, offset=self.offset
-        )
+        decode = functools.partial(self.pipeline.models.exact_segments, self.audio, chunks=chunks, offset=self.offset)
         result = decode(route=self.route, heard=heard, heard_text=heard_text, detect=self.judge)
         verdict = Verdict(self.route)
         if self.judge:
@@ -158,7 +160,7 @@ class _Step:
         judge that is in the stream's language."""
         if not chunks:
             return _Decoded()
-        result = self.pipeline.recognizer.quick_segments(
+        result = self.pipeline.models.quick_segments(
             self.audio[start:],
             self.route,
             _shift(chunks, -start),
@@ -173,7 +175,7 @@ class _Step:
         return self._screened(result, verdict)
 
     def _screened(self, result: Heard, verdict: Verdict) -> _Decoded:
-        kept, found = guards.screen([undoubled(s) for s in result.segments])
+        kept, found = self.pipeline.models.screen(verdict.route or self.route, result.segments)
         self.warnings += [w for w in found if w not in self.warnings]
         return _Decoded(kept, verdict, self.judge)
 
@@ -197,28 +199,40 @@ class TranscriptionPipeline:
         transcription: TranscriptionSettings,
         data_dir: Path,
         *,
+        speech: SpeechSettings | None = None,
         recognizer: WhisperRecognizer | None = None,
     ) -> None:
         self.whisper = whisper
+        self.speech = speech or SpeechSettings()
         self.data_dir = Path(data_dir)  # where the default Whisper weights are unpacked
         self.window_seconds = transcription.window_seconds
         self.diarisation_threshold = transcription.diarisation_threshold
         self.max_whole_audio_seconds = transcription.max_whole_audio_seconds
         self.served_floor = transcription.served_language_floor
         self.commit_silence_ms = transcription.stream_commit_silence_ms
-        self._recognizer = recognizer
+        self._whisper = recognizer
+        self._models: SpeechModels | None = None
         self._lock = threading.Lock()
-        self.choice = LanguageChoice(lambda: self.recognizer, transcription, self.model_name)
+        self.choice = LanguageChoice(lambda: self.models, transcription, self.model_name)
 
     # ------------------------------------------------------------------ model
 
     @property
-    def recognizer(self) -> WhisperRecognizer:
-        if self._recognizer is None:
+    def models(self) -> SpeechModels:
+        """Every speech model, by language (``engines.speech.routing``); built on first use, loaded lazily."""
+        if self._models is None:
             with self._lock:
-                if self._recognizer is None:
-                    self._recognizer = build_recognizer(self.whisper, self.data_dir)
-        return self._recognizer
+                if self._models is None:
+                    given = self._whisper
+                    self._models = (
+                        SpeechModels(given) if given else shared_models(self.whisper, self.speech, self.data_dir)
+                    )
+        return self._models
+
+    @property
+    def recognizer(self) -> WhisperRecognizer:
+        """Whisper's models (the default one, and the per-language Whisper models)."""
+        return self.models.whisper
 
     @property
     def model_name(self) -> str:
@@ -229,47 +243,68 @@ class TranscriptionPipeline:
         request or stream is not slow)."""
         self.recognizer.model(DEFAULT_MODEL)
         self.recognizer.live_model(DEFAULT_MODEL)
+        self.models.warm_up()
 
     def languages(self) -> list[LanguageSupport]:
-        """Per-language truth for ``GET /api/v1/models``."""
-        routes = self.recognizer.routes()
-        out = []
-        for code in LISTED_CODES:
-            route = routes.get(code)
-            if route is None:
-                target = "zul" if code == CODE_SWITCHED_ZULU else code
-                out.append(
-                    LanguageSupport.of(
-                        code,
-                        False,
-                        None,
-                        f"Whisper base has no {language_name(target)}; configure a model with "
-                        f'{SETTING}=\'{{"{target}": "<dir or HF id>"}}\'.',
-                        name=language_name(code),
-                    )
-                )
-                continue
-            model = self.model_name if route.model_key == DEFAULT_MODEL else route.model_ref
-            note = None
-            if code == CODE_SWITCHED_ZULU and route.model_key != CODE_SWITCHED_ZULU:
-                note = "Runs on the isiZulu model."
-            elif route.whisper_language is None:
-                note = "Auto-detection reaches it only through the text language identifier."
-            quality = self._quality(route)
-            if quality.poor:
-                note = f"Poor on real speech: {quality.note}"
-            out.append(LanguageSupport.of(code, True, model, note, name=language_name(code), quality=quality))
-        for code, route in routes.items():
-            if code not in LISTED_CODES:  # configured beyond the spec's languages: named by its code
-                out.append(
-                    LanguageSupport(
-                        code=code, name=code, supported=True, model=route.model_ref, note=f"Configured in {SETTING}."
-                    )
-                )
+        """Per-language truth for ``GET /api/v1/models``: the spec's languages and the other South African ones,
+        each with the model that serves it, its family and licence, and its quality (measured here, published, or
+        neither); then any other language an operator configured."""
+        routes = self.models.routes()
+        listed = [*LISTED_CODES, *(c for c in OTHER_SA_CODES if c not in LISTED_CODES)]
+        out = [self._support(code, routes.get(code)) for code in listed]
+        out += [self._support(code, route) for code, route in routes.items() if code not in listed]
         return out
 
+    def _support(self, code: str, route: Route | None) -> LanguageSupport:
+        name = language_name(code) if code in LISTED_CODES or code in OTHER_SA_CODES else code
+        if route is None:
+            target = "zul" if code == CODE_SWITCHED_ZULU else code
+            hint = (
+                f"Whisper has no {language_name(target)}. Add a model: {install_hint('speech')}; or any model "
+                f'directory with {ROUTE_SETTING}=\'{{"{target}": "<dir or registered name>"}}\'.'
+            )
+            return LanguageSupport.of(code, False, None, hint, name=name)
+        if route.family == CTC:
+            model = self.models.model_of(route)
+            where = f"A CTC model ({model.recognizer.runtime}) from {model.source}."
+            if code == CODE_SWITCHED_ZULU and route.model_key == "ctc:zul":
+                where += " Runs on the isiZulu model."
+            return LanguageSupport.of(
+                code,
+                True,
+                route.model_ref,
+                where,
+                name=name,
+                quality=self._quality(route),
+                family=CTC,
+                licence=model.licence or "not stated (a local directory: see its model card)",
+            )
+        model_name = self.model_name if route.model_key == DEFAULT_MODEL else route.model_ref
+        note = None
+        if code == CODE_SWITCHED_ZULU and route.model_key != CODE_SWITCHED_ZULU:
+            note = "Runs on the isiZulu model."
+        elif route.whisper_language is None:
+            note = "Auto-detection reaches it only through the text language identifier."
+        quality = self._quality(route)
+        if quality.poor:
+            note = f"Poor on real speech: {quality.note}"
+        licence = "MIT (OpenAI Whisper)" if route.model_key == DEFAULT_MODEL and not self.whisper.model else None
+        return LanguageSupport.of(
+            code, True, model_name, note, name=name, quality=quality, family=WHISPER, licence=licence
+        )
+
     def _quality(self, route: Route) -> Quality:
-        """Measured quality of ``route`` on real speech: figures exist for the offline Whisper base only."""
+        """The quality of ``route`` on real speech: measured here for the offline Whisper base; a CTC model's
+        publisher's figure where the catalogue knows one; else unmeasured, said plainly."""
+        if route.family == CTC:
+            model = self.models.model_of(route)
+            known = catalogued(model.source)
+            figure = (
+                known.published_figure("zul" if route.code == CODE_SWITCHED_ZULU else route.code) if known else None
+            )
+            if known is not None and (figure is not None or known.published):
+                return published(known.published_metric, figure, f"{known.hf_id}: {known.published}")
+            return UNMEASURED
         on_base = route.model_key == DEFAULT_MODEL and not self.whisper.model
         return speech_quality(route.code) if on_base else UNMEASURED
 
@@ -280,7 +315,7 @@ class TranscriptionPipeline:
         return (
             f"Transcripts in {language_name(route.code)} from {self.model_name} are unreliable: {quality.note} "
             f"(WER {quality.value:.2f} on {quality.data}). Check them before relying on them, or configure a model "
-            f"for the language in {SETTING}."
+            f"for the language in {ROUTE_SETTING}."
         )
 
     # ------------------------------------------------------------------ the file route
@@ -304,7 +339,7 @@ class TranscriptionPipeline:
         started = time.time()
         deadline = started + timeout_s if timeout_s else None
         path = Path(path)
-        requested = self.recognizer.route(language) if language else None
+        requested = self.models.route(language) if language else None
         info = probe(path)
         warnings: list[str] = []
         music: list[tuple[float, float]] = []
@@ -318,7 +353,7 @@ class TranscriptionPipeline:
 
         def file_windows() -> Iterator[Window]:
             blocks = array_blocks(audio) if audio is not None else iter_audio(path, 30.0, info)
-            return windows(blocks, self.window_seconds, self.recognizer.speech_chunks)
+            return windows(blocks, self.window_seconds, self.models.speech_chunks)
 
         result = self._pass(file_windows, requested, deadline)
         if result.samples == 0:
@@ -347,6 +382,7 @@ class TranscriptionPipeline:
             mime_type=info.mime_type,
             language_code=code,
             language_probability=round(result.detection.probability, 4) if result.detection else None,
+            language_detected_by=result.detection.signal if result.detection else None,
             text=text,
             words=[word(w) for w in words],
             diarised=diarise,
@@ -416,8 +452,8 @@ class TranscriptionPipeline:
         step would, and says so (``exact_until``, seconds of the stream): the utterance may be over. ``exact_tail``
         (those segments and that time, given back by the last step): when no speech came after it, the last step
         returns them without decoding again, so the end of an utterance waits only for the VAD."""
-        route = self.recognizer.route(language) if language else None
-        chunks = self.recognizer.speech_chunks(audio, min_silence_ms=self.commit_silence_ms, pad_ms=STREAM_PAD_MS)
+        route = self.models.route(language) if language else None
+        chunks = self.models.speech_chunks(audio, min_silence_ms=self.commit_silence_ms, pad_ms=STREAM_PAD_MS)
         detection = None
         warnings: list[str] = []
         settled = True
@@ -490,7 +526,7 @@ class TranscriptionPipeline:
     def _short_pause_chunks(self, audio: np.ndarray) -> list[dict[str, int]]:
         """The VAD's speech chunks of ``audio``, unpadded, a pause of half :data:`STREAM_ENDING_SILENCE_MS`
         ending one: how the end of a stream's speech is found."""
-        return self.recognizer.speech_chunks(audio, min_silence_ms=STREAM_ENDING_SILENCE_MS // 2, pad_ms=0)
+        return self.models.speech_chunks(audio, min_silence_ms=STREAM_ENDING_SILENCE_MS // 2, pad_ms=0)
 
     # ------------------------------------------------------------------ passes
 
@@ -514,11 +550,12 @@ class TranscriptionPipeline:
                 continue
             if result.route is None:
                 result.detection, result.route = self._choose_language(window, result.warnings)
-            result.segments += self.recognizer.transcribe(
+            result.segments += self.models.transcribe(
                 window.audio, result.route, window.chunks, offset=start_s, deadline=deadline
             )
-        result.segments, found = guards.screen([undoubled(s) for s in result.segments])
-        result.warnings += found
+        if result.route is not None:
+            result.segments, found = self.models.screen(result.route, result.segments)
+            result.warnings += found
         return result
 
     # ------------------------------------------------------------------ language choice
@@ -541,18 +578,19 @@ class TranscriptionPipeline:
         if guess is None:
             return result
         language, confidence = guess
-        routes = self.recognizer.routes()
+        routes = self.models.routes()
         if language == chosen or confidence < LANGID_CONFIDENCE:
             return result
         if language not in routes:
             name = language_name(language) if language in LISTED_CODES else language
             result.warnings.append(
                 f"The transcript looks like {name}, which has no speech model here "
-                f"({SETTING}); it was transcribed as {chosen}."
+                f"({ROUTE_SETTING}); it was transcribed as {chosen}."
             )
             return result
         log.info("language %s (p=%.2f) overruled by text LID %s (%.2f)", chosen, detection.probability, *guess)
-        again = self._pass(file_windows, routes[language], deadline, Detection(language, confidence, [guess]))
+        found = Detection(language, confidence, [guess], signal="whisper transcript + text language id")
+        again = self._pass(file_windows, routes[language], deadline, found)
         again.warnings.insert(
             0,
             f"Audio language detection was uncertain ({chosen}, p={detection.probability:.2f});"
@@ -582,17 +620,6 @@ class TranscriptionPipeline:
 # measured on an H100 (whisper-base, beam 5, word times): batches of 2 to 4 decode 1.29 to 1.36x faster than one
 # window at a time, 8 only 1.10 to 1.23x and 16 slower (0.70 to 0.79x): the beam search, not the GPU, is the limit
 GPU_BATCH_SIZE = 4
-
-
-def undoubled(segment: SpeechSegment) -> SpeechSegment:
-    """``segment`` without the second copy of a passage said twice in a row (``guards.doubled``); as it is when its
-    words do not match its text one to one (a cut would lose their times)."""
-    half = guards.doubled(segment.text)
-    if half is None or (segment.words and len(segment.words) != 2 * half):
-        return segment
-    words = segment.words[:half]
-    end = words[-1].end if words else segment.start + (segment.end - segment.start) / 2
-    return dataclasses.replace(segment, text=" ".join(segment.text.split()[:half]), words=words, end=end)
 
 
 def _split_at(chunks: list[dict[str, int]], sample: int) -> list[dict[str, int]]:
@@ -690,29 +717,38 @@ def build_recognizer(whisper: WhisperSettings, data_dir: Path) -> WhisperRecogni
     )
 
 
-_pipelines: dict[tuple[str, str, str], TranscriptionPipeline] = {}
-_pipelines_lock = threading.Lock()
+_pipelines: dict[tuple[str, ...], TranscriptionPipeline] = {}
+_models: dict[tuple[str, ...], SpeechModels] = {}
+_cache_lock = threading.Lock()
+
+
+def shared_models(whisper: WhisperSettings, speech: SpeechSettings, data_dir: Path) -> SpeechModels:
+    """One :class:`SpeechModels` per process and model configuration: pipelines that differ only in their limits
+    share the loaded models."""
+    key = (str(data_dir), whisper.model_dump_json(), speech.model_dump_json())
+    with _cache_lock:
+        models = _models.get(key)
+        if models is None:
+            ctc, whisper_refs = resolve(speech.language_models, Path(data_dir), speech.ctc_cpu_threads)
+            merged = whisper.model_copy(update={"language_models": {**whisper.language_models, **whisper_refs}})
+            models = _models[key] = SpeechModels(build_recognizer(merged, Path(data_dir)), ctc)
+    return models
 
 
 def get_pipeline(
-    whisper: WhisperSettings, transcription: TranscriptionSettings, data_dir: Path
+    whisper: WhisperSettings,
+    transcription: TranscriptionSettings,
+    data_dir: Path,
+    speech: SpeechSettings | None = None,
 ) -> TranscriptionPipeline:
-    """One pipeline per process and model configuration (what Ray tasks and deployments use). Only what the
-    pipeline reads is part of the key: a change of time limits reuses the loaded models."""
-    read = {
-        "window_seconds",
-        "diarisation_threshold",
-        "max_whole_audio_seconds",
-        "unserved_language",
-        "served_language_floor",
-        "served_language_confident",
-        "stream_commit_silence_ms",
-    }
-    key = (str(data_dir), whisper.model_dump_json(), transcription.model_dump_json(include=read))
-    with _pipelines_lock:
+    """One pipeline per process and settings (what Ray tasks and deployments use), keyed by the settings
+    themselves; its models are :func:`shared_models`."""
+    speech = speech or SpeechSettings()
+    key = (str(data_dir), whisper.model_dump_json(), transcription.model_dump_json(), speech.model_dump_json())
+    with _cache_lock:
         pipeline = _pipelines.get(key)
         if pipeline is None:
-            pipeline = _pipelines[key] = TranscriptionPipeline(whisper, transcription, data_dir)
+            pipeline = _pipelines[key] = TranscriptionPipeline(whisper, transcription, data_dir, speech=speech)
     return pipeline
 
 

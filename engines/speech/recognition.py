@@ -1,20 +1,25 @@
 """What every speech recognizer hands the pipeline: how a language is routed to a model (:class:`Route`), what
 auto-detection found (:class:`Detection`), and the segments and timed words it heard (:class:`SpeechSegment`,
-:class:`WordTiming`). Whisper (``engines.speech.whisper``) fills them."""
+:class:`WordTiming`). Whisper (``engines.speech.whisper``) and the CTC models (``engines.speech.ctc``) fill them;
+``engines.speech.routing`` sends each route to its family."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+WHISPER = "whisper"
+CTC = "ctc"
+
 
 @dataclass(frozen=True)
 class Route:
-    """How one language is transcribed: which model, and which Whisper language token to force."""
+    """How one language is transcribed: which model of which family, and which Whisper language token to force."""
 
     code: str
     model_key: str  # DEFAULT_MODEL or the code whose configured model is used
     model_ref: str
-    whisper_language: str | None  # None: the model detects (fine-tuned models of languages Whisper lacks)
+    whisper_language: str | None  # None: the model detects (a CTC model, a Whisper fine-tune of a language it lacks)
+    family: str = WHISPER  # WHISPER or CTC
 
 
 @dataclass
@@ -50,6 +55,7 @@ class Detection:
     candidates: list[tuple[str, float]]  # served languages, best first
     served: float = 1.0  # mass of all served languages (1.0 when the language was decided otherwise)
     heard: list[tuple[str, float]] = field(default_factory=list)  # Whisper's own top languages (its tokens)
+    signal: str = "whisper"  # what decided: Whisper's detector, or a transcript read by the text language identifier
 
 
 @dataclass

@@ -76,7 +76,7 @@ def test_errors_through_serve(serve_url: str, headers) -> None:
         r = client.post("/api/v2alpha/transcribe/sync/file", files={"file": ("x.ogg", b"definitely not audio" * 9)})
         assert r.status_code == 415
         r = client.post("/api/v2alpha/transcribe/fast?lang_code=sot", files={"upload": ("x.wav", b"RIFF0000")})
-        assert r.status_code == 400 and "KHULUMA_WHISPER_LANGUAGE_MODELS" in r.json()["detail"]
+        assert r.status_code == 400 and "KHULUMA_SPEECH_LANGUAGE_MODELS" in r.json()["detail"]
         r = client.post("/api/v1/transcribe/sync", json={"file_name": "x", "audio_blob": "***", "file_size": 0})
         assert r.status_code == 400
 

@@ -333,7 +333,7 @@ def test_upload_process_get_errors(client_env, speech_wav) -> None:
     )
     assert r.status_code == 400 and "private" in r.json()["detail"]
     r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=acme, json={"language_code": "zul"})
-    assert r.status_code == 400 and "KHULUMA_WHISPER_LANGUAGE_MODELS" in r.json()["detail"]
+    assert r.status_code == 400 and "KHULUMA_SPEECH_LANGUAGE_MODELS" in r.json()["detail"]
     r = client.post(f"/api/v1/transcribe/process/{upload_id}", headers=acme, json={"language_code": "klingon"})
     assert r.status_code == 400 and "language_code" in r.json()["detail"]
     assert job(env["db"], upload_id).job_status == "none"  # nothing was queued by the refused requests
@@ -433,7 +433,7 @@ def test_job_in_a_language_without_a_model_fails_naming_it(client_env, tmp_path:
         body = wait_until(lambda: receiver.received and receiver.received[0])[1]
         payload = json.loads(body)
         assert payload["status_code"] == 400 and "without a speech model" in payload["detail"]
-        assert "KHULUMA_WHISPER_LANGUAGE_MODELS" in payload["detail"]
+        assert "KHULUMA_SPEECH_LANGUAGE_MODELS" in payload["detail"]
         failed = _get(env, upload_id).json()
         assert failed["status"] == "failed" and failed["error"] == payload["detail"]
     finally:

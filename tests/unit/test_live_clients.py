@@ -154,7 +154,7 @@ def test_english_without_a_language_streams_its_transcript(client, make_token, v
 def test_a_language_without_a_model_is_refused_and_nothing_is_invented(client, make_token, voices):
     out = vendor_client(client, make_token("vendor", "setswana"), pcm16(voices["setswana"]), target="")
     assert out.events[-1]["type"] == "error" and out.events[-1]["error"]["code"] == "language_not_served"
-    assert "KHULUMA_WHISPER_LANGUAGE_MODELS" in out.refusal
+    assert "KHULUMA_SPEECH_LANGUAGE_MODELS" in out.refusal
     assert not out.transcript and not out.of("session.input_transcript.completed")
 
 
@@ -165,7 +165,7 @@ def test_a_call_that_switches_language_keeps_its_english_and_flags_the_rest(clie
     out = vendor_client(client, make_token("vendor", "switch"), pcm16(voices["switch"]), target="")
     assert not out.refusal and out.events[-1]["type"] == "session.closed", out.events[-1]
     withheld = out.of("session.input_transcript.withheld")
-    assert withheld and all("KHULUMA_WHISPER_LANGUAGE_MODELS" in w["message"] for w in withheld)
+    assert withheld and all("KHULUMA_SPEECH_LANGUAGE_MODELS" in w["message"] for w in withheld)
     assert sum(w["end_time"] - w["start_time"] for w in withheld) >= 4.0  # most of the Setswana
     assert all(w["start_time"] >= voices["switch_english_seconds"] - 0.5 for w in withheld)  # none of the English
     errors, words = word_errors(ENGLISH + " " + MORE_ENGLISH, out.transcript)
@@ -199,12 +199,12 @@ def test_the_stream_route_flags_switched_speech_and_refuses_a_language_without_a
     events, code = stream_client(client, token, pcm16(voices["switch"]))
     assert code == 1000 and events[-1]["type"] == "final" and events[-1]["language_code"] == "eng"
     withheld = [e for e in events if e["type"] == "withheld"]
-    assert withheld and all("KHULUMA_WHISPER_LANGUAGE_MODELS" in w["detail"] for w in withheld)
+    assert withheld and all("KHULUMA_SPEECH_LANGUAGE_MODELS" in w["detail"] for w in withheld)
     segments = [e for e in events if e["type"] == "segment"]
     assert segments and all(s["language_code"] == "eng" for s in segments)
     errors, words = word_errors(ENGLISH + " " + MORE_ENGLISH, events[-1]["text"])
     assert errors / words <= 0.4, events[-1]["text"]
 
     events, code = stream_client(client, token, pcm16(voices["setswana"]))
-    assert code == 1008 and events[-1]["type"] == "error" and "KHULUMA_WHISPER_LANGUAGE_MODELS" in events[-1]["detail"]
+    assert code == 1008 and events[-1]["type"] == "error" and "KHULUMA_SPEECH_LANGUAGE_MODELS" in events[-1]["detail"]
     assert not any(e.get("text") for e in events if e["type"] in ("partial", "segment"))

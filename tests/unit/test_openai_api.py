@@ -160,7 +160,7 @@ def test_language_refusals_name_the_language_field(sdk, speech: Path, tmp_path: 
     with speech.open("rb") as f, pytest.raises(openai.BadRequestError) as zulu:
         sdk.audio.transcriptions.create(model="whisper-1", file=f, language="zu")
     assert zulu.value.body["param"] == "language" and zulu.value.body["code"] == "unsupported_language"
-    assert "KHULUMA_WHISPER_LANGUAGE_MODELS" in zulu.value.body["message"]
+    assert "KHULUMA_SPEECH_LANGUAGE_MODELS" in zulu.value.body["message"]
     # audio most likely in a language without a model (espeak-ng Setswana), no language given: LanguageNotServed
     wav = espeak(SETSWANA + " " + SETSWANA, tmp_path / "tn.wav", voice="tn")
     with wav.open("rb") as f, pytest.raises(openai.BadRequestError) as unserved:

@@ -240,7 +240,7 @@ def test_mint_defaults_validation_and_auth(local_app, token, db):
     assert "session.audio.input.format.rate" in refused({"audio": {"input": {"format": {"rate": 2_000_000}}}})
     assert "session.audio.input.format.type" in refused({"audio": {"input": {"format": {"type": "audio/mp3"}}}})
     detail = refused({"audio": {"input": {"transcription": {"language": "zul"}}}})
-    assert "session.audio.input.transcription.language" in detail and "KHULUMA_WHISPER_LANGUAGE_MODELS" in detail
+    assert "session.audio.input.transcription.language" in detail and "KHULUMA_SPEECH_LANGUAGE_MODELS" in detail
     assert "session.audio.output.language" in refused({"audio": {"output": {"language": "klingon"}}})
     assert "session" in refused("not an object")
     r = client.post(SECRETS, content=b"{not json", headers={**headers, "Content-Type": "application/json"})
@@ -389,7 +389,7 @@ def test_audio_in_a_language_without_a_model_is_refused(client, token, tmp_path:
     events, code = stream(client, secret, pcm16(samples), rate)
     assert code == 1008
     assert events[-1]["type"] == "error" and events[-1]["error"]["code"] == "language_not_served"
-    assert "KHULUMA_WHISPER_LANGUAGE_MODELS" in events[-1]["error"]["message"]
+    assert "KHULUMA_SPEECH_LANGUAGE_MODELS" in events[-1]["error"]["message"]
     assert not deltas(events)  # nothing was ever shown as a served language's text
     assert usage(client)[-1].status == "failed"
 

@@ -19,6 +19,7 @@ from contracts.speech import TranscriptionResult, build_record
 from engines.speech import guards, whisper_weights
 from engines.speech.audio import SAMPLE_RATE
 from engines.speech.pipeline import TranscriptionPipeline, get_pipeline
+from engines.speech.routing import SETTING as SPEECH_SETTING
 from engines.speech.whisper import SETTING, WhisperRecognizer
 from engines.speech.windows import silence_cut, windows
 from scripts.eval_wer import word_errors
@@ -455,7 +456,7 @@ def test_audio_in_a_language_without_a_model_is_refused_not_answered(
         pipeline.transcribe(path, None)
     detail = info.value.detail
     assert isinstance(info.value, InvalidInput)  # 400 at the edge
-    assert SETTING in detail and "without a speech model" in detail and "lang_code" in detail
+    assert SPEECH_SETTING in detail and "without a speech model" in detail and "lang_code" in detail
     served = float(re.search(r"score (\d+\.\d)% together", detail).group(1))  # type: ignore[union-attr]
     assert served < 100 * pipeline.served_floor  # the served languages' own mass, not renormalised
     # a caller who names the language decides: the same audio is transcribed
@@ -548,7 +549,7 @@ def test_a_judged_stream_withholds_a_segment_in_a_language_without_a_model(
     assert not step.final and not step.pending and step.cut_seconds > 0
     [withheld] = step.withheld
     assert 10.0 <= withheld.start_time < withheld.end_time <= 10.0 + switched.size / SAMPLE_RATE
-    assert "KHULUMA_WHISPER_LANGUAGE_MODELS" in withheld.detail
+    assert "KHULUMA_SPEECH_LANGUAGE_MODELS" in withheld.detail
 
     trusted = pipeline.transcribe_array(switched, "eng", commit_before=switched.size / SAMPLE_RATE)
     assert not trusted.withheld and all(s.language_code is None for s in trusted.final)

@@ -200,7 +200,7 @@ def test_language_without_a_model_is_400_naming_the_setting(client, headers, spe
                 f"/api/v2alpha/transcribe/sync/file?lang_code={code}", files={"file": ("x.wav", f)}, headers=headers
             )
         assert r.status_code == 400
-        assert "KHULUMA_WHISPER_LANGUAGE_MODELS" in r.json()["detail"]
+        assert "KHULUMA_SPEECH_LANGUAGE_MODELS" in r.json()["detail"]
     with speech["wav"].open("rb") as f:
         r = client.post("/api/v2alpha/transcribe/sync/file?lang_code=xx", files={"file": ("x.wav", f)}, headers=headers)
     assert r.status_code == 400 and "Accepted codes" in r.json()["detail"]
@@ -222,7 +222,7 @@ def test_audio_in_a_language_without_a_model_is_refused_on_every_route(client, h
             r = client.post(route, files={field: ("call.wav", f)}, headers=headers)
         assert r.status_code == 400, r.text
         detail = r.json()["detail"]
-        assert "without a speech model" in detail and "KHULUMA_WHISPER_LANGUAGE_MODELS" in detail
+        assert "without a speech model" in detail and "KHULUMA_SPEECH_LANGUAGE_MODELS" in detail
     body = {"file_name": "call.wav", "audio_blob": base64.b64encode(wav.read_bytes()).decode(), "file_size": 0}
     r = client.post("/api/v1/transcribe/sync", json=body, headers=headers)
     assert r.status_code == 400 and "without a speech model" in r.json()["detail"]
@@ -272,7 +272,7 @@ def test_models_listing_tells_the_language_truth(client, headers) -> None:
     languages = {lang["code"]: lang for lang in entry["languages"]}
     assert all(languages[c]["supported"] for c in ("afr", "eng", "fra"))
     assert not any(languages[c]["supported"] for c in ("zul", "sot", "cs-zul"))
-    assert "KHULUMA_WHISPER_LANGUAGE_MODELS" in languages["zul"]["note"]
+    assert "KHULUMA_SPEECH_LANGUAGE_MODELS" in languages["zul"]["note"]
     # every served language carries its real-speech figure with its source; a poor one says so
     for code in ("afr", "eng", "fra"):
         quality = languages[code]["quality"]
@@ -334,7 +334,7 @@ def test_stream_partial_and_final_results(client, headers, speech, db) -> None:
 def test_stream_rejects_bad_input(client, headers) -> None:
     with client.websocket_connect("/ws/stream-transcribe?lang_code=zul", headers=headers) as ws:
         message = ws.receive_json()
-        assert message["type"] == "error" and "KHULUMA_WHISPER_LANGUAGE_MODELS" in message["detail"]
+        assert message["type"] == "error" and "KHULUMA_SPEECH_LANGUAGE_MODELS" in message["detail"]
     with client.websocket_connect("/ws/stream-transcribe", headers=headers) as ws:
         assert ws.receive_json()["type"] == "ready"
         ws.send_text("hello?")
