@@ -113,11 +113,23 @@ def serving(client: TestClient) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def serve_url(settings: Settings, seaweedfs: str) -> Iterator[str]:
+def ctc_parrot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny CTC model of sherpa-onnx's Omnilingual layout that always says one isiZulu sentence."""
+    from tests.speech_models import build_parrot_onnx
+
+    return build_parrot_onnx(tmp_path_factory.mktemp("ctc-parrot") / "parrot")
+
+
+@pytest.fixture(scope="session")
+def serve_url(settings: Settings, seaweedfs: str, ctc_parrot: Path) -> Iterator[str]:
     """Start Ray (local) + Serve with the whole application once per session."""
     from khuluma.cli.serve import ray_env
 
-    settings = settings.updated({"s3": {"endpoint_url": seaweedfs}})  # batch storage: the session SeaweedFS
+    # batch storage: the session SeaweedFS; isiXhosa routed to a tiny CTC model (tests/speech_models.py: it always
+    # says one isiZulu sentence), so that every path through the whole application meets a CTC route; the spec's
+    # languages keep their refusals
+    routes = {"xho": str(ctc_parrot)}
+    settings = settings.updated({"s3": {"endpoint_url": seaweedfs}, "speech": {"language_models": routes}})
 
     os.environ.update(ray_env())
     import ray

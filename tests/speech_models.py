@@ -286,3 +286,52 @@ def speechlike(seconds: float, seed: int = 0, *, start: float = 0.0) -> np.ndarr
     envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 4.0 * (t + start))
     voice = np.sin(2 * np.pi * (140 + 40 * np.sin(2 * np.pi * 0.5 * t)) * t)
     return (0.3 * envelope * (voice + 0.3 * rng.standard_normal(n))).astype(np.float32)
+
+
+PARROT_ZULU = "ngiyabonga kakhulu ngosizo lwakho namuhla bengifuna ukwazi ukuthi imali yami isephi"
+
+
+def build_parrot_onnx(dest: Path, sentence: str = PARROT_ZULU) -> Path:
+    """A CTC model of the sherpa-onnx Omnilingual layout that has learnt one sentence: whatever the audio, its
+    frames spell ``sentence`` (two frames a letter, a blank between letters), over and over. Its transcript of any
+    speech reads as that sentence's language to the text language identifier, so it drives auto-detection by the
+    documented signal (a CTC transcript read by the text language identifier), and shows that the detection gate
+    keeps audio Whisper places in a served language away from it."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    dest.mkdir(parents=True, exist_ok=True)
+    index = {t: i for i, t in enumerate(OMNI_TOKENS)}
+    frames: list[int] = []
+    for letter in sentence + " ":
+        frames += [index[letter], index[letter], 0]  # 0 (<s>) is the blank
+    table = np.full((len(frames), len(OMNI_TOKENS)), -8.0, dtype=np.float32)
+    table[np.arange(len(frames)), frames] = 8.0
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "one"], ["samples"], axis=0),
+        helper.make_node("Div", ["samples", "stride"], ["count"]),
+        helper.make_node("Range", ["zero", "count", "one"], ["steps"]),
+        helper.make_node("Mod", ["steps", "period"], ["position"]),
+        helper.make_node("Gather", ["table", "position"], ["rows"], axis=0),
+        helper.make_node("Unsqueeze", ["rows", "axes"], ["logits"]),
+    ]
+    scalars = {"zero": 0, "one": 1, "stride": 320, "period": len(frames)}
+    initializers = [helper.make_tensor(n, TensorProto.INT64, [], [v]) for n, v in scalars.items()]
+    initializers += [
+        helper.make_tensor("axes", TensorProto.INT64, [1], [0]),
+        helper.make_tensor("table", TensorProto.FLOAT, table.shape, table.flatten().tolist()),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "parrot",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "num_samples"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", "num_frames", len(OMNI_TOKENS)])],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    onnx.checker.check_model(model)
+    onnx.save(model, str(dest / "model.int8.onnx"))
+    lines = [f"{t} {i}" if t != " " else str(i) for i, t in enumerate(OMNI_TOKENS)]
+    (dest / "tokens.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return dest

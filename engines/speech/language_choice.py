@@ -32,7 +32,7 @@ from contracts.installs import install_hint
 from contracts.languages import CODE_SWITCHED_ZULU
 from contracts.languages import speech_name as language_name
 from contracts.settings import TranscriptionSettings
-from engines.speech import guards
+from engines.speech import ctc_guards, guards
 from engines.speech.audio import SAMPLE_RATE
 from engines.speech.recognition import CTC, Detection, Heard, Route
 from engines.speech.routing import SpeechModels
@@ -186,19 +186,27 @@ class LanguageChoice:
         identifier = TextLanguage.get()
         if identifier is None:
             return None
-        read: dict[str, str] = {}
+        read: dict[str, tuple[str, float]] = {}
         for code in tokenless:
             route = routes[code]
             key = route.model_ref if self.recognizer.language_blind(route) else f"{route.model_ref}:{code}"
             if key not in read:
-                read[key] = self.recognizer.quick_transcript(speech, route)[0]
-            text = read[key]
-            if len(text.split()) < 3 or guards.repeats(text):
+                read[key] = self.recognizer.quick_transcript(speech, route)
+            text, logprob = read[key]
+            if len(text.split()) < 3 or not self._readable(route, text, logprob, speech.size / SAMPLE_RATE):
                 continue
             guess = identifier.detect(text)
             if guess.language == code and guess.confidence >= 0.5:
                 return code, float(guess.confidence)
         return None
+
+    @staticmethod
+    def _readable(route: Route, text: str, logprob: float, seconds: float) -> bool:
+        """Whether a transcript is text, not a decoder's failure: a Whisper loop, or a CTC model's letter soup (a CTC
+        model cannot loop, and its transcript of a repeated phrase is the phrase repeated)."""
+        if route.family == CTC:
+            return ctc_guards.soup_reason(text, seconds, logprob) is None
+        return not guards.repeats(text)
 
     @staticmethod
     def probed(code: str, confidence: float, route: Route) -> Detection:

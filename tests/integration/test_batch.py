@@ -265,3 +265,19 @@ def test_service_restart_during_batch_loses_nothing(
     items = _assert_exactly_once(db, batch_id, files)
     after = {i.blob_name: i.record["id"] for i in items}
     assert all(after[name] == record_id for name, record_id in done_before.items())  # nothing redone
+
+
+def test_a_batch_in_a_language_routed_to_a_ctc_model(serve_url: str, make_token, audio_dir: Path, tmp_path: Path):
+    """Batch tasks load the CTC model the session application routes isiXhosa to (tests/conftest.py)."""
+    token = make_token("batch-ctc")
+    created = _create(serve_url, token, "xho")
+    folder = tmp_path / "upload"
+    folder.mkdir()
+    shutil.copy(audio_dir / "call-0.wav", folder / "call-0.wav")
+    _upload(created, folder)
+    assert httpx.post(f"{serve_url}{API}/{created['batch_id']}/process", headers=_headers(token)).status_code == 202
+    assert (
+        _wait_status(serve_url, token, created["batch_id"], {"COMPLETE", "PARTIAL", "FAILED"})["status"] == "COMPLETE"
+    )
+    [record] = httpx.get(f"{serve_url}{API}/{created['batch_id']}/transcriptions", headers=_headers(token)).json()
+    assert record["language_code"] == "xho" and record["transcription_text"].startswith("ngiyabonga"), record

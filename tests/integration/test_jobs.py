@@ -80,3 +80,27 @@ def test_async_job_through_serve(serve_url: str, make_token, db, speech: bytes) 
         assert payload["postprocessed_text"] == done["postprocessed_text"]
     finally:
         receiver.stop()
+
+
+def test_an_async_job_in_a_language_routed_to_a_ctc_model(serve_url: str, make_token, speech: bytes) -> None:
+    """The session application routes isiXhosa to a tiny CTC model (tests/conftest.py): the job runs on it."""
+    h = {"X-CLIENT-TOKEN": make_token("jobs-ctc")}
+    blob = base64.b64encode(speech).decode()
+    upload = httpx.post(
+        f"{serve_url}/api/v1/transport/file-upload",
+        headers=h,
+        timeout=60,
+        json={"file_name": "call.wav", "audio_blob": blob, "file_size": len(speech)},
+    ).json()["upload_id"]
+    r = httpx.post(
+        f"{serve_url}/api/v1/transcribe/process/{upload}", headers=h, timeout=60, json={"language_code": "xho"}
+    )
+    assert r.status_code == 200, r.text
+    deadline = time.monotonic() + 300
+    while (got := httpx.post(f"{serve_url}/api/v1/transcribe/{upload}/get", headers=h, timeout=30).json()) == {
+        "message": NOT_PROCESSED
+    }:
+        assert time.monotonic() < deadline, "job did not finish in 5 minutes"
+        time.sleep(1)
+    assert got["status"] == "completed" and got["language_id"] == "xho", got
+    assert got["text"].startswith("ngiyabonga")  # the CTC model's words, not Whisper's
