@@ -4,9 +4,10 @@ Nothing here ships with the project: the data sets have their own licences (seve
 none), so each is read from where you put it. The figures in docs/speech.md, docs/text.md and contracts/quality.py
 come from these commands.
 
-Speech: a folder per language, named by its ISO 639-3 code (``zul``, ``xho``, ``tsn``, ``nso``, ``sot``, ``eng``,
-``afr``, ``fra``; a suffix after a dash or underscore names the source: ``zul-vulavula``, ``eng_afrispeech``), each
-holding audio
+Speech (``--speech-models '{"zul": "<dir>"}'``: with languages routed to models, as
+``KHULUMA_SPEECH_LANGUAGE_MODELS``): a folder per language, named by its ISO 639-3 code (``zul``, ``xho``,
+``tsn``, ``nso``, ``sot``, ``eng``, ``afr``, ``fra``; a suffix after a dash or underscore names the source:
+``zul-vulavula``, ``eng_afrispeech``), each holding audio
 files with a reference transcript beside each (same stem, ``.txt``)::
 
     python scripts/eval_real.py speech DIR [--limit N] [--json OUT]
@@ -85,15 +86,15 @@ class SpeechOutcome:
     auto_errors: int = 0
 
 
-def speech(folder: Path, limit: int | None) -> list[SpeechOutcome]:
+def speech(folder: Path, limit: int | None, models: dict[str, str] | None = None) -> list[SpeechOutcome]:
     from contracts.settings import Settings
     from engines.speech.audio import SAMPLE_RATE, load_audio
     from engines.speech.pipeline import get_pipeline
     from engines.speech.windows import speech_only
 
-    settings = Settings(_env_file=None)
-    pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
-    served = set(pipeline.recognizer.routes())
+    settings = Settings(_env_file=None, speech={"language_models": models or {}})
+    pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir, settings.speech)
+    served = set(pipeline.models.routes())
     outcomes: list[SpeechOutcome] = []
     for lang_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
         language, source = ([*re.split(r"[-_]", lang_dir.name, maxsplit=1), "-"])[:2]
@@ -101,8 +102,8 @@ def speech(folder: Path, limit: int | None) -> list[SpeechOutcome]:
         for path in files[:limit]:
             reference = clean_reference(path.with_suffix(".txt").read_text(encoding="utf-8"))
             audio = load_audio(path)
-            chunks = pipeline.recognizer.speech_chunks(audio)
-            detection = pipeline.recognizer.detect(speech_only(audio, chunks)) if chunks else None
+            chunks = pipeline.models.speech_chunks(audio)
+            detection = pipeline.models.detect(speech_only(audio, chunks)) if chunks else None
             outcome = SpeechOutcome(
                 language,
                 source or "-",
@@ -330,10 +331,16 @@ def main() -> None:
     parser.add_argument("data", type=Path, help="the data folder (see above)")
     parser.add_argument("--limit", type=int, default=None, help="at most this many files per language folder")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument(
+        "--speech-models",
+        type=json.loads,
+        default=None,
+        help='speech: languages routed to models, as KHULUMA_SPEECH_LANGUAGE_MODELS: \'{"zul": "<dir>"}\'',
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     if args.part == "speech":
-        summary = report_speech(speech(args.data, args.limit))
+        summary = report_speech(speech(args.data, args.limit, args.speech_models))
     else:
         summary = text(args.data)
     print(f"\n({time.perf_counter() - started:.0f} s)")

@@ -223,9 +223,15 @@ function setupTabs() {
 
 let capabilities = new Map();
 
-// Measured quality on real data (contracts/quality.py), or "unmeasured": never a bare tick.
+// Measured quality on real data (contracts/quality.py), the publisher's figure (marked so), or "unmeasured": never
+// a bare tick.
 function qualityLabel(quality) {
   if (!quality) return null;
+  if (quality.published) {
+    const figure = quality.value == null ? "published figures" : `${quality.metric}: ${quality.value}`;
+    const title = [quality.data, quality.note].filter(Boolean).join(" — ");
+    return el("span", { class: "quality published", title }, ` · ${figure} (published, not measured here)`);
+  }
   if (!quality.measured) return el("span", { class: "quality unmeasured" }, " · unmeasured");
   const figure = `${quality.metric} ${Number(quality.value).toFixed(2)}`;
   const title = [quality.data, quality.note, quality.command].filter(Boolean).join(" — ");
@@ -254,6 +260,8 @@ function describeCapability(info) {
               { class: lang.supported ? "yes" : "no", title: lang.note || "" },
               `${lang.name} (${lang.code})`,
               lang.supported ? "" : el("span", { class: "sr-only" }, ": no model"),
+              lang.supported && lang.family ? el("span", { class: "family" }, ` · ${lang.model} (${lang.family})`) : null,
+              lang.licence ? el("span", { class: "licence", title: "licence" }, ` · ${lang.licence}`) : null,
               qualityLabel(lang.quality),
             ),
           ),
