@@ -53,6 +53,32 @@ NER_TYPES: dict[str, tuple[str, ...]] = {
     "swh": ("date",),
 }
 
+# Precision per entity type on real text, by recogniser: what the router merges overlapping spans by
+# (engines/text/ner/router.py). "english": spaCy with the entity ruler (scripts/eval_ner.py english, Namibian newswire,
+# the development split); "heuristic": per language, MasakhaNER 2.0 test (scripts/eval_real.py text).
+NER_PRECISION: dict[str, dict[str, dict[str, float]]] = {
+    "english": {"*": {"person": 0.85, "location": 0.6, "organisation": 0.4, "date": 0.8}},
+    "heuristic": {
+        "zul": {"date": 0.98, "location": 0.69, "organisation": 0.73, "person": 0.61},
+        "xho": {"date": 0.84, "location": 0.71, "organisation": 0.75, "person": 0.71},
+        "tsn": {"date": 0.96, "location": 0.76, "organisation": 0.63, "person": 0.45},
+        "sna": {"date": 0.75, "location": 0.50, "organisation": 0.88, "person": 0.32},
+        "swh": {"date": 0.93, "location": 0.80, "organisation": 0.65, "person": 0.55},
+    },
+}
+# A configured token-classification model is not measured here: its spans count as just precise enough to return
+UNMEASURED_MODEL_PRECISION = NER_MIN_PRECISION
+
+
+def ner_precision(recogniser: str, language: str, entity_type: str) -> float:
+    """The measured precision of a recogniser ("english", "heuristic", "model") for a type in a language; 0 where
+    nothing was measured (a configured model: :data:`UNMEASURED_MODEL_PRECISION`)."""
+    if recogniser == "model":
+        return UNMEASURED_MODEL_PRECISION
+    table = NER_PRECISION.get(recogniser, {})
+    return (table.get(language) or table.get("*") or {}).get(entity_type, 0.0)
+
+
 # The heuristic's precision on real text: of what it returns now (NER_TYPES), and of every type it would guess.
 NER: dict[str, Quality] = {
     "eng": measured("precision", 0.938, "15 developer-written sentences (spaCy en_core_web_sm)", _TEXT_SETS),

@@ -70,7 +70,7 @@ class TextAnalysis:
         self.langid = LanguageIdentifier()
         self.sentiment_model = SentimentClassifier()
         self.ner_model_name: str | None = self.settings.text.ner_model
-        self.recogniser = EntityRecogniser(self.ner_model_name)
+        self.recogniser = EntityRecogniser(self.ner_model_name, identifier=self.langid)
         self.cache = EmbeddingCache()
         self.temperature = DEFAULT_TEMPERATURE
         self.top_k = DEFAULT_TOP_K

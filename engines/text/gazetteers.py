@@ -42,8 +42,13 @@ class Gazetteers:
     organisation_words: frozenset[str]  # lower case
     known_organisations: frozenset[str]  # as written
     places: frozenset[str]  # as written: the hand-written list, CLDR country names (and their prefix-less forms)
+    southern_african_places: frozenset[str]  # the hand-written list alone
     date_words: frozenset[str]  # lower case: CLDR month and weekday names
     english_function_words: frozenset[str]
+    common_word_organisations: frozenset[str]  # known organisations named by an everyday English word (Rain, Game)
+    geonames_places: frozenset[str]  # southern African places and the world's largest cities, from GeoNames
+    place_prepositions: frozenset[str]  # "in", "at", ... : what makes a known place name a place
+    place_words: frozenset[str]  # "river", "street", ... : what makes a run of capitalised words a place
 
     @property
     def prefixes(self) -> frozenset[str]:
@@ -61,8 +66,13 @@ def gazetteers() -> Gazetteers:
         organisation_words=frozenset(w.lower() for w in read_list("organisation_words")),
         known_organisations=frozenset(read_list("known_organisations")),
         places=places,
+        southern_african_places=frozenset(read_list("places_southern_africa")),
         date_words=dates,
         english_function_words=frozenset(w.lower() for w in read_list("english_function_words")),
+        common_word_organisations=frozenset(read_list("organisations_common_words")),
+        geonames_places=frozenset(read_list("places_geonames")),
+        place_prepositions=frozenset(w.lower() for w in read_list("place_prepositions")),
+        place_words=frozenset(w.lower() for w in read_list("place_words")),
     )
 
 

