@@ -53,6 +53,31 @@ def test_entity_recognition_offsets(client, headers):
     assert [(e["entity"], e["word"]) for e in ents] == [("date", "Msombuluko")]
 
 
+def test_entity_explanation_says_how_each_sentence_was_read(client, headers):
+    """The playground's route: the standard route's entities, each with its recogniser, and per sentence the
+    language it was read as (names discounted) with its confidence and the recognisers' languages."""
+    text = "Bheki Cele met Thandeka Gqubule in Umlazi. Sihambe eThekwini ngoMsombuluko, sathenga ukudla."
+    plain = client().post("/api/v1/entity_recognition/process", json={"encoded_text": text}, headers=headers)
+    r = client().post("/api/v1/entity_recognition/explain", json={"encoded_text": text}, headers=headers)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [{k: e[k] for k in ("entity", "word", "start", "end")} for e in body["entities"]] == plain.json()
+    assert all(e["recogniser"] for e in body["entities"])
+    assert [s["text"] for s in body["sentences"]] == [
+        "Bheki Cele met Thandeka Gqubule in Umlazi",
+        " Sihambe eThekwini ngoMsombuluko, sathenga ukudla",
+    ]
+    english, zulu = body["sentences"]
+    assert english["language"] != "zul" and "eng" in english["read_as"], english
+    assert zulu["language"] in ("zul", "ssw", "xho") and zulu["confidence"] > 0.5 and zulu["candidates"], zulu
+    people = {e["word"]: e["recogniser"] for e in body["entities"] if e["entity"] == "person"}
+    assert set(people) == {"Bheki Cele", "Thandeka Gqubule"}, body["entities"]
+    # the standard route's wire shape is untouched: exactly the four fields
+    assert all(set(e) == {"entity", "word", "start", "end"} for e in plain.json())
+    r = client().post("/api/v1/entity_recognition/explain", json={"encoded_text": " "}, headers=headers)
+    assert r.status_code == 400 and "encoded_text" in r.json()["detail"]
+
+
 def test_sentiment_splits_sentences_keeping_leading_space(client, headers):
     r = client().post(
         "/api/v1/sentiment_analysis/process",

@@ -128,7 +128,7 @@ class EnglishRules:
             found.append(self._retyped(doc, Found(start, ent.end, ent.label_, self.model_name)))
         found += self._unseen(doc, {i for f in found for i in range(f.start, f.end)})
         found = self._extended(doc, sorted(found, key=lambda f: f.start))
-        found = self._coordinated(doc, found)
+        found = self._coordinated(doc, longest(found))
         out = []
         for f in found:
             span = doc[f.start : f.end]
@@ -192,6 +192,8 @@ class EnglishRules:
                     break
             if f.label in ("GPE", "LOC") and end < len(doc) and end not in taken and doc[end].text in COMPASS:
                 f = Found(f.start, end + 1, f.label, f.recogniser)
+            if f.label == "GPE":
+                f = self._organisation_named_after(doc, f, taken)
             start = f.start
             if f.label == "PERSON" and start > 0 and start - 1 not in taken:
                 before = doc[start - 1].text
@@ -200,6 +202,24 @@ class EnglishRules:
             taken |= set(range(f.start, f.end))
             out.append(f)
         return out
+
+    def _organisation_named_after(self, doc: Any, f: Found, taken: set[int]) -> Found:
+        """A place inside an organisation's name: "University of Pretoria", "Cricket South Africa" (capitalised
+        English words right before the place, none opening the sentence)."""
+        start = f.start
+        if start >= 2 and doc[start - 1].lower_ == "of" and doc[start - 2].lower_ in self._g.organisation_words:
+            start -= 2
+        while (
+            start > 0
+            and start - 1 not in taken
+            and not doc[start - 1].is_sent_start
+            and start - 1 > 0
+            and capitalised(doc[start - 1].text)
+            and doc[start - 1].lower_ not in self._g.place_prepositions
+            and self._english_word(doc[start - 1])
+        ):
+            start -= 1
+        return f if start == f.start else Found(start, f.end, "ORG", f.recogniser)
 
     def _coordinated(self, doc: Any, found: list[Found]) -> list[Found]:
         """ "in Vryheid and Dundee": one word the model typed as an organisation or a person, joined to a place by
@@ -276,6 +296,15 @@ class EnglishRules:
             and self.shape.african(name)
             and not self._english_word(name)
         )
+
+
+def longest(found: list[Found]) -> list[Found]:
+    """Where spans overlap (a rule ran one over another's words), the longest stays; in text order."""
+    kept: list[Found] = []
+    for f in sorted(found, key=lambda f: (f.start - f.end, f.start)):
+        if all(f.end <= k.start or k.end <= f.start for k in kept):
+            kept.append(f)
+    return sorted(kept, key=lambda f: f.start)
 
 
 @dataclass(frozen=True)

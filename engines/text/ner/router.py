@@ -29,7 +29,8 @@ from engines.text.ner.transformers_ner import TransformersNER
 from engines.text.utils import Span, split_sentences
 
 SURE_LANGUAGE = 0.8  # a sentence whose language ID is this sure is read in that language alone
-PLAUSIBLE_LANGUAGE = 0.15  # otherwise every language with at least this probability is read too
+PLAUSIBLE_LANGUAGE = 0.1  # otherwise every language with at least this probability is read too ...
+PLAUSIBLE_SHARE = 0.5  # ... and at least this share of the likeliest language's
 UNSURE_LANGUAGE = 0.5  # below this, the whole text's language is read too
 # English function words that are not also everyday Afrikaans or Sotho-Tswana words ("in", "is", "my", "a"...):
 # a sentence whose other words are at least ENGLISH_SHARE of these is English (isiZulu, Setswana... have none)
@@ -100,7 +101,8 @@ class EntityRecogniser:
             return ("eng",)
         if guess.confidence >= SURE_LANGUAGE:
             return (guess.language,)
-        languages = [guess.language] + [c for c, p in guess.candidates[1:] if p >= PLAUSIBLE_LANGUAGE]
+        floor = max(PLAUSIBLE_LANGUAGE, PLAUSIBLE_SHARE * guess.confidence)
+        languages = [guess.language] + [c for c, p in guess.candidates[1:] if p >= floor]
         if guess.confidence < UNSURE_LANGUAGE and text_language not in languages:
             languages.append(text_language)
         return tuple(languages)
