@@ -14,6 +14,7 @@ MODEL_SETTING = {
     "translation": "KHULUMA_TRANSLATION_MODEL",
     "whisper": "KHULUMA_WHISPER_MODEL",
     "ner": "KHULUMA_TEXT_NER_MODEL",
+    "sentiment": "KHULUMA_TEXT_SENTIMENT_MODEL",
     "embeddings": "KHULUMA_EMBEDDINGS_MODEL",
 }
 

@@ -30,8 +30,8 @@ from typing import Literal
 
 from contracts.installs import install_hint
 
-Capability = Literal["translation", "whisper", "ner", "embeddings"]
-CAPABILITIES: tuple[str, ...] = ("translation", "whisper", "ner", "embeddings")
+Capability = Literal["translation", "whisper", "ner", "embeddings", "sentiment"]
+CAPABILITIES: tuple[str, ...] = ("translation", "whisper", "ner", "embeddings", "sentiment")
 Backend = Literal["ctranslate2", "transformers"]
 REGISTRY_FILE = "registry.json"
 
@@ -54,14 +54,48 @@ class KnownModel:
     licence: str
     note: str = ""
     published: str = ""
+    # the registry's text languages the model was trained on: where the service routes it (NER, sentiment)
+    languages: tuple[str, ...] = ()
+    # its publisher's figure per language (metric, ((code, value), ...)): on /api/v1/models as published
+    published_scores: tuple[str, tuple[tuple[str, float], ...]] = ("", ())
+    backend: Backend = "ctranslate2"  # how `khuluma models pull` installs it by default
 
     @property
     def non_commercial(self) -> bool:
         return self.licence in NON_COMMERCIAL_LICENCES
 
 
+_MASAKHANER_SCORES = (("xho", 0.900), ("tsn", 0.903), ("sna", 0.965))
+
 # Short names `khuluma models pull` accepts besides any Hugging Face id. Other capabilities add theirs here.
 KNOWN_MODELS: dict[str, KnownModel] = {
+    "masakhaner-afroxlmr-large": KnownModel(
+        "masakhane/afroxlmr-large-ner-masakhaner-1.0_2.0",
+        "ner",
+        "AFL-3.0",
+        "about 2.2 GB download; XLM-R large token classifier, run by transformers",
+        "F1 on the MasakhaNER 2.0 test split (the model's test_result files): xho 0.900, tsn 0.903, sna 0.965",
+        languages=("zul", "xho", "tsn", "sna", "swh"),
+        published_scores=("F1", _MASAKHANER_SCORES),
+        backend="transformers",
+    ),
+    "afrisenti-afroxlmr-large": KnownModel(
+        "Davlan/afrisenti-twitter-sentiment-afroxlmr-large",
+        "sentiment",
+        "Apache-2.0",
+        "about 2.2 GB download; XLM-R large sequence classifier (positive / neutral / negative), run by transformers",
+        "trained on AfriSenti tweets in 12 languages (arXiv:2302.08956); its card gives no figure for Xitsonga or "
+        "Swahili",
+        languages=("tso", "swh"),
+        backend="transformers",
+    ),
+    "madlad400-3b-mt": KnownModel(
+        "google/madlad400-3b-mt",
+        "translation",
+        "Apache-2.0",
+        "about 12 GB download, about 3 GB as CTranslate2 int8; commercial use allowed (NLLB's licence forbids it)",
+        "FLORES-200 results in the MADLAD-400 paper (arXiv:2309.04662); no per-language figure recorded here",
+    ),
     "nllb-200-distilled-600M": KnownModel(
         "facebook/nllb-200-distilled-600M",
         "translation",
@@ -84,7 +118,13 @@ KNOWN_MODELS: dict[str, KnownModel] = {
 
 # Files a converted directory keeps from its source (tokenizer, feature extractor), per capability.
 COPY_FILES: dict[str, tuple[str, ...]] = {
-    "translation": ("sentencepiece.bpe.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"),
+    "translation": (
+        "sentencepiece.bpe.model",
+        "spiece.model",  # T5 / MADLAD-400
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+    ),
     "whisper": ("tokenizer.json", "preprocessor_config.json", "vocabulary.json"),
 }
 _WEIGHT_FILES = (
@@ -307,14 +347,16 @@ def pull(
     name: str | None = None,
     capability: str | None = None,
     quantization: str | None = "int8",
-    backend: Backend = "ctranslate2",
+    backend: Backend | None = None,
     revision: str | None = None,
     keep_download: bool = False,
     accept_licence: bool = False,
 ) -> ModelEntry:
     """Download ``ref`` (a short name of :data:`KNOWN_MODELS` or a Hugging Face id), convert and register it. A
-    catalogue model under a non-commercial licence needs ``accept_licence`` (:func:`check_licence`)."""
+    catalogue model under a non-commercial licence needs ``accept_licence`` (:func:`check_licence`); ``backend``
+    unset: the catalogue's (transformers for the NER and sentiment classifiers), else ctranslate2."""
     known = check_licence(ref, accept_licence)
+    backend = backend or (known.backend if known else "ctranslate2")
     repo_id = known.hf_id if known else ref
     capability = capability or (known.capability if known else "translation")
     if "/" not in repo_id:

@@ -9,13 +9,15 @@ an English sentence full of African names is read by the English recogniser what
 the last round's refusals stand: no language gets a type from the heuristic that was not measured at precision
 ``NER_MIN_PRECISION``.
 
-Where two recognisers' spans overlap, the one with the higher measured precision for its type in its language wins
-(``contracts.quality.ner_precision``); the rest are kept.
+Where two recognisers' spans overlap, the one more likely right wins: its recogniser's measured precision for the
+type in that language (``contracts.quality.ner_precision``) times the probability that the sentence is in that
+language; the rest are kept.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -76,16 +78,21 @@ class EntityRecogniser:
         *,
         only_measured_types: bool = True,
         identifier: LanguageIdentifier | None = None,
+        model_languages: Collection[str] | None = None,
     ) -> None:
         self.only_measured_types = only_measured_types  # False: every type the heuristic guesses (evaluation)
         self.english = SpacyNER(identifier=identifier)  # reads the shape of names with this language ID
         self.heuristic = HeuristicNER()
         self.transformer: TransformersNER | None = TransformersNER(transformers_model) if transformers_model else None
+        # the languages the configured model reads (None: every language but English)
+        self.model_languages = frozenset(model_languages) if model_languages is not None else None
 
     def backend_for(self, language: str) -> NerBackend:
         if language == "eng":
             return self.english
-        return self.transformer or self.heuristic
+        if self.transformer is not None and (self.model_languages is None or language in self.model_languages):
+            return self.transformer
+        return self.heuristic
 
     def kind_of(self, backend: NerBackend) -> str:
         """The name ``contracts.quality.ner_precision`` knows the backend by."""
@@ -94,17 +101,19 @@ class EntityRecogniser:
         return "heuristic" if backend is self.heuristic else "model"
 
     @staticmethod
-    def plausible(sentence: str, guess: Any, text_language: str) -> tuple[str, ...]:
-        """The languages a sentence is read in: English when its words are English enough, the guess alone when
-        language ID is sure, else every language with a fair share (and the text's own when it is unsure)."""
+    def plausible(sentence: str, guess: Any, text_language: str) -> tuple[tuple[str, float], ...]:
+        """The languages a sentence is read in, each with its probability: English when its words are English
+        enough, the guess alone when language ID is sure, else every language with a fair share (and the text's
+        own when it is unsure, at its share or :data:`PLAUSIBLE_LANGUAGE`)."""
         if english_share(sentence) >= ENGLISH_SHARE:
-            return ("eng",)
+            return (("eng", 1.0),)
         if guess.confidence >= SURE_LANGUAGE:
-            return (guess.language,)
+            return ((guess.language, 1.0),)
         floor = max(PLAUSIBLE_LANGUAGE, PLAUSIBLE_SHARE * guess.confidence)
-        languages = [guess.language] + [c for c, p in guess.candidates[1:] if p >= floor]
-        if guess.confidence < UNSURE_LANGUAGE and text_language not in languages:
-            languages.append(text_language)
+        languages = [(guess.language, guess.confidence)] + [(c, p) for c, p in guess.candidates[1:] if p >= floor]
+        if guess.confidence < UNSURE_LANGUAGE and text_language not in [c for c, _ in languages]:
+            share = dict(guess.candidates).get(text_language, 0.0)
+            languages.append((text_language, max(share, PLAUSIBLE_LANGUAGE)))
         return tuple(languages)
 
     def recognise_routed(self, texts: list[str], identifier: Any) -> list[list[Entity]]:
@@ -118,7 +127,7 @@ class EntityRecogniser:
         sentences = [span for spans in per_text for span in spans]
         whole = identifier.detect_many(texts)
         guesses = identifier.detect_many([s.text for s in sentences])
-        plans: list[tuple[str, ...]] = []
+        plans: list[tuple[tuple[str, float], ...]] = []
         k = 0
         for text_guess, spans in zip(whole, per_text):
             for span in spans:
@@ -136,7 +145,12 @@ class EntityRecogniser:
                 guess = guesses[k]
                 readings.append(
                     SentenceReading(
-                        span.start, span.end, guess.language, guess.confidence, list(guess.candidates[:3]), plans[k]
+                        span.start,
+                        span.end,
+                        guess.language,
+                        guess.confidence,
+                        list(guess.candidates[:3]),
+                        tuple(language for language, _ in plans[k]),
                     )
                 )
                 k += 1
@@ -147,31 +161,33 @@ class EntityRecogniser:
         """Entities per text, each text read in the one language given. The heuristic answers only the entity types
         measured precise enough on real text in that language (``contracts.quality.NER_TYPES``); a language with
         none is not even run."""
-        return self._recognise_plans(texts, [(language,) for language in languages], None)
+        return self._recognise_plans(texts, [((language, 1.0),) for language in languages], None)
 
     def _recognise_plans(
-        self, texts: list[str], plans: list[tuple[str, ...]], guesses: list[Any] | None
+        self, texts: list[str], plans: list[tuple[tuple[str, float], ...]], guesses: list[Any] | None
     ) -> list[list[Entity]]:
-        runs: dict[int, tuple[NerBackend, list[tuple[int, str]]]] = {}
+        runs: dict[int, tuple[NerBackend, list[tuple[int, str, float]]]] = {}
         for i, languages in enumerate(plans):
-            for language in languages:
+            for language, probability in languages:
                 backend = self.backend_for(language)
                 if backend is self.heuristic and self.only_measured_types and not NER_TYPES.get(language):
                     continue
-                runs.setdefault(id(backend), (backend, []))[1].append((i, language))
-        candidates: list[list[tuple[float, Entity]]] = [[] for _ in texts]
+                runs.setdefault(id(backend), (backend, []))[1].append((i, language, probability))
+        candidates: list[list[tuple[float, float, Entity]]] = [[] for _ in texts]
         for backend, items in runs.values():
             # a text read in two languages by one backend is run once; the types allowed are each language's
-            unique = sorted({i for i, _ in items})
+            unique = sorted({i for i, _, _ in items})
             results = dict(zip(unique, backend.recognise([texts[i] for i in unique])))
             kind = self.kind_of(backend)
-            for i, language in items:
+            for i, language, probability in items:
                 for e in results[i]:
                     if backend is self.heuristic and self.only_measured_types and e.entity not in NER_TYPES[language]:
                         continue
                     label = "heuristic rules" if backend is self.heuristic else backend.name
                     named = e if e.recogniser else replace(e, recogniser=f"{label} ({language})")
-                    candidates[i].append((ner_precision(kind, language, e.entity), named))
+                    # how likely the span is right: the recogniser's precision in a sentence of this language
+                    share = probability / max(p for _, p in plans[i])
+                    candidates[i].append((probability * ner_precision(kind, language, e.entity), share, named))
         return [merge(c) for c in candidates]
 
 
@@ -187,8 +203,16 @@ def same_people(entities: list[Entity]) -> list[Entity]:
     ]
 
 
-def merge(candidates: list[tuple[float, Entity]]) -> list[Entity]:
-    """Non-overlapping entities, the more precise first where two overlap (then the longer), in text order."""
+def merge(candidates: list[tuple[float, float, Entity]]) -> list[Entity]:
+    """Non-overlapping entities, the likelier right first where two overlap (then the longer), in text order. The
+    spans of a language far less likely than the sentence's likeliest (the whole text's language, read because the
+    sentence's own guess was unsure) count only when the likelier languages' recognisers found nothing."""
+    strong = [(score, entity) for score, share, entity in candidates if share >= PLAUSIBLE_SHARE]
+    weak = [(score, entity) for score, share, entity in candidates if share < PLAUSIBLE_SHARE]
+    return _non_overlapping(strong) or _non_overlapping(weak)
+
+
+def _non_overlapping(candidates: list[tuple[float, Entity]]) -> list[Entity]:
     chosen: list[Entity] = []
     for _, entity in sorted(candidates, key=lambda c: (-c[0], c[1].start - c[1].end, c[1].start)):
         if all(entity.end <= other.start or other.end <= entity.start for other in chosen):
