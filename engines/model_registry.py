@@ -1,7 +1,7 @@
 """Installed models: a JSON registry under ``<data_dir>/models/``, downloads, conversion and name resolution.
 
 ``<data_dir>/models/registry.json`` maps a model name to ``{capability, path, backend, source, quantization,
-added_at}``. ``capability`` is one of translation | whisper | ner | embeddings so every model family is
+added_at}``. ``capability`` is one of translation | whisper | ner | embeddings | sentiment so every model family is
 installed and listed the same way (``khuluma models pull|add|list``).
 
 - :func:`pull` downloads a Hugging Face repository with ``huggingface_hub`` (progress bars on the terminal) and
