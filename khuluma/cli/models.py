@@ -1,8 +1,8 @@
 """``khuluma models pull|add|list|remove``: install models into ``<data_dir>/models`` and register them.
 
 The registry (``<data_dir>/models/registry.json``) is shared by every capability; ``--capability`` says which
-one a model serves (translation | whisper | ner | embeddings | sentiment). Settings and ``configs/serve.yaml`` then name a
-model by its registered name.
+one a model serves (translation | whisper | ner | embeddings | sentiment). Settings and ``configs/serve.yaml`` then
+name a model by its registered name.
 """
 
 from __future__ import annotations
