@@ -26,13 +26,13 @@ from engines.text.langid import LanguageIdentifier
 from engines.text.ner.entities import Entity, entity_at
 
 RULER = "entity ruler (gazetteers)"
-NAME_SHAPE = "name shape (n-gram model)"
-PLACE_CONTEXT = "place gazetteer after a preposition"
+NAME_SHAPE = "name shape (language ID of each word)"
+PLACE_CONTEXT = "place by its context or form"
 # Labels the small model gives names it misreads: a person-shaped span under one of them is a person
 MISREAD_AS = {"ORG", "GPE", "LOC", "FAC", "NORP", "PRODUCT", "WORK_OF_ART", "EVENT", "LAW"}
 # ... and the labels under which one African-shaped word no gazetteer knows is a surname ("Usiku said")
 SURNAME_AS = {"GPE", "LOC", "FAC"}
-AFRICAN_SHAPE = 0.6  # n-gram probability of the African languages that makes a word African-shaped
+AFRICAN_SHAPE = 0.6  # language ID's probability of the African languages that makes a word African-shaped
 ENGLISH_SHAPE = 0.6  # ... of English that makes a capitalised word an English word (Swallows, Socks)
 NGRAM_ENGLISH_SHAPE = 0.9  # ... by the n-gram model alone, which knows English word endings best (Sundowns, Arrows)
 NOT_AFRICAN = ("eng", "afr", "fra")
