@@ -19,6 +19,7 @@ MODEL_SETTING = {
     "translation": "KHULUMA_TRANSLATION_MODEL",
     "whisper": "KHULUMA_WHISPER_MODEL",
     "ner": "KHULUMA_TEXT_NER_MODEL",
+    "sentiment": "KHULUMA_TEXT_SENTIMENT_MODEL",
     "embeddings": "KHULUMA_EMBEDDINGS_MODEL",
     "speech": "KHULUMA_SPEECH_LANGUAGE_MODELS",  # a JSON map: language code -> registered name or directory
 }

@@ -62,8 +62,26 @@ class TextSettings(BaseModel):
     )
     ner_model: str | None = Field(
         default=None,
-        description="Hugging Face id or directory of a token-classification model (e.g. a MasakhaNER XLM-R) "
-        "used for African-language NER. Needs the `transformers` extra.",
+        description="Registered name (`khuluma models pull masakhaner-afroxlmr-large`), Hugging Face id or directory "
+        "of a token-classification model (e.g. a MasakhaNER XLM-R) used for African-language NER. Needs the "
+        "`transformers` extra.",
+    )
+    ner_model_languages: list[str] | None = Field(
+        default=None,
+        description="Text languages (ISO 639-3) routed to `ner_model`; the others keep the offline recognisers. "
+        "Unset: the languages a catalogued model was trained on (`khuluma models list`), else every language but "
+        "English.",
+    )
+    sentiment_model: str | None = Field(
+        default=None,
+        description="Registered name (`khuluma models pull afrisenti-afroxlmr-large`), Hugging Face id or directory "
+        "of a sequence-classification sentiment model (labels positive / neutral / negative) for the languages of "
+        "`sentiment_model_languages`. Needs the `transformers` extra.",
+    )
+    sentiment_model_languages: list[str] | None = Field(
+        default=None,
+        description="Text languages routed to `sentiment_model`; the others keep the offline classifier. Unset: the "
+        "languages a catalogued model was trained on, else none.",
     )
     ingress_batch_max: int = Field(
         default=32,

@@ -101,6 +101,40 @@ class LanguageSpan(BaseModel):
     language: str
 
 
+class RecognisedEntity(Entity):
+    """An entity of ``/api/v1/entity_recognition/explain``: the standard four fields and what found it."""
+
+    recogniser: str = Field(
+        description="What found it: the English model (spaCy), the entity ruler over the gazetteers, a name-shape or "
+        "place rule, the heuristic of a language, or the configured model, with the language it read the sentence "
+        "in where that is not English."
+    )
+
+
+class SentenceReading(BaseModel):
+    """How one sentence was read for entity recognition."""
+
+    start: int
+    end: int
+    text: str
+    language: str = Field(description="What language ID read the sentence as, its names discounted.")
+    nllb_code: str
+    confidence: float
+    candidates: list[LanguageScore] = Field(description="The three likeliest languages.")
+    read_as: list[str] = Field(
+        description="The languages whose recognisers read the sentence: the one language when language ID is sure, "
+        "every plausible one when it is not."
+    )
+
+
+class EntityExplanation(BaseModel):
+    """Answer of ``/api/v1/entity_recognition/explain`` (ours): the entities the standard route returns for the same
+    text, each with its recogniser, and how each sentence was read."""
+
+    entities: list[RecognisedEntity]
+    sentences: list[SentenceReading]
+
+
 class LanguageDetectResult(BaseModel):
     language: str
     nllb_code: str
@@ -175,6 +209,12 @@ class TextClient(DeploymentClient):
         deployment's), for callers that need vectors while no Embeddings deployment runs (``embeddings.placement``
         local). One unit vector per text, in order (``contracts.embeddings.EmbeddingSource``)."""
         return await self._call(self._handle.embed.remote(texts, kind))
+
+    async def explain_entities(self, request: TextInput) -> EntityExplanation:
+        """``deployments.text.TextAnalysis.explain_entities``: the entities of ``entities`` with their recognisers,
+        and how each sentence was read (language, confidence, the recognisers' languages). Not batched: the
+        playground's call, one text at a time."""
+        return await self._call(self._handle.explain_entities.remote(request))
 
     async def detect_language(self, request: LanguageDetectRequest) -> LanguageDetectResult:
         """``deployments.text.TextAnalysis.detect_language``: the language, its candidates and optional spans."""

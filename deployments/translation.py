@@ -1,4 +1,5 @@
-"""Translation deployment: NLLB-200 through CTranslate2 (or transformers), batching concurrent requests.
+"""Translation deployment: NLLB-200 or MADLAD-400 through CTranslate2 (NLLB also through transformers), batching
+concurrent requests.
 
 The model comes from ``user_config: {model: ...}`` (Serve) or the ``translation.model`` setting: a name registered
 with ``khuluma models pull|add``, a CTranslate2 directory or a Hugging Face directory. Without one, every request
@@ -77,7 +78,10 @@ class Translation:
                 f"Could not load translation model {entry.name} from {entry.path}: {type(exc).__name__}: {exc}"
             ) from exc
         if not engine.languages:
-            raise ModelError(f"{entry.name} has no NLLB language tokens (like zul_Latn); it is not an NLLB-200 model.")
+            raise ModelError(
+                f"{entry.name} has no language tokens (like zul_Latn or <2zu>); it is neither an NLLB-200 nor a "
+                "MADLAD-400 model."
+            )
         return engine, entry
 
     def _apply(self, ref: str | None, options: DecodeOptions) -> None:
@@ -176,7 +180,7 @@ class Translation:
             ]
         entry = self.entry
         note = (
-            f"NLLB-200 via {engine.backend} ({engine.device}, {engine.compute_type}), "
+            f"{getattr(engine, 'family', 'NLLB-200')} via {engine.backend} ({engine.device}, {engine.compute_type}), "
             f"beam {engine.options.beam_size}, max {engine.options.max_length} tokens per sentence; "
             f"source: {entry.source if entry else '?'}."
         )

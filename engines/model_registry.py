@@ -1,8 +1,8 @@
 """Installed models: a JSON registry under ``<data_dir>/models/``, downloads, conversion and name resolution.
 
 ``<data_dir>/models/registry.json`` maps a model name to ``{capability, path, backend, source, quantization,
-added_at}``. ``capability`` is one of translation | whisper | ner | embeddings | speech so every model family is
-installed and listed the same way (``khuluma models pull|add|list``). ``speech`` is the CTC speech family
+added_at}``. ``capability`` is one of translation | whisper | ner | embeddings | sentiment | speech so every model
+family is installed and listed the same way (``khuluma models pull|add|list``). ``speech`` is the CTC speech family
 (``engines/speech/ctc.py``): Omnilingual ASR CTC in sherpa-onnx's ONNX layout (backend ``sherpa-onnx``), MMS with
 its adapters or a wav2vec2 fine-tune (backend ``transformers``); such a model is registered as it is, never
 converted (CTranslate2 would drop MMS's adapters), and validated by ``engines.speech.ctc_layout.inspect``.
@@ -35,8 +35,8 @@ from contracts.errors import Unavailable
 from contracts.installs import install_hint
 from engines.speech import ctc_layout
 
-Capability = Literal["translation", "whisper", "ner", "embeddings", "speech"]
-CAPABILITIES: tuple[str, ...] = ("translation", "whisper", "ner", "embeddings", "speech")
+Capability = Literal["translation", "whisper", "ner", "embeddings", "sentiment", "speech"]
+CAPABILITIES: tuple[str, ...] = ("translation", "whisper", "ner", "embeddings", "sentiment", "speech")
 Backend = Literal["ctranslate2", "transformers", "sherpa-onnx"]
 SPEECH = "speech"  # the CTC speech family: registered as downloaded, never converted
 REGISTRY_FILE = "registry.json"
@@ -60,10 +60,13 @@ class KnownModel:
     licence: str
     note: str = ""
     published: str = ""
-    backend: str = ""  # set for models used as downloaded (speech): sherpa-onnx | transformers
+    # how `khuluma models pull` installs it: None converts to CTranslate2 where it can, "transformers" keeps the
+    # checkpoint (the NER and sentiment classifiers, MMS), "sherpa-onnx" as downloaded (Omnilingual CTC)
+    backend: Backend | None = None
     files: tuple[str, ...] = ()  # what to download (where the repository's files exist), instead of the default set
-    languages: tuple[str, ...] = ()  # the service's languages its publisher says it covers (routing hints)
-    # its publisher's figure per language (metric, then (code, value) pairs), where one is published
+    # the service's languages the model was trained on: where the service routes it (NER, sentiment, speech)
+    languages: tuple[str, ...] = ()
+    # its publisher's figure per language (the metric, then (code, value) pairs): on /api/v1/models as published
     published_metric: str = ""
     published_figures: tuple[tuple[str, float], ...] = ()
 
@@ -88,8 +91,38 @@ OMNILINGUAL_PUBLISHED = (
     "tsn 6.7, tso 0.8, xho 4.9, zul 17.9; a CTC model of 300M or 1B parameters errs more than that"
 )
 
+_MASAKHANER_SCORES = (("xho", 0.900), ("tsn", 0.903), ("sna", 0.965))
+
 # Short names `khuluma models pull` accepts besides any Hugging Face id. Other capabilities add theirs here.
 KNOWN_MODELS: dict[str, KnownModel] = {
+    "masakhaner-afroxlmr-large": KnownModel(
+        "masakhane/afroxlmr-large-ner-masakhaner-1.0_2.0",
+        "ner",
+        "AFL-3.0",
+        "about 2.2 GB download; XLM-R large token classifier, run by transformers",
+        "F1 on the MasakhaNER 2.0 test split (the model's test_result files): xho 0.900, tsn 0.903, sna 0.965",
+        languages=("zul", "xho", "tsn", "sna", "swh"),
+        published_metric="F1",
+        published_figures=_MASAKHANER_SCORES,
+        backend="transformers",
+    ),
+    "afrisenti-afroxlmr-large": KnownModel(
+        "Davlan/afrisenti-twitter-sentiment-afroxlmr-large",
+        "sentiment",
+        "Apache-2.0",
+        "about 2.2 GB download; XLM-R large sequence classifier (positive / neutral / negative), run by transformers",
+        "trained on AfriSenti tweets in 12 languages (arXiv:2302.08956); its card gives no figure for Xitsonga or "
+        "Swahili",
+        languages=("tso", "swh"),
+        backend="transformers",
+    ),
+    "madlad400-3b-mt": KnownModel(
+        "google/madlad400-3b-mt",
+        "translation",
+        "Apache-2.0",
+        "about 12 GB download, about 3 GB as CTranslate2 int8; commercial use allowed (NLLB's licence forbids it)",
+        "FLORES-200 results in the MADLAD-400 paper (arXiv:2309.04662); no per-language figure recorded here",
+    ),
     "nllb-200-distilled-600M": KnownModel(
         "facebook/nllb-200-distilled-600M",
         "translation",
@@ -158,7 +191,13 @@ KNOWN_MODELS: dict[str, KnownModel] = {
 
 # Files a converted directory keeps from its source (tokenizer, feature extractor), per capability.
 COPY_FILES: dict[str, tuple[str, ...]] = {
-    "translation": ("sentencepiece.bpe.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"),
+    "translation": (
+        "sentencepiece.bpe.model",
+        "spiece.model",  # T5 / MADLAD-400
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+    ),
     "whisper": ("tokenizer.json", "preprocessor_config.json", "vocabulary.json"),
 }
 _WEIGHT_FILES = (
@@ -414,14 +453,16 @@ def pull(
     name: str | None = None,
     capability: str | None = None,
     quantization: str | None = "int8",
-    backend: Backend = "ctranslate2",
+    backend: Backend | None = None,
     revision: str | None = None,
     keep_download: bool = False,
     accept_licence: bool = False,
 ) -> ModelEntry:
     """Download ``ref`` (a short name of :data:`KNOWN_MODELS` or a Hugging Face id), convert and register it. A
-    catalogue model under a non-commercial licence needs ``accept_licence`` (:func:`check_licence`)."""
+    catalogue model under a non-commercial licence needs ``accept_licence`` (:func:`check_licence`); ``backend``
+    unset: the catalogue's (transformers for the NER and sentiment classifiers), else ctranslate2."""
     known = check_licence(ref, accept_licence)
+    backend = backend or (known.backend if known and known.backend else "ctranslate2")
     repo_id = known.hf_id if known else ref
     capability = capability or (known.capability if known else "translation")
     if "/" not in repo_id:

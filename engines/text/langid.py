@@ -10,6 +10,11 @@ Two models work together:
   tsn, tso, xho, zul. It decides *within* the two families lingua cannot separate fully: the Sotho-Tswana
   family (nso/sot/tsn) and the Nguni family (ssw/zul/xho).
 
+Names are no language's: an English sentence about Bheki Cele and Thandeka Gqubule in Umlazi is not isiZulu. Both
+models judge a text by its words without its names (:func:`without_names`): capitalised words inside a sentence, a
+run of capitalised words at its start, and words the gazetteers know as places or organisations. A text that is
+nothing but names is judged whole.
+
 Combination: lingua's probability mass for a family is shared out among the family's members. The n-gram model
 decides the share of the member lingua lacks (nso, ssw); the rest is split between lingua's members by a weighted
 geometric mean of lingua's and the n-gram model's probabilities (``LINGUA_WEIGHT``; 1.0 = lingua alone, which
@@ -28,6 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from contracts.languages import TEXT_CODES
+from engines.text.gazetteers import gazetteers
+from engines.text.utils import word_spans
 
 ARTIFACT = Path(__file__).resolve().parent / "artifacts" / "langid_ngram.npz"
 
@@ -106,6 +113,44 @@ class NgramLanguageModel:
         return exp / exp.sum(axis=1, keepdims=True)
 
 
+_SENTENCE_MARK = re.compile(r"[.!?:;\n]")
+MIN_WORD_LETTERS = 2  # a text is judged without its names when at least one word of this many letters is left
+
+
+def without_names(text: str) -> str:
+    """``text``'s words without its names: capitalised words inside a sentence ("I" stays), a capitalised word that
+    opens a sentence when another capitalised word follows it (Bheki Cele ...), and any word or two-word run the
+    gazetteers know as a place or an organisation. Words a noun-class prefix starts in lower case (uMandela,
+    eThekwini) stay: the prefix is the language's. Empty when nothing but names is left."""
+    known = _known_names()
+    words = word_spans(text)
+    kept: list[str] = []
+    skip_next = False
+    for i, word in enumerate(words):
+        if skip_next:
+            skip_next = False
+            continue
+        following = words[i + 1] if i + 1 < len(words) else None
+        pair = f"{word.text} {following.text}" if following else ""
+        if pair in known:
+            skip_next = True
+            continue
+        if word.text in known:
+            continue
+        capitalised = word.text[:1].isupper() and word.text != "I"
+        opens = i == 0 or bool(_SENTENCE_MARK.search(text[words[i - 1].end : word.start]))
+        if capitalised and not word.text.isupper() and (not opens or (following and following.text[:1].isupper())):
+            continue
+        kept.append(word.text)
+    judged = " ".join(kept)
+    return judged if any(len(w) >= MIN_WORD_LETTERS and w.isalpha() for w in kept) else ""
+
+
+def _known_names() -> frozenset[str]:
+    g = gazetteers()
+    return g.places | g.known_organisations
+
+
 _RUNS_OF_WHITESPACE = re.compile(r"\s\s+")
 
 
@@ -145,8 +190,10 @@ class LanguageIdentifier:
         return self.detect_many([text])[0]
 
     def detect_many(self, texts: list[str]) -> list[LanguageGuess]:
+        """Each text's language, judged by its words without its names (:func:`without_names`)."""
         if not texts:
             return []
+        texts = [without_names(text) or text for text in texts]
         ngram = self.ngram.probabilities(texts)
         with self._lock:
             lingua = self._lingua.compute_language_confidence_values_in_parallel(texts)

@@ -260,6 +260,7 @@ def resolve_compute_type(compute_type: str) -> str | dict[str, str]:
 
 class CTranslate2Translator(_SegmentingTranslator):
     backend = "ctranslate2"
+    family = "NLLB-200"
 
     def __init__(
         self,
@@ -321,6 +322,7 @@ class TransformersTranslator(_SegmentingTranslator):
     """``AutoModelForSeq2SeqLM`` for checkpoints CTranslate2 cannot convert (needs the `transformers` extra)."""
 
     backend = "transformers"
+    family = "NLLB-200"
 
     def __init__(
         self,
@@ -393,6 +395,10 @@ def load_translator(
     threads: int = 0,
 ) -> Translator:
     if backend == "ctranslate2":
+        from engines.translation.madlad import MadladTranslator, is_madlad
+
+        if is_madlad(read_ct2_vocabulary(Path(path))):
+            return MadladTranslator(path, name, options, device, compute_type, threads)
         return CTranslate2Translator(path, name, options, device, compute_type, threads)
     if backend == "transformers":
         return TransformersTranslator(path, name, options, device, threads)

@@ -1,10 +1,10 @@
 """``khuluma models pull|add|list|remove``: install models into ``<data_dir>/models`` and register them.
 
 The registry (``<data_dir>/models/registry.json``) is shared by every capability; ``--capability`` says which
-one a model serves (translation | whisper | ner | embeddings | speech). Settings and ``configs/serve.yaml`` then name a
-model by its registered name. A ``speech`` model (CTC: Omnilingual ASR, MMS, wav2vec2 fine-tunes) is routed per
-language with ``KHULUMA_SPEECH_LANGUAGE_MODELS='{"zul": "<name>"}'``; after installing one the command prints
-that line for each language the model covers.
+one a model serves (translation | whisper | ner | embeddings | sentiment | speech). Settings and
+``configs/serve.yaml`` then name a model by its registered name. A ``speech`` model (CTC: Omnilingual ASR, MMS,
+wav2vec2 fine-tunes) is routed per language with ``KHULUMA_SPEECH_LANGUAGE_MODELS='{"zul": "<name>"}'``; after
+installing one the command prints that line for each language the model covers.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from engines.model_registry import (
     speech_layout,
 )
 
-app = typer.Typer(help="Install and list models (translation, speech, NER).", no_args_is_help=True)
+app = typer.Typer(help="Install and list models (translation, speech, NER, sentiment).", no_args_is_help=True)
 console = Console()
 
 
@@ -88,7 +88,11 @@ def pull_cmd(
     name: str = typer.Option(None, help="Registered name (default: the repository name)."),
     capability: str = typer.Option(None, help=f"One of {', '.join(CAPABILITIES)} (default: translation)."),
     quantization: str = typer.Option("int8", help="CTranslate2 weight type: int8, int8_float16, float16, float32."),
-    backend: str = typer.Option("ctranslate2", help="ctranslate2 (convert) or transformers (keep the checkpoint)."),
+    backend: str = typer.Option(
+        None,
+        help="ctranslate2 (convert) or transformers (keep the checkpoint). Default: the catalogue's (transformers "
+        "for the NER and sentiment classifiers), else ctranslate2.",
+    ),
     revision: str = typer.Option(None, help="Git revision of the repository."),
     keep_download: bool = typer.Option(False, help="Keep the downloaded Hugging Face files after conversion."),
     accept_licence: bool = typer.Option(
@@ -108,7 +112,7 @@ def pull_cmd(
             name=name,
             capability=capability,
             quantization=quantization,
-            backend="transformers" if backend == "transformers" else "ctranslate2",
+            backend=None if backend is None else ("transformers" if backend == "transformers" else "ctranslate2"),
             revision=revision,
             keep_download=keep_download,
             accept_licence=accept_licence,
@@ -124,6 +128,8 @@ def _show_licence(ref: str, known: KnownModel) -> None:
     console.print(f"{ref}: {known.hf_id}, licence [bold]{known.licence}[/] ({use}).", highlight=False)
     if known.published:
         console.print(f"Published quality (its publisher's figures, not measured here): {known.published}")
+    if known.languages:
+        console.print(f"Routed to it once configured: {', '.join(known.languages)} (the other languages keep theirs).")
 
 
 @app.command("add")
@@ -170,10 +176,12 @@ def list_cmd(capability: str = typer.Option(None, help="Only this capability."))
         console.print(table)
     else:
         console.print(f"No models installed in {registry.models_dir}.")
-    known = Table("short name", "Hugging Face id", "capability", "licence", "size", title="Available to pull")
+    known = Table(
+        "short name", "Hugging Face id", "capability", "licence", "languages", "size", title="Available to pull"
+    )
     for short, k in KNOWN_MODELS.items():
         if capability is None or k.capability == capability:
-            known.add_row(short, k.hf_id, k.capability, k.licence, k.note)
+            known.add_row(short, k.hf_id, k.capability, k.licence, ", ".join(k.languages) or "all its own", k.note)
     console.print(known)
 
 

@@ -234,11 +234,12 @@ function qualityLabel(quality) {
   }
   if (!quality.measured) return el("span", { class: "quality unmeasured" }, " · unmeasured");
   const figure = `${quality.metric} ${Number(quality.value).toFixed(2)}`;
-  const title = [quality.data, quality.note, quality.command].filter(Boolean).join(" — ");
+  const short = quality.short_value == null ? "" : `, short sentences ${Number(quality.short_value).toFixed(2)}`;
+  const title = [quality.data, quality.short_data, quality.note, quality.command].filter(Boolean).join(" — ");
   return el(
     "span",
     { class: quality.poor ? "quality poor" : "quality", title },
-    ` · ${figure}${quality.poor ? " (poor)" : ""}`,
+    ` · ${figure}${short}${quality.poor ? " (poor)" : ""}`,
   );
 }
 
@@ -317,7 +318,7 @@ function highlight(container, text, ranges, key, label) {
     parts.push(
       el(
         "mark",
-        { style: { background: colourFor(name, assigned) }, dataset: { kind: name } },
+        { style: { background: colourFor(name, assigned) }, dataset: { kind: name }, title: range.recogniser },
         text.slice(range.start, range.end),
         label ? el("span", { class: "tag" }, name) : null,
       ),
@@ -329,20 +330,50 @@ function highlight(container, text, ranges, key, label) {
   return assigned;
 }
 
+/** Per sentence: the language it was read as, with its confidence, whose recognisers read it, and what found
+ * each of its entities. */
+function showReadings(sentences, entities) {
+  $("entity-sentences").tBodies[0].replaceChildren(
+    ...sentences.map((sentence) => {
+      const inside = entities.filter((e) => e.start >= sentence.start && e.end <= sentence.end);
+      const others = sentence.candidates
+        .slice(1)
+        .map((c) => `${c.language} ${c.score.toFixed(2)}`)
+        .join(", ");
+      return el(
+        "tr",
+        { dataset: { language: sentence.language } },
+        el("td", {}, sentence.text),
+        el("td", {}, `${sentence.language} ${sentence.confidence.toFixed(2)}`, others ? ` (then ${others})` : ""),
+        el("td", {}, sentence.read_as.join(", ")),
+        el(
+          "td",
+          {},
+          inside.length
+            ? el("ul", {}, ...inside.map((e) => el("li", {}, `${e.word}: ${e.entity}, by ${e.recogniser}`)))
+            : "none",
+        ),
+      );
+    }),
+  );
+}
+
 function setupText() {
   onSubmit($("text-form"), async () => {
     const text = $("text-input").value;
     const [entities, sentiment, language] = await Promise.allSettled([
-      api("/api/v1/entity_recognition/process", { method: "POST", json: { encoded_text: text } }),
+      api("/api/v1/entity_recognition/explain", { method: "POST", json: { encoded_text: text } }),
       api("/api/v1/sentiment_analysis/process", { method: "POST", json: { encoded_text: text } }),
       api("/api/v1/language/detect", { method: "POST", json: { text, spans: true } }),
     ]);
     const failures = [entities, sentiment, language].filter((r) => r.status === "rejected");
 
     if (entities.status === "fulfilled") {
-      const types = highlight($("entities"), text, entities.value, (e) => e.entity, true);
+      const found = entities.value.entities;
+      const types = highlight($("entities"), text, found, (e) => e.entity, true);
       legend($("entity-legend"), types);
-      if (!entities.value.length) $("entities").textContent = "No entities found.";
+      if (!found.length) $("entities").textContent = "No entities found.";
+      showReadings(entities.value.sentences, found);
     }
     if (sentiment.status === "fulfilled") {
       $("sentiments").tBodies[0].replaceChildren(

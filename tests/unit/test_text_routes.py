@@ -53,6 +53,31 @@ def test_entity_recognition_offsets(client, headers):
     assert [(e["entity"], e["word"]) for e in ents] == [("date", "Msombuluko")]
 
 
+def test_entity_explanation_says_how_each_sentence_was_read(client, headers):
+    """The playground's route: the standard route's entities, each with its recogniser, and per sentence the
+    language it was read as (names discounted) with its confidence and the recognisers' languages."""
+    text = "Bheki Cele met Thandeka Gqubule in Umlazi. Sihambe eThekwini ngoMsombuluko, sathenga ukudla."
+    plain = client().post("/api/v1/entity_recognition/process", json={"encoded_text": text}, headers=headers)
+    r = client().post("/api/v1/entity_recognition/explain", json={"encoded_text": text}, headers=headers)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [{k: e[k] for k in ("entity", "word", "start", "end")} for e in body["entities"]] == plain.json()
+    assert all(e["recogniser"] for e in body["entities"])
+    assert [s["text"] for s in body["sentences"]] == [
+        "Bheki Cele met Thandeka Gqubule in Umlazi",
+        " Sihambe eThekwini ngoMsombuluko, sathenga ukudla",
+    ]
+    english, zulu = body["sentences"]
+    assert english["language"] != "zul" and "eng" in english["read_as"], english
+    assert zulu["language"] in ("zul", "ssw", "xho") and zulu["confidence"] > 0.5 and zulu["candidates"], zulu
+    people = {e["word"]: e["recogniser"] for e in body["entities"] if e["entity"] == "person"}
+    assert set(people) == {"Bheki Cele", "Thandeka Gqubule"}, body["entities"]
+    # the standard route's wire shape is untouched: exactly the four fields
+    assert all(set(e) == {"entity", "word", "start", "end"} for e in plain.json())
+    r = client().post("/api/v1/entity_recognition/explain", json={"encoded_text": " "}, headers=headers)
+    assert r.status_code == 400 and "encoded_text" in r.json()["detail"]
+
+
 def test_sentiment_splits_sentences_keeping_leading_space(client, headers):
     r = client().post(
         "/api/v1/sentiment_analysis/process",
@@ -138,7 +163,16 @@ def test_models_listing_is_honest(client, headers):
         for lang in caps[capability]["languages"]:
             quality = lang["quality"]
             assert quality is not None, (capability, lang)
-            assert quality["measured"] == (quality["value"] is not None and quality["data"] is not None)
+            if not quality["published"]:  # a publisher's figure is marked as such, never as measured here
+                assert quality["measured"] == (quality["value"] is not None and quality["data"] is not None)
+    # language ID: the short-sentence figure (under 80 characters, names included) beside the long one
+    lid_quality = {lang["code"]: lang["quality"] for lang in caps["language_identification"]["languages"]}
+    for code in ("eng", "zul", "xho", "tsn", "sna", "swh"):
+        assert lid_quality[code]["short_value"] is not None and "80" in lid_quality[code]["short_data"], code
+    assert lid_quality["eng"]["short_value"] < lid_quality["eng"]["value"]
+    assert lid_quality["nso"]["short_value"] is None and "short" in lid_quality["nso"]["note"]
+    # English NER is measured on real South African news text
+    assert "South African articles" in langs["eng"]["quality"]["data"]
     sentiment = {lang["code"]: lang["quality"] for lang in caps["sentiment_analysis"]["languages"]}
     assert {c for c, q in sentiment.items() if q["measured"]} == {"eng", "afr", "sot", "zul"}
 
