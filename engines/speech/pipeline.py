@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -64,6 +63,7 @@ from engines.speech.routing import SETTING as ROUTE_SETTING
 from engines.speech.routing import SpeechModels, resolve
 from engines.speech.timeline import assign_speakers, build_timeline, join_text, outside, segment, word
 from engines.speech.whisper import DEFAULT_MODEL, LISTED_CODES, WhisperRecognizer
+from engines.speech.whisper_layout import BASE_MODEL_NAME, build_recognizer
 from engines.speech.windows import Window, array_blocks, last_pause, speech_only, windows
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,6 @@ STREAM_PAD_MS = 100  # a live stream's VAD chunks are padded this much (files: 2
 STREAM_ENDING_SILENCE_MS = 150
 STREAM_ENDING_LOOK_SECONDS = 1.0  # how much of the buffer's end the VAD looks at for that silence
 STREAM_DETECT_SECONDS = SHORT_SPEECH_SECONDS  # speech a live stream's language is decided on, never sooner
-BASE_MODEL_NAME = "whisper-base"  # what the records and /api/v1/models call the default model
 # South African languages beyond the spec's that /api/v1/models lists too (served, or how to add a model)
 OTHER_SA_CODES = ("xho", "nso", "tsn", "tso", "ssw", "ven", "nbl")
 
@@ -617,11 +616,6 @@ class TranscriptionPipeline:
 # ---------------------------------------------------------------------------------------------- helpers
 
 
-# measured on an H100 (whisper-base, beam 5, word times): batches of 2 to 4 decode 1.29 to 1.36x faster than one
-# window at a time, 8 only 1.10 to 1.23x and 16 slower (0.70 to 0.79x): the beam search, not the GPU, is the limit
-GPU_BATCH_SIZE = 4
-
-
 def _split_at(chunks: list[dict[str, int]], sample: int) -> list[dict[str, int]]:
     """``chunks`` with the one that spans ``sample`` (if any) cut in two there."""
     out: list[dict[str, int]] = []
@@ -635,86 +629,6 @@ def _split_at(chunks: list[dict[str, int]], sample: int) -> list[dict[str, int]]
 
 def _shift(chunks: list[dict[str, int]], by: int) -> list[dict[str, int]]:
     return [{**c, "start": max(0, c["start"] + by), "end": c["end"] + by} for c in chunks]
-
-
-def _on_gpu(device: str) -> bool:
-    if device == "auto":
-        import ctranslate2
-
-        return ctranslate2.get_cuda_device_count() > 0
-    return device == "cuda"
-
-
-def batch_size(setting: int, device: str) -> int:
-    """``whisper.batch_size``, with 0 resolved: batches on a GPU, where they pay; one window at a time on CPU."""
-    if setting:
-        return setting
-    return GPU_BATCH_SIZE if _on_gpu(device) else 1
-
-
-MAX_AUTO_PARALLEL_DECODES = 8  # a decode holds its window's activations: bounded on a node with many cores
-
-
-def _usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity), else the machine's."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def decode_layout(whisper: WhisperSettings, batch: int, cores: int | None = None) -> tuple[int, int]:
-    """``(parallel decodes, threads per decode)`` for ``whisper.parallel_decodes`` and ``whisper.cpu_threads``,
-    0 resolved. Batches (``batch`` > 1) or a GPU: one decode at a time on every core. On CPU otherwise, one decode
-    per core (at most :data:`MAX_AUTO_PARALLEL_DECODES`), each on its share of the cores (one on 2 cores; it was
-    twice its share). A second thread speeds a decode's encoder but slows its decoder steps (libgomp
-    wakes it for every small matrix product), and a live stream's steps are mostly decoder: on 2 cores, one
-    thread per decode made the end of an utterance -> final 0.45 s instead of 0.78 s and the unpaced RTF 0.15
-    instead of 0.23, and 8 concurrent files 1.0x to 1.03x, for 0.89x to 0.96x on a lone file
-    (scripts/bench/bench_stream_engine.py --threads 1 2, docs/speech.md#decodes-side-by-side)."""
-    cores = cores or _usable_cores()
-    alone_on_cpu = batch <= 1 and not _on_gpu(whisper.device)
-    automatic = min(cores, MAX_AUTO_PARALLEL_DECODES) if alone_on_cpu else 1
-    decodes = whisper.parallel_decodes or automatic
-    threads = whisper.cpu_threads or max(1, cores // decodes)
-    return decodes, threads
-
-
-def live_layout(whisper: WhisperSettings, cores: int | None = None) -> tuple[int, int]:
-    """``(decodes at once, threads per decode)`` of a live stream's steps (``whisper.live_cpu_threads``): one
-    decode per that many cores (at most :data:`MAX_AUTO_PARALLEL_DECODES`); ``(0, 0)`` where the steps share the
-    files' instance (the setting 0, or a GPU)."""
-    threads = whisper.live_cpu_threads
-    if threads <= 0 or _on_gpu(whisper.device):
-        return 0, 0
-    cores = cores or _usable_cores()
-    return min(MAX_AUTO_PARALLEL_DECODES, max(1, cores // threads)), threads
-
-
-def build_recognizer(whisper: WhisperSettings, data_dir: Path) -> WhisperRecognizer:
-    from engines.speech.whisper_weights import ensure_whisper_base
-
-    model = whisper.model or ensure_whisper_base(data_dir)
-    batch = batch_size(whisper.batch_size, whisper.device)
-    # the sampling fallback decodes every window alone, whatever the batch size (engines/speech/whisper.py)
-    decodes, threads = decode_layout(whisper, 1 if whisper.temperature_fallback else batch)
-    live_decodes, live_threads = live_layout(whisper)
-    return WhisperRecognizer(
-        model,
-        whisper.language_models,
-        default_model_name=whisper.model or BASE_MODEL_NAME,
-        device=whisper.device,
-        compute_type=whisper.compute_type,
-        cpu_threads=threads,
-        parallel_decodes=decodes,
-        beam_size=whisper.beam_size,
-        temperature_fallback=whisper.temperature_fallback,
-        seed=whisper.seed,
-        batch_size=batch,
-        batch_wait_s=whisper.batch_wait_ms / 1000,
-        live_threads=live_threads,
-        live_decodes=live_decodes,
-    )
 
 
 _pipelines: dict[tuple[str, ...], TranscriptionPipeline] = {}

@@ -252,7 +252,7 @@ def main() -> None:
     clients = [int(c) for c in args.clients.split(",")]
 
     from contracts.settings import Settings
-    from engines.speech.pipeline import decode_layout
+    from engines.speech.whisper_layout import decode_layout
     from engines.speech.whisper_weights import ensure_whisper_base
 
     workdir = Path(tempfile.mkdtemp(prefix="khuluma-bench-asr-"))

@@ -81,8 +81,8 @@ def test_clean_segments_give_no_warning_and_confidence_is_the_token_geometric_me
 
 
 def test_a_passage_said_twice_in_a_row_is_cut_to_one() -> None:
-    from engines.speech.pipeline import undoubled
     from engines.speech.recognition import SpeechSegment, WordTiming
+    from engines.speech.routing import undoubled
 
     text = "Longdale approaches as carefully unlocking him. Longdale approaches as carefully unlocking him."
     words = [WordTiming(" " + w, i * 0.5, i * 0.5 + 0.4, 0.9) for i, w in enumerate(text.split())]

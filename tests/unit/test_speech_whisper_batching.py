@@ -165,7 +165,7 @@ def test_concurrent_transcriptions_are_decoded_in_one_batch_with_their_own_words
 
 
 def test_batch_size_zero_batches_on_a_gpu_only_and_a_set_size_wins(settings: Settings) -> None:
-    from engines.speech.pipeline import GPU_BATCH_SIZE, batch_size, build_recognizer, decode_layout
+    from engines.speech.whisper_layout import GPU_BATCH_SIZE, batch_size, build_recognizer, decode_layout
 
     assert batch_size(0, "cpu") == 1 and batch_size(0, "cuda") == GPU_BATCH_SIZE
     assert batch_size(4, "cpu") == 4 and batch_size(1, "cuda") == 1
@@ -186,7 +186,7 @@ def test_batch_size_zero_batches_on_a_gpu_only_and_a_set_size_wins(settings: Set
 
 def test_decode_layout_runs_one_decode_per_core_on_cpu_without_batches() -> None:
     from contracts.settings import WhisperSettings
-    from engines.speech.pipeline import MAX_AUTO_PARALLEL_DECODES, decode_layout
+    from engines.speech.whisper_layout import MAX_AUTO_PARALLEL_DECODES, decode_layout
 
     cpu = WhisperSettings(device="cpu")
     assert decode_layout(cpu, batch=1, cores=2) == (2, 1)  # (decodes at once, threads each)
@@ -202,7 +202,7 @@ def test_decode_layout_runs_one_decode_per_core_on_cpu_without_batches() -> None
 
 def test_live_layout_gives_live_steps_their_own_threads_only_when_asked() -> None:
     from contracts.settings import WhisperSettings
-    from engines.speech.pipeline import live_layout
+    from engines.speech.whisper_layout import live_layout
 
     cpu = WhisperSettings(device="cpu")
     assert live_layout(cpu, cores=2) == (0, 0)  # the default: live steps share the files' instance
@@ -215,7 +215,7 @@ def test_live_steps_decode_on_a_second_instance_with_their_own_threads(settings:
     """``whisper.live_cpu_threads`` other than the files' ``cpu_threads``: a live stream's steps (partials and
     committed segments) run on a second instance of the weights, with its own decodes at once, and give the text
     the files' instance gives; without it, they share the files' instance."""
-    from engines.speech.pipeline import build_recognizer
+    from engines.speech.whisper_layout import build_recognizer
 
     files_two = settings.whisper.model_copy(update={"parallel_decodes": 2, "cpu_threads": 2})
     shared = build_recognizer(files_two, settings.data_dir)
@@ -241,7 +241,7 @@ def test_concurrent_transcriptions_decode_side_by_side_with_the_same_words(setti
     """Two decodes of one model side by side (CTranslate2 workers; the gain is measured in
     scripts/bench/bench_transcription.py): callers that reach it together each get exactly the transcript that a
     model decoding one at a time, on as many threads, gives the same audio. And the default layout is what loads."""
-    from engines.speech.pipeline import build_recognizer, decode_layout
+    from engines.speech.whisper_layout import build_recognizer, decode_layout
 
     two = settings.whisper.model_copy(update={"parallel_decodes": 2, "cpu_threads": 2})
     side_by_side = build_recognizer(two, settings.data_dir)
