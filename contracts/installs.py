@@ -4,7 +4,7 @@ operator, in the same words."""
 from __future__ import annotations
 
 # The model `khuluma models pull` fetches for a capability when none is named.
-DEFAULT_MODELS: dict[str, str] = {"translation": "facebook/nllb-200-distilled-600M"}
+DEFAULT_MODELS: dict[str, str] = {"translation": "facebook/nllb-200-distilled-600M", "llm": "qwen2.5-0.5b-instruct"}
 
 # Default models whose licence forbids commercial use: their pull command carries --accept-licence.
 NON_COMMERCIAL_DEFAULTS = frozenset({"facebook/nllb-200-distilled-600M"})
@@ -15,18 +15,20 @@ MODEL_SETTING = {
     "whisper": "KHULUMA_WHISPER_MODEL",
     "ner": "KHULUMA_TEXT_NER_MODEL",
     "embeddings": "KHULUMA_EMBEDDINGS_MODEL",
+    "llm": "KHULUMA_LLM_MODEL",
 }
 
 
 def install_hint(capability: str = "translation") -> str:
     """The exact commands that install the default model of a capability."""
     hf_id = DEFAULT_MODELS.get(capability, "<huggingface-id>")
-    name = hf_id.rsplit("/", 1)[-1]
+    name = hf_id.rsplit("/", 1)[-1]  # a catalogue short name (qwen2.5-0.5b-instruct) is registered as itself
     setting = MODEL_SETTING[capability]
     accept = " --accept-licence" if hf_id in NON_COMMERCIAL_DEFAULTS else ""
+    capability_option = "" if capability == "translation" else f" --capability {capability}"  # add's default
     return (
         f"`khuluma models pull {hf_id}{accept}` (needs access to huggingface.co; offline: copy a downloaded "
-        f"directory here and run `khuluma models add <dir> --name {name}`), then set "
+        f"directory here and run `khuluma models add <dir> --name {name}{capability_option}`), then set "
         f"{setting}={name} (or `user_config: {{model: {name}}}` of the deployment in configs/serve.yaml) "
         f"and restart or redeploy the service"
     )
@@ -34,3 +36,9 @@ def install_hint(capability: str = "translation") -> str:
 
 # What translation answers (503) and /api/v1/models says while no translation model is installed.
 TRANSLATION_NOT_INSTALLED = "No translation model is installed. Install one: " + install_hint("translation") + "."
+
+# What the ask and chat routes answer (503) and /api/v1/models says while no language model is configured.
+LLM_NOT_INSTALLED = (
+    "No language model is configured (KHULUMA_LLM_MODEL), so knowledge-base answers and chat completions are not "
+    "served; knowledge-base search is. Install one: " + install_hint("llm") + "."
+)

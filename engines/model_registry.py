@@ -1,7 +1,7 @@
 """Installed models: a JSON registry under ``<data_dir>/models/``, downloads, conversion and name resolution.
 
 ``<data_dir>/models/registry.json`` maps a model name to ``{capability, path, backend, source, quantization,
-added_at}``. ``capability`` is one of translation | whisper | ner | embeddings so every model family is
+added_at}``. ``capability`` is one of translation | whisper | ner | embeddings | llm so every model family is
 installed and listed the same way (``khuluma models pull|add|list``).
 
 - :func:`pull` downloads a Hugging Face repository with ``huggingface_hub`` (progress bars on the terminal) and
@@ -30,10 +30,11 @@ from typing import Literal
 
 from contracts.installs import install_hint
 
-Capability = Literal["translation", "whisper", "ner", "embeddings"]
-CAPABILITIES: tuple[str, ...] = ("translation", "whisper", "ner", "embeddings")
+Capability = Literal["translation", "whisper", "ner", "embeddings", "llm"]
+CAPABILITIES: tuple[str, ...] = ("translation", "whisper", "ner", "embeddings", "llm")
 Backend = Literal["ctranslate2", "transformers"]
 REGISTRY_FILE = "registry.json"
+LLM_CONTEXT_FILE = "khuluma_llm.json"  # engines.llm.tokenizer.CONTEXT_FILE
 
 
 class ModelError(Exception):
@@ -41,7 +42,7 @@ class ModelError(Exception):
 
 
 # Licences under which a model may not be used commercially: `khuluma models pull` asks for --accept-licence.
-NON_COMMERCIAL_LICENCES = ("CC-BY-NC-4.0", "CC-BY-NC-SA-4.0", "CC-BY-NC-ND-4.0")
+NON_COMMERCIAL_LICENCES = ("CC-BY-NC-4.0", "CC-BY-NC-SA-4.0", "CC-BY-NC-ND-4.0", "Qwen-Research")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class KnownModel:
     licence: str
     note: str = ""
     published: str = ""
+    # language models: the languages (ISO 639-3) it writes well enough to answer in, per its publisher
+    languages: tuple[str, ...] = ()
 
     @property
     def non_commercial(self) -> bool:
@@ -80,12 +83,59 @@ KNOWN_MODELS: dict[str, KnownModel] = {
     "nllb-200-3.3B": KnownModel(
         "facebook/nllb-200-3.3B", "translation", "CC-BY-NC-4.0", "about 17.6 GB download, 3.3 GB as CTranslate2 int8"
     ),
+    # Instruction-tuned language models for the ask and chat routes (`llm`): small enough for a CPU or one GPU.
+    "qwen2.5-0.5b-instruct": KnownModel(
+        "Qwen/Qwen2.5-0.5B-Instruct",
+        "llm",
+        "Apache-2.0",
+        "about 1 GB download, 0.5 GB as CTranslate2 int8; 32k-token context; fits a CPU",
+        languages=("eng", "fra"),
+    ),
+    "qwen2.5-1.5b-instruct": KnownModel(
+        "Qwen/Qwen2.5-1.5B-Instruct",
+        "llm",
+        "Apache-2.0",
+        "about 3.1 GB download, 1.6 GB as CTranslate2 int8; 32k-token context; a CPU (slower) or one GPU",
+        languages=("eng", "fra"),
+    ),
+    "qwen2.5-3b-instruct": KnownModel(
+        "Qwen/Qwen2.5-3B-Instruct",
+        "llm",
+        "Qwen-Research",
+        "about 6.2 GB download, 3.1 GB as CTranslate2 int8; 32k-token context; one GPU",
+        languages=("eng", "fra"),
+    ),
+    "llama-3.2-1b-instruct": KnownModel(
+        "meta-llama/Llama-3.2-1B-Instruct",
+        "llm",
+        "Llama-3.2-Community",
+        "about 2.5 GB download, 1.3 GB as CTranslate2 int8; 128k-token context; a gated repository (accept Meta's "
+        "licence on huggingface.co and log in first)",
+        languages=("eng", "fra"),
+    ),
+    "inkubalm-0.4b": KnownModel(
+        "lelapa/InkubaLM-0.4B",
+        "llm",
+        "CC-BY-NC-4.0",
+        "about 0.5 GB download; trained on isiZulu, isiXhosa, Swahili, Hausa and Yoruba with English and French; a "
+        "base model, not instruction-tuned (it continues text more than it follows the grounding instruction); "
+        "2,048-token context, so few passages fit; converted as Llama (its configuration's model type)",
+        languages=("zul", "xho", "swh", "eng", "fra"),
+    ),
 }
 
 # Files a converted directory keeps from its source (tokenizer, feature extractor), per capability.
 COPY_FILES: dict[str, tuple[str, ...]] = {
     "translation": ("sentencepiece.bpe.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"),
     "whisper": ("tokenizer.json", "preprocessor_config.json", "vocabulary.json"),
+    # the tokenizer and the chat template (in tokenizer_config.json, or a file of its own in newer repositories)
+    "llm": (
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "generation_config.json",
+        "chat_template.jinja",
+    ),
 }
 _WEIGHT_FILES = (
     "model.safetensors",
@@ -224,6 +274,8 @@ def convert_to_ctranslate2(
     except Exception as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ModelError(f"CTranslate2 cannot convert {src}: {exc}") from exc
+    if capability == "llm":
+        _record_context_window(src, tmp)
     if dest.exists():
         if not force:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -231,6 +283,17 @@ def convert_to_ctranslate2(
         shutil.rmtree(dest)
     os.replace(tmp, dest)
     return dest
+
+
+def _record_context_window(src: Path, dest: Path) -> None:
+    """A language model's context window (its checkpoint's ``max_position_embeddings``) beside the converted model:
+    CTranslate2's own config.json does not keep it (``engines/llm/tokenizer.py`` reads it)."""
+    try:
+        window = json.loads((src / "config.json").read_text()).get("max_position_embeddings")
+    except (OSError, ValueError):
+        return
+    if isinstance(window, int) and window > 0:
+        (dest / LLM_CONTEXT_FILE).write_text(json.dumps({"context_window": window}) + "\n")
 
 
 def add_local(
@@ -321,7 +384,8 @@ def pull(
         raise ModelError(
             f"Unknown model {ref!r}: give a Hugging Face id (owner/name) or one of {', '.join(KNOWN_MODELS)}."
         )
-    name = safe_name(name or repo_id.rsplit("/", 1)[-1])
+    # a catalogue model is registered under its short name, which the settings may then name
+    name = safe_name(name or (ref if ref in KNOWN_MODELS else repo_id.rsplit("/", 1)[-1]))
     download_dir = registry.models_dir / ".downloads" / safe_name(repo_id.replace("/", "--"))
     try:
         from huggingface_hub import snapshot_download
@@ -355,7 +419,8 @@ def resolve(
 ) -> ModelEntry:
     """Find the model a setting names. Never downloads; a Hugging Face directory is converted (once) and
     registered, unless ``prefer`` is ``transformers``."""
-    entry = registry.get(ref, capability)
+    known = KNOWN_MODELS.get(ref)
+    entry = registry.get(ref, capability) or (registry.get(known.hf_id, capability) if known else None)
     if entry is not None:
         if model_format(Path(entry.path)) is None:
             raise ModelError(

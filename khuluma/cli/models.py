@@ -1,7 +1,7 @@
 """``khuluma models pull|add|list|remove``: install models into ``<data_dir>/models`` and register them.
 
 The registry (``<data_dir>/models/registry.json``) is shared by every capability; ``--capability`` says which
-one a model serves (translation | whisper | ner | embeddings). Settings and ``configs/serve.yaml`` then name a
+one a model serves (translation | whisper | ner | embeddings | llm). Settings and ``configs/serve.yaml`` then name a
 model by its registered name.
 """
 
@@ -27,7 +27,7 @@ from engines.model_registry import (
     pull,
 )
 
-app = typer.Typer(help="Install and list models (translation, speech, NER).", no_args_is_help=True)
+app = typer.Typer(help="Install and list models (translation, speech, NER, language models).", no_args_is_help=True)
 console = Console()
 
 
@@ -54,7 +54,9 @@ def _installed(entry: ModelEntry) -> None:
 def pull_cmd(
     ref: str = typer.Argument(..., help=f"Hugging Face id (owner/name) or one of: {', '.join(KNOWN_MODELS)}."),
     name: str = typer.Option(None, help="Registered name (default: the repository name)."),
-    capability: str = typer.Option(None, help=f"One of {', '.join(CAPABILITIES)} (default: translation)."),
+    capability: str = typer.Option(
+        None, help=f"One of {', '.join(CAPABILITIES)} (default: a catalogue model's own, else translation)."
+    ),
     quantization: str = typer.Option("int8", help="CTranslate2 weight type: int8, int8_float16, float16, float32."),
     backend: str = typer.Option("ctranslate2", help="ctranslate2 (convert) or transformers (keep the checkpoint)."),
     revision: str = typer.Option(None, help="Git revision of the repository."),
@@ -92,6 +94,9 @@ def _show_licence(ref: str, known: KnownModel) -> None:
     console.print(f"{ref}: {known.hf_id}, licence [bold]{known.licence}[/] ({use}).", highlight=False)
     if known.published:
         console.print(f"Published quality (its publisher's figures, not measured here): {known.published}")
+    if known.languages:
+        names = ", ".join(known.languages)
+        console.print(f"Answers in (per its publisher): {names}. {known.note}", highlight=False)
 
 
 @app.command("add")
