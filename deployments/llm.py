@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -98,7 +99,7 @@ class LLM:
                     tokenizer,
                     device=s.device,
                     compute_type=s.compute_type,
-                    threads=s.threads,
+                    threads=s.threads or os.cpu_count() or 1,  # a fractional-CPU replica would get one
                     max_batch_size=s.max_batch_size,
                     batch_wait_s=s.batch_wait_ms / 1000,
                 )

@@ -151,8 +151,8 @@ def build_shaped(dest: Path, shape: str, seed: int = 0) -> Path:
     finally:
         torch.set_default_dtype(default)
     with torch.no_grad():
-        for token in SPECIAL:  # never the end: every answer runs to its allowance
-            model.lm_head.weight[tokenizer.token_to_id(token)] = -1.0
+        for token in SPECIAL:  # logit 0 among 151,936: never the end, every answer runs to its allowance
+            model.lm_head.weight[tokenizer.token_to_id(token)] = 0.0
     model.save_pretrained(dest)
     GenerationConfig(eos_token_id=eos).save_pretrained(dest)
     (dest / "shape.json").write_text(json.dumps({"shape": shape, **SHAPES[shape], **QWEN_COMMON}))
