@@ -306,11 +306,13 @@ def test_a_chat_completion_and_its_usage(chat_sdk, chat) -> None:
     assert completion.usage.completion_tokens == 10 and completion.usage.prompt_tokens > 10
     assert completion.usage.total_tokens == completion.usage.prompt_tokens + 10
     assert (completion.model_extra or {}).get("citations") is None  # no knowledge base, no citations
+    sampled = chat_sdk.chat.completions.create(model=model, messages=HELLO, temperature=1.0, top_p=0.9, stop=["\n\n"])
+    assert sampled.choices[0].finish_reason in ("stop", "length") and sampled.usage.completion_tokens <= 10
     shorter = chat_sdk.chat.completions.create(model=model, messages=HELLO, max_completion_tokens=3, temperature=0)
     assert shorter.usage.completion_tokens == 3
     assert choice.message.content.startswith(shorter.choices[0].message.content)  # greedy: the same start
     rows = _usage(served, "chat_completions")[before:]
-    assert [status for status, _, _ in rows] == ["successful", "successful"]
+    assert [status for status, _, _ in rows] == ["successful"] * 3
     asked = " ".join(m["content"] for m in HELLO)
     assert rows[0][2] == len(asked.split()) + len(choice.message.content.split())
 
