@@ -24,6 +24,7 @@ import json
 import logging
 import re
 import time
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +85,14 @@ def check_question(ctx: AppContext, text: str, field: str) -> None:
     if not text.strip():
         raise InvalidInput(f"Invalid request: field '{field}' must not be empty.")
     check_size(text, field, TextLimits.of(ctx.settings, ctx.settings.llm.max_question_chars))
+
+
+def knowledge_base_id(value: str, field: str) -> str:
+    """The id in its canonical form, or the 400 naming the field (before anything else is asked)."""
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise InvalidInput(f"Invalid request: field '{field}' must be a UUID.") from None
 
 
 def answer_language(value: str | None) -> str | None:
@@ -311,6 +320,7 @@ def _translation_model(ctx: AppContext) -> str:
 
 
 async def ask(ctx: AppContext, caller: Principal, kb_id: str, body: AskRequest) -> AskResult | StreamingResponse:
+    kb_id = knowledge_base_id(kb_id, "knowledgebase_id")
     check_question(ctx, body.question, "question")
     llm = llm_client(ctx)
     prepared = await _prepare(ctx, caller, kb_id, body, llm)

@@ -88,13 +88,6 @@ def _sampling(body: ChatCompletionRequest) -> Sampling:
     )
 
 
-def _knowledge_base(value: str) -> str:
-    try:
-        return str(uuid.UUID(value))
-    except ValueError:
-        raise InvalidInput("Invalid request: field 'knowledge_base' must be a knowledge base id (a UUID).") from None
-
-
 def _citations(passages: list[Passage], start: GenerationStart) -> list[ChatCitation]:
     return [
         ChatCitation(
@@ -116,7 +109,8 @@ async def completions(
         raise InvalidInput("Invalid request: field 'n': only 1 choice is supported.")
     if body.tools:
         raise InvalidInput("Invalid request: field 'tools': tool calls are not supported.")
-    llm = grounding.llm_client(ctx)  # 503 naming the setting before anything else
+    kb_id = None if body.knowledge_base is None else grounding.knowledge_base_id(body.knowledge_base, "knowledge_base")
+    llm = grounding.llm_client(ctx)  # 503 naming the setting before the model and the messages are read
     model = await chat_model(ctx, body.model)
     messages = _messages(body)
     check_size([m.content for m in messages], "messages", TextLimits.of(ctx.settings))
@@ -124,10 +118,9 @@ async def completions(
     metered = sum(count_tokens(m.content) for m in messages)
     passages: list[Passage] = []
     request = GenerationRequest(messages=messages, sampling=sampling)
-    if body.knowledge_base is not None:
+    if kb_id is not None:
         question = next((m.content for m in reversed(messages) if m.role == "user"), "")
         grounding.check_question(ctx, question, "messages")
-        kb_id = _knowledge_base(body.knowledge_base)
         passages = await grounding.relevant_passages(ctx, caller, kb_id, question, body.top_k)
         if not passages:  # nothing relevant: the refusal, without asking the model
             await record_usage(ctx, caller, ROUTE, tokens=metered + count_tokens(REFUSAL))
@@ -145,7 +138,7 @@ async def completions(
     except BaseException:
         await events.aclose()
         raise
-    citations = _citations(passages, start) if body.knowledge_base is not None else None
+    citations = _citations(passages, start) if kb_id is not None else None
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
