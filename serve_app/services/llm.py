@@ -247,21 +247,31 @@ async def _translate(ctx: AppContext, text: str, source: str, target: str) -> st
     return await client.translate(TranslationRequest(text=text, source=source_code, target=target_code))
 
 
+_PIECE = re.compile(r"^([\s.,;:!?)\]]*)(.*?)(\s*)$", re.DOTALL)  # punctuation before, the words, space after
+
+
+def translatable(answer: str) -> list[tuple[str, bool]]:
+    """``answer`` in pieces, each (text, whether to translate it): citation markers and the punctuation and spaces
+    around the words stay as they are, so joining the pieces gives ``answer`` back."""
+    pieces: list[tuple[str, bool]] = []
+    for i, part in enumerate(re.split(r"(\s*\[\d+(?:\s*,\s*\d+)*\])", answer)):
+        if i % 2:  # a marker, with the space before it
+            pieces.append((part, False))
+            continue
+        match = _PIECE.match(part)
+        assert match is not None  # the pattern matches any text
+        lead, words, tail = match.groups()
+        pieces += [(lead, False), (words, bool(words.strip())), (tail, False)]
+    return [(text, translate) for text, translate in pieces if text]
+
+
 async def translate_answer(ctx: AppContext, answer: str, target: str) -> str:
-    """``answer`` (English) in ``target``, piece by piece between its citation markers, which stay as they are."""
-    pieces = _MARKER.split(answer)  # text, marker digits, text, ...
-    texts = pieces[0::2]
-    translated = await asyncio.gather(*(_translate(ctx, t, "eng", target) if t.strip() else _same(t) for t in texts))
-    out = []
-    for i, piece in enumerate(translated):
-        out.append(piece if not texts[i].startswith(" ") or piece.startswith(" ") else " " + piece)
-        if 2 * i + 1 < len(pieces):
-            out.append(f" [{pieces[2 * i + 1]}]")
-    return "".join(out).strip()
-
-
-async def _same(text: str) -> str:
-    return text
+    """``answer`` (English) in ``target``, sentence pieces between its citation markers translated (together, so
+    the translation model batches them), the markers as they are."""
+    pieces = translatable(answer)
+    done = await asyncio.gather(*(_translate(ctx, t, "eng", target) for t, translate in pieces if translate))
+    translated = iter(done)
+    return "".join(next(translated) if translate else text for text, translate in pieces).strip()
 
 
 def _language_fallback(plan: LanguagePlan, error: DomainError) -> None:
@@ -287,8 +297,9 @@ class Prepared:
     translated_with: str | None = None
 
 
-async def _prepare(ctx: AppContext, caller: Principal, kb_id: str, body: AskRequest, llm: LLMClient) -> Prepared:
-    lang = answer_language(body.lang)
+async def _prepare(
+    ctx: AppContext, caller: Principal, kb_id: str, body: AskRequest, lang: str | None, llm: LLMClient
+) -> Prepared:
     plan_task = asyncio.ensure_future(plan_language(ctx, llm, body.question, lang))
     try:
         passages = await relevant_passages(ctx, caller, kb_id, body.question, body.top_k)
@@ -322,8 +333,9 @@ def _translation_model(ctx: AppContext) -> str:
 async def ask(ctx: AppContext, caller: Principal, kb_id: str, body: AskRequest) -> AskResult | StreamingResponse:
     kb_id = knowledge_base_id(kb_id, "knowledgebase_id")
     check_question(ctx, body.question, "question")
-    llm = llm_client(ctx)
-    prepared = await _prepare(ctx, caller, kb_id, body, llm)
+    lang = answer_language(body.lang)
+    llm = llm_client(ctx)  # the request is well formed: now whether a model can answer it
+    prepared = await _prepare(ctx, caller, kb_id, body, lang, llm)
     if not prepared.passages:  # nothing relevant: refuse without asking the model
         result = await _refusal(ctx, prepared)
         await record_usage(ctx, caller, ROUTE, tokens=count_tokens(body.question) + count_tokens(result.answer))

@@ -270,3 +270,24 @@ def test_health_and_models_list_the_language_model(app) -> None:
     llm = next(c for c in app.get("/api/v1/models").json()["capabilities"] if c["capability"] == "llm")
     assert llm["installed"] and llm["model"] == "ct2" and llm["backend"].startswith("ctranslate2")
     assert "512 tokens" in llm["note"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "It closes at 12:00 on Saturdays [1]. The manager is Sister Khoza [1, 2].",
+        "I don't know from these documents.",
+        "Water is off on 21 May [2]",
+        "[1] Opens at eight.",
+        "",
+    ],
+)
+def test_an_answer_is_translated_between_its_citation_markers(answer: str) -> None:
+    from serve_app.services.llm import cited_numbers, translatable
+
+    pieces = translatable(answer)
+    assert "".join(text for text, _ in pieces) == answer  # nothing lost or added
+    words = [text for text, translate in pieces if translate]
+    assert all("[" not in w and w == w.strip() and w[0] not in ".,;:!?" for w in words)
+    kept = "".join(text for text, translate in pieces if not translate)
+    assert cited_numbers(kept) == cited_numbers(answer)  # every marker stays, untranslated
