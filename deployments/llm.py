@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -130,7 +131,8 @@ class LLM:
             self.loaded, self.model_ref, self.load_error = loaded, ref, None
             log.info("language model %s loaded from %s (%s)", loaded.name, loaded.entry.path, self._backend(loaded))
         if old is not None and old is not self.loaded and old.generator is not None:
-            old.generator.close(drain=True)  # what was asked of it finishes on it
+            # what was asked of it finishes on it, off this call (a long queue would hold up the reload)
+            threading.Thread(target=old.generator.close, kwargs={"drain": True}, daemon=True).start()
 
     async def reconfigure(self, config: dict[str, Any] | None) -> None:
         """Serve ``user_config``: ``model`` (null: the setting)."""

@@ -335,7 +335,7 @@ def add_local(
 
 
 def _download_patterns(repo_id: str, revision: str | None) -> list[str]:
-    """Config, tokenizer and ONE copy of the weights (safetensors preferred over .bin)."""
+    """Config, tokenizer (and chat template) and ONE copy of the weights (safetensors preferred over .bin)."""
     from huggingface_hub import HfApi
 
     files = [s.rfilename for s in HfApi().model_info(repo_id, revision=revision).siblings or []]
@@ -344,7 +344,7 @@ def _download_patterns(repo_id: str, revision: str | None) -> list[str]:
         if any(f.endswith(".safetensors") for f in files)
         else ["*.bin", "*.bin.index.json"]
     )
-    return ["*.json", "*.model", "*.txt", "*.tiktoken", *weights]
+    return ["*.json", "*.model", "*.txt", "*.tiktoken", "*.jinja", *weights]  # .jinja: a chat template's own file
 
 
 def catalogued(ref: str) -> KnownModel | None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contracts.errors import Unavailable
 from contracts.llm import FinishReason
 from engines.llm.tokenizer import ChatTokenizer
 
@@ -101,8 +102,8 @@ class CT2Generator:
 
     def submit(self, job: Job) -> None:
         with self._wake:
-            if self._closed:
-                raise RuntimeError("the generator is closed")
+            if self._closed:  # replaced by a reload a moment ago: the caller's retry reaches the new model
+                raise Unavailable("The language model is being replaced; try again.")
             self._queue.append(job)
             self._wake.notify()
 

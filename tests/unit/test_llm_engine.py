@@ -234,3 +234,17 @@ def test_text_waits_for_whole_characters_and_stop_strings() -> None:
     job.text = "Sawubona ü ST"
     CT2Generator._flush(job, final=False)
     assert pieces == ["Sawubona ü "]  # "ST" may begin the stop string
+
+
+def test_a_replaced_generator_finishes_its_queue_then_refuses(tiny_llm, tokenizer) -> None:
+    from contracts.errors import Unavailable
+
+    engine = CT2Generator(tiny_llm.ct2, tokenizer, threads=1, max_batch_size=1, batch_wait_s=0)
+    ended: list[tuple] = []
+    prompt = tokenizer.tokens(tokenizer.encode([ChatMessage(role="user", content="Sawubona")]))
+    for _ in range(3):  # batches of one: two of them wait while the first runs
+        engine.submit(Job(prompt, 6, SamplingKey(), (), on_text=lambda _: None, on_end=lambda *end: ended.append(end)))
+    engine.close(drain=True)  # a reload: what was asked of the old model finishes on it
+    assert ended == [("length", 6, None)] * 3 and engine.batches == 3
+    with pytest.raises(Unavailable, match="being replaced"):
+        engine.submit(Job(prompt, 6, SamplingKey(), (), on_text=print, on_end=print))
