@@ -177,6 +177,7 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--streams", default="1,4")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "khuluma-bench" / "llm")
+    ap.add_argument("--json", type=Path, help="Also write the figures as JSON (scripts/bench/run_all.py reads them).")
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     threads = os.cpu_count() or 1
@@ -188,6 +189,7 @@ def main() -> None:
 
     rows = []
     notes = []
+    figures: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
     for shape in args.shapes.split(","):
         model_dir = model(args.cache, shape)
         data = tempfile.mkdtemp(prefix="khuluma-bench-ask-")
@@ -213,6 +215,7 @@ def main() -> None:
                 results["service", n] = summarise(service_rounds, args.new_tokens)
             bare.close()
         shutil.rmtree(data, ignore_errors=True)
+        figures[shape] = {str(n): {side: results[side, n] for side in ("bare", "service")} for n in streams}
         for n in streams:
             b, s = results["bare", n], results["service", n]
             for side, r in (("bare ctranslate2", b), ("service (HTTP, SSE)", s)):
@@ -243,6 +246,8 @@ def main() -> None:
         f"cores={os.cpu_count()}"
     )
     print(table(rows))
+    if args.json:
+        args.json.write_text(json.dumps({"new_tokens": args.new_tokens, "threads": threads, "shapes": figures}))
 
 
 if __name__ == "__main__":
