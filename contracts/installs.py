@@ -7,6 +7,7 @@ from __future__ import annotations
 DEFAULT_MODELS: dict[str, str] = {
     "translation": "facebook/nllb-200-distilled-600M",
     "speech": "csukuangfj2/sherpa-onnx-omnilingual-asr-1600-languages-300M-ctc-int8-2025-11-12",
+    "llm": "qwen2.5-0.5b-instruct",
 }
 # Short names of those defaults in `khuluma models pull`'s catalogue (engines/model_registry.KNOWN_MODELS).
 DEFAULT_SHORT_NAMES: dict[str, str] = {"speech": "omnilingual-ctc-300m"}
@@ -22,6 +23,7 @@ MODEL_SETTING = {
     "sentiment": "KHULUMA_TEXT_SENTIMENT_MODEL",
     "embeddings": "KHULUMA_EMBEDDINGS_MODEL",
     "speech": "KHULUMA_SPEECH_LANGUAGE_MODELS",  # a JSON map: language code -> registered name or directory
+    "llm": "KHULUMA_LLM_MODEL",
 }
 
 
@@ -40,12 +42,13 @@ def install_hint(capability: str = "translation") -> str:
             f"it with {speech_route('zul', short)} and restart or redeploy the service"
         )
     hf_id = DEFAULT_MODELS.get(capability, "<huggingface-id>")
-    name = hf_id.rsplit("/", 1)[-1]
+    name = hf_id.rsplit("/", 1)[-1]  # a catalogue short name (qwen2.5-0.5b-instruct) is registered as itself
     setting = MODEL_SETTING[capability]
     accept = " --accept-licence" if hf_id in NON_COMMERCIAL_DEFAULTS else ""
+    capability_option = "" if capability == "translation" else f" --capability {capability}"  # add's default
     return (
         f"`khuluma models pull {hf_id}{accept}` (needs access to huggingface.co; offline: copy a downloaded "
-        f"directory here and run `khuluma models add <dir> --name {name}`), then set "
+        f"directory here and run `khuluma models add <dir> --name {name}{capability_option}`), then set "
         f"{setting}={name} (or `user_config: {{model: {name}}}` of the deployment in configs/serve.yaml) "
         f"and restart or redeploy the service"
     )
@@ -53,3 +56,9 @@ def install_hint(capability: str = "translation") -> str:
 
 # What translation answers (503) and /api/v1/models says while no translation model is installed.
 TRANSLATION_NOT_INSTALLED = "No translation model is installed. Install one: " + install_hint("translation") + "."
+
+# What the ask and chat routes answer (503) and /api/v1/models says while no language model is configured.
+LLM_NOT_INSTALLED = (
+    "No language model is configured (KHULUMA_LLM_MODEL), so knowledge-base answers and chat completions are not "
+    "served; knowledge-base search is. Install one: " + install_hint("llm") + "."
+)

@@ -106,3 +106,87 @@ class VerboseTranscription(BaseModel):
     segments: list[VerboseSegment]
     words: list[VerboseWord] | None = None
     usage: DurationUsage | None = None
+
+
+# --- chat completions -----------------------------------------------------------------------------------------
+
+
+class ChatContentPart(BaseModel):
+    type: str = Field(description="Only `text` parts are read; any other kind is 400.")
+    text: UnicodeText | None = None
+
+
+class ChatCompletionMessage(BaseModel):
+    role: Literal["system", "developer", "user", "assistant"] = Field(
+        description="`developer` is read as `system`; tool messages are not supported."
+    )
+    content: UnicodeText | list[ChatContentPart] | None = None
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    model: UnicodeText
+    messages: list[ChatCompletionMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1, description="OpenAI's newer name of max_tokens.")
+    temperature: float = Field(default=1.0, ge=0, le=2, description="As OpenAI's default; 0 decodes greedily.")
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    stop: UnicodeText | list[UnicodeText] | None = Field(default=None, description="Up to 4 stop strings.")
+    n: int = Field(default=1, description="Only 1 is supported (400 otherwise).")
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: UnicodeText | None = Field(default=None, description="Accepted and ignored.")
+    tools: list[Any] | None = Field(default=None, description="Not supported: 400 when given.")
+    knowledge_base: UnicodeText | None = Field(
+        default=None,
+        description="Khuluma extension: the id of one of your knowledge bases. The last user message is then "
+        "answered from its documents only, with `citations`, as the ask route answers (a refusal when nothing "
+        "relevant is found).",
+    )
+    top_k: int = Field(
+        default=5, ge=1, le=20, description="Khuluma extension: passages retrieved with `knowledge_base`."
+    )
+
+
+class ChatCompletionUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class ChatChoice(BaseModel):
+    index: int = 0
+    message: AssistantMessage
+    finish_reason: Literal["stop", "length"]
+    logprobs: None = None
+
+
+class ChatCitation(BaseModel):
+    """Khuluma extension: a passage the answer may cite as [id] (``knowledge_base`` only)."""
+
+    id: int
+    document_id: str | None
+    filename: str | None
+    chunk_index: int | None
+    text: str
+    score: float
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: ChatCompletionUsage
+    citations: list[ChatCitation] | None = Field(
+        default=None, description="Khuluma extension, with `knowledge_base`: the passages the answer was given."
+    )

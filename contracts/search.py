@@ -78,6 +78,18 @@ class SearchResultItem(BaseModel):
     end: int | None = None
 
 
+class Passage(SearchResultItem):
+    """A passage as an answer is grounded on: a query's result item with where it sits in its document and how close
+    it is to the question by meaning (what the ask route's refusal rule reads)."""
+
+    chunk_index: int | None = Field(default=None, description="The passage's position among its document's chunks.")
+    similarity: float | None = Field(
+        default=None,
+        description="Cosine similarity of the query and the passage in the embedding model's space; None when the "
+        "vector side did not find it among its candidates (it came from BM25 alone).",
+    )
+
+
 class SearchClient(DeploymentClient):
     """Typed handle of ``deployments.search:Search``."""
 
@@ -98,6 +110,11 @@ class SearchClient(DeploymentClient):
     async def query(self, request: SearchQuery) -> list[SearchResultItem]:
         """deployments.search.Search.query: best first."""
         return await self._call(self._handle.query.remote(request))
+
+    async def passages(self, request: SearchQuery) -> list[Passage]:
+        """deployments.search.Search.passages: best first, as :meth:`query` ranks them, with chunk indexes and
+        similarities."""
+        return await self._call(self._handle.passages.remote(request))
 
 
 # --- wire models of the routes (what only the HTTP edge reads and writes) ---

@@ -37,7 +37,7 @@ from contracts.capabilities import CapabilityInfo, LanguageSupport
 from contracts.embeddings import EmbeddingsClient, EmbeddingSource
 from contracts.errors import NotFound, Unavailable
 from contracts.languages import LANGUAGES
-from contracts.search import AddDocument, DocumentFile, IndexedDocument, SearchQuery, SearchResultItem
+from contracts.search import AddDocument, DocumentFile, IndexedDocument, Passage, SearchQuery, SearchResultItem
 from deployments.common import configure_replica_logging, load_settings
 from deployments.embeddings import LocalEmbeddings
 from engines.search.bm25 import Bm25Cache, Bm25Index
@@ -346,6 +346,21 @@ class Search:
 
     async def query(self, request: SearchQuery) -> list[SearchResultItem]:
         """Best ``top_k`` chunks by descending score. ``mode``: hybrid | vector | lexical (default: config)."""
+        return [_result(hit) for hit in await self._ranked(request)]
+
+    async def passages(self, request: SearchQuery) -> list[Passage]:
+        """:meth:`query`'s passages with their chunk index and cosine similarity to the query (what an answer is
+        grounded on and its refusal rule reads)."""
+        return [
+            Passage(
+                **_result(hit).model_dump(),
+                chunk_index=hit.metadata.get("chunk_index"),
+                similarity=None if hit.similarity is None else round(float(hit.similarity), 6),
+            )
+            for hit in await self._ranked(request)
+        ]
+
+    async def _ranked(self, request: SearchQuery) -> list[Hit]:
         kb_id, text, language = request.kb_id, request.text, request.language
         mode = request.mode or ("hybrid" if self.hybrid else "vector")
         await self._check_owner(kb_id, request.customer_id)
@@ -373,7 +388,7 @@ class Search:
             ranked = rank_by_similarity(vector_hits, self.fusion, language)
         else:
             ranked = fuse(vector_hits, lexical_hits, self.fusion, language)
-        return [_result(hit) for hit in ranked[: request.top_k]]
+        return ranked[: request.top_k]
 
     def _with_chunks(self, kb_id: str, index: Bm25Index, hits: list[Hit]) -> list[Hit]:
         """Fill in the vector hits' texts and metadata from the lexical ``index`` the query used; a chunk it does

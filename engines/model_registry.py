@@ -1,11 +1,12 @@
 """Installed models: a JSON registry under ``<data_dir>/models/``, downloads, conversion and name resolution.
 
 ``<data_dir>/models/registry.json`` maps a model name to ``{capability, path, backend, source, quantization,
-added_at}``. ``capability`` is one of translation | whisper | ner | embeddings | sentiment | speech so every model
-family is installed and listed the same way (``khuluma models pull|add|list``). ``speech`` is the CTC speech family
-(``engines/speech/ctc.py``): Omnilingual ASR CTC in sherpa-onnx's ONNX layout (backend ``sherpa-onnx``), MMS with
-its adapters or a wav2vec2 fine-tune (backend ``transformers``); such a model is registered as it is, never
-converted (CTranslate2 would drop MMS's adapters), and validated by ``engines.speech.ctc_layout.inspect``.
+added_at}``. ``capability`` is one of translation | whisper | ner | embeddings | sentiment | speech | llm so
+every model family is installed and listed the same way (``khuluma models pull|add|list``). ``speech`` is the CTC
+speech family (``engines/speech/ctc.py``): Omnilingual ASR CTC in sherpa-onnx's ONNX layout (backend
+``sherpa-onnx``), MMS with its adapters or a wav2vec2 fine-tune (backend ``transformers``); such a model is
+registered as it is, never converted (CTranslate2 would drop MMS's adapters), and validated by
+``engines.speech.ctc_layout.inspect``.
 
 - :func:`pull` downloads a Hugging Face repository with ``huggingface_hub`` (progress bars on the terminal) and
   converts it to CTranslate2 (int8 by default) where CTranslate2 can run it.
@@ -35,11 +36,12 @@ from contracts.errors import Unavailable
 from contracts.installs import install_hint
 from engines.speech import ctc_layout
 
-Capability = Literal["translation", "whisper", "ner", "embeddings", "sentiment", "speech"]
-CAPABILITIES: tuple[str, ...] = ("translation", "whisper", "ner", "embeddings", "sentiment", "speech")
+Capability = Literal["translation", "whisper", "ner", "embeddings", "sentiment", "speech", "llm"]
+CAPABILITIES: tuple[str, ...] = ("translation", "whisper", "ner", "embeddings", "sentiment", "speech", "llm")
 Backend = Literal["ctranslate2", "transformers", "sherpa-onnx"]
 SPEECH = "speech"  # the CTC speech family: registered as downloaded, never converted
 REGISTRY_FILE = "registry.json"
+LLM_CONTEXT_FILE = "khuluma_llm.json"  # engines.llm.tokenizer.CONTEXT_FILE
 
 
 class ModelError(Exception):
@@ -47,7 +49,7 @@ class ModelError(Exception):
 
 
 # Licences under which a model may not be used commercially: `khuluma models pull` asks for --accept-licence.
-NON_COMMERCIAL_LICENCES = ("CC-BY-NC-4.0", "CC-BY-NC-SA-4.0", "CC-BY-NC-ND-4.0")
+NON_COMMERCIAL_LICENCES = ("CC-BY-NC-4.0", "CC-BY-NC-SA-4.0", "CC-BY-NC-ND-4.0", "Qwen-Research")
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,8 @@ class KnownModel:
     # checkpoint (the NER and sentiment classifiers, MMS), "sherpa-onnx" as downloaded (Omnilingual CTC)
     backend: Backend | None = None
     files: tuple[str, ...] = ()  # what to download (where the repository's files exist), instead of the default set
-    # the service's languages the model was trained on: where the service routes it (NER, sentiment, speech)
+    # the service's languages the model was trained on: where the service routes it (NER, sentiment, speech), or
+    # for a language model those it writes well enough to answer in, per its publisher
     languages: tuple[str, ...] = ()
     # its publisher's figure per language (the metric, then (code, value) pairs): on /api/v1/models as published
     published_metric: str = ""
@@ -187,6 +190,45 @@ KNOWN_MODELS: dict[str, KnownModel] = {
         ),
         languages=SA_SPEECH_CODES,
     ),
+    # Instruction-tuned language models for the ask and chat routes (`llm`): small enough for a CPU or one GPU.
+    "qwen2.5-0.5b-instruct": KnownModel(
+        "Qwen/Qwen2.5-0.5B-Instruct",
+        "llm",
+        "Apache-2.0",
+        "about 1 GB download, 0.5 GB as CTranslate2 int8; 32k-token context; fits a CPU",
+        languages=("eng", "fra"),
+    ),
+    "qwen2.5-1.5b-instruct": KnownModel(
+        "Qwen/Qwen2.5-1.5B-Instruct",
+        "llm",
+        "Apache-2.0",
+        "about 3.1 GB download, 1.6 GB as CTranslate2 int8; 32k-token context; a CPU (slower) or one GPU",
+        languages=("eng", "fra"),
+    ),
+    "qwen2.5-3b-instruct": KnownModel(
+        "Qwen/Qwen2.5-3B-Instruct",
+        "llm",
+        "Qwen-Research",
+        "about 6.2 GB download, 3.1 GB as CTranslate2 int8; 32k-token context; one GPU",
+        languages=("eng", "fra"),
+    ),
+    "llama-3.2-1b-instruct": KnownModel(
+        "meta-llama/Llama-3.2-1B-Instruct",
+        "llm",
+        "Llama-3.2-Community",
+        "about 2.5 GB download, 1.3 GB as CTranslate2 int8; 128k-token context; a gated repository (accept Meta's "
+        "licence on huggingface.co and log in first)",
+        languages=("eng", "fra"),
+    ),
+    "inkubalm-0.4b": KnownModel(
+        "lelapa/InkubaLM-0.4B",
+        "llm",
+        "CC-BY-NC-4.0",
+        "about 0.5 GB download; trained on isiZulu, isiXhosa, Swahili, Hausa and Yoruba with English and French; a "
+        "base model, not instruction-tuned (it continues text more than it follows the grounding instruction); "
+        "2,048-token context, so few passages fit; converted as Llama (its configuration's model type)",
+        languages=("zul", "xho", "swh", "eng", "fra"),
+    ),
 }
 
 # Files a converted directory keeps from its source (tokenizer, feature extractor), per capability.
@@ -199,6 +241,14 @@ COPY_FILES: dict[str, tuple[str, ...]] = {
         "special_tokens_map.json",
     ),
     "whisper": ("tokenizer.json", "preprocessor_config.json", "vocabulary.json"),
+    # the tokenizer and the chat template (in tokenizer_config.json, or a file of its own in newer repositories)
+    "llm": (
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "generation_config.json",
+        "chat_template.jinja",
+    ),
 }
 _WEIGHT_FILES = (
     "model.safetensors",
@@ -341,6 +391,8 @@ def convert_to_ctranslate2(
     except Exception as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ModelError(f"CTranslate2 cannot convert {src}: {exc}") from exc
+    if capability == "llm":
+        _record_context_window(src, tmp)
     if dest.exists():
         if not force:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -348,6 +400,17 @@ def convert_to_ctranslate2(
         shutil.rmtree(dest)
     os.replace(tmp, dest)
     return dest
+
+
+def _record_context_window(src: Path, dest: Path) -> None:
+    """A language model's context window (its checkpoint's ``max_position_embeddings``) beside the converted model:
+    CTranslate2's own config.json does not keep it (``engines/llm/tokenizer.py`` reads it)."""
+    try:
+        window = json.loads((src / "config.json").read_text()).get("max_position_embeddings")
+    except (OSError, ValueError):
+        return
+    if isinstance(window, int) and window > 0:
+        (dest / LLM_CONTEXT_FILE).write_text(json.dumps({"context_window": window}) + "\n")
 
 
 def add_local(
@@ -407,7 +470,7 @@ def add_speech(registry: ModelRegistry, path: Path, name: str | None = None, sou
 
 
 def _download_patterns(repo_id: str, revision: str | None) -> list[str]:
-    """Config, tokenizer and ONE copy of the weights (safetensors preferred over .bin)."""
+    """Config, tokenizer (and chat template) and ONE copy of the weights (safetensors preferred over .bin)."""
     from huggingface_hub import HfApi
 
     files = [s.rfilename for s in HfApi().model_info(repo_id, revision=revision).siblings or []]
@@ -416,7 +479,7 @@ def _download_patterns(repo_id: str, revision: str | None) -> list[str]:
         if any(f.endswith(".safetensors") for f in files)
         else ["*.bin", "*.bin.index.json"]
     )
-    return ["*.json", "*.model", "*.txt", "*.tiktoken", *weights]
+    return ["*.json", "*.model", "*.txt", "*.tiktoken", "*.jinja", *weights]  # .jinja: a chat template's own file
 
 
 def _listed_files(known: KnownModel, repo_id: str, revision: str | None) -> list[str]:
@@ -469,7 +532,8 @@ def pull(
         raise ModelError(
             f"Unknown model {ref!r}: give a Hugging Face id (owner/name) or one of {', '.join(KNOWN_MODELS)}."
         )
-    name = safe_name(name or (ref if known and known.backend else repo_id.rsplit("/", 1)[-1]))
+    # a catalogue model is registered under its short name, which the settings may then name
+    name = safe_name(name or (ref if ref in KNOWN_MODELS else repo_id.rsplit("/", 1)[-1]))
     download_dir = registry.models_dir / ".downloads" / safe_name(repo_id.replace("/", "--"))
     try:
         from huggingface_hub import snapshot_download
@@ -515,7 +579,8 @@ def resolve(
 ) -> ModelEntry:
     """Find the model a setting names. Never downloads; a Hugging Face directory is converted (once) and
     registered, unless ``prefer`` is ``transformers``."""
-    entry = registry.get(ref, capability)
+    known = KNOWN_MODELS.get(ref)
+    entry = registry.get(ref, capability) or (registry.get(known.hf_id, capability) if known else None)
     if entry is not None:
         if model_format(Path(entry.path)) is None:
             raise ModelError(

@@ -84,6 +84,15 @@ SPECS: tuple[DeploymentSpec, ...] = (
         embeds=True,
         options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2}, **bounds(16, 64, 1)},
     ),
+    # The language model (ask, chat completions): deployed only when a model is set (llm.deploy); CTranslate2 in
+    # this replica, or vLLM in an LLMServer deployment bound to it (llm.engine).
+    DeploymentSpec(
+        "LLM",
+        "deployments.llm:LLM",
+        "llm",
+        ("llm",),
+        options={"ray_actor_options": {"num_cpus": 0.25}, **bounds(8, 16, 5)},
+    ),
     DeploymentSpec(
         "Jobs",
         "deployments.jobs:Jobs",
@@ -101,7 +110,7 @@ SPECS: tuple[DeploymentSpec, ...] = (
     ),
 )
 # The ingress validates requests, signs upload credentials and meters usage; it runs no model.
-INGRESS_SECTIONS = ("text", "translation", "search", "transcription", "webhooks", "s3", "batch", "limits")
+INGRESS_SECTIONS = ("text", "translation", "search", "llm", "transcription", "webhooks", "s3", "batch", "limits")
 # The ingress only waits on the bounded model queues behind it (and live sessions, bounded per replica), so its own
 # bound is high: the health routes never wait for a slot (docs/operators.md, bounded queues).
 INGRESS_OPTIONS: dict[str, Any] = {"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2}, **bounds(1024, 256, 1)}
@@ -144,6 +153,8 @@ def _bind(settings: Settings, options: dict[str, dict[str, Any]], wanted: set[st
         if spec.backend not in wanted:
             continue
         deps = {dep: bound[dep] for dep in _needs(spec, settings) + spec.uses if dep in bound}
+        if spec.backend == "llm" and settings.llm.engine == "vllm":
+            deps["server"] = _vllm_server(settings, options)
         deployment = serve.deployment(name=spec.name)(load_class(spec.target)).options(**options[spec.name])
         bound[spec.backend] = deployment.bind(settings.for_replica(spec.sections), **deps)
     return bound
@@ -152,20 +163,37 @@ def _bind(settings: Settings, options: dict[str, dict[str, Any]], wanted: set[st
 def default_capabilities(settings: Settings, options: dict[str, dict[str, Any]] | None = None) -> list[str]:
     """What is deployed when nobody picks: every capability, less
     - the Embeddings deployment when the embedder runs inside the replicas that use it;
-    - the Translation deployment while no translation model is set (``translation.deploy``); ``options`` are the
-      deployments' effective options, whose Translation ``user_config`` may name one."""
-    user_model = ((options or {}).get("Translation", {}).get("user_config") or {}).get("model")
+    - the Translation deployment while no translation model is set (``translation.deploy``), and the LLM
+      deployment while no language model is (``llm.deploy``); ``options`` are the deployments' effective options,
+      whose ``user_config`` may name one."""
+
+    def user_model(name: str) -> Any:
+        return ((options or {}).get(name, {}).get("user_config") or {}).get("model")
+
     skipped = {
         "embeddings": settings.embeddings.local,
-        "translation": settings.translation.deploy == "auto" and not (settings.translation.model or user_model),
+        "translation": settings.translation.deploy == "auto"
+        and not (settings.translation.model or user_model("Translation")),
+        "llm": settings.llm.deploy == "auto" and not (settings.llm.model or user_model("LLM")),
     }
     return [s.backend for s in SPECS if not skipped.get(s.backend)]
+
+
+def _vllm_server(settings: Settings, options: dict[str, dict[str, Any]]) -> Any:
+    """Ray Serve LLM's LLMServer for the configured model (``llm.engine: vllm``), with the Serve config's
+    overrides of the ``LLMServer`` deployment."""
+    from deployments.llm_vllm import SERVER_NAME, build_server
+
+    return build_server(settings, options.get(SERVER_NAME))
 
 
 def deployment_names(settings: Settings) -> set[str]:
     """The Serve deployments of the default application for these settings (what a Serve config may name)."""
     wanted = set(default_capabilities(settings))
-    return {spec.name for spec in SPECS if spec.backend in wanted} | {"Ingress"}
+    names = {spec.name for spec in SPECS if spec.backend in wanted} | {"Ingress"}
+    if "llm" in wanted and settings.llm.engine == "vllm":
+        names.add("LLMServer")  # deployments.llm_vllm.SERVER_NAME
+    return names
 
 
 def _needs(spec: DeploymentSpec, settings: Settings) -> tuple[str, ...]:
@@ -197,6 +225,8 @@ def deployment_options(overrides: dict[str, dict[str, Any]] | None = None) -> di
     overrides = overrides or {}
     opts = {spec.name: _merge(spec.options, overrides.get(spec.name, {})) for spec in SPECS}
     opts["Ingress"] = _merge(INGRESS_OPTIONS, overrides.get("Ingress", {}))
+    if "LLMServer" in overrides:  # Ray Serve LLM's deployment (llm.engine: vllm): its defaults come from LLMConfig
+        opts["LLMServer"] = dict(overrides["LLMServer"])
     return opts
 
 
@@ -249,6 +279,8 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
         )
     wanted.discard("none")
     _check_cluster_gpus(options)
+    if "llm" in wanted and settings.llm.engine == "vllm":
+        _check_vllm_gpus(settings)
     if args.get("checks", True):
         run_startup_checks(settings, _with_needs(wanted, settings), options)
     bound = _bind(settings, options, wanted)
@@ -264,3 +296,18 @@ def _check_cluster_gpus(options: dict[str, dict[str, Any]]) -> None:
 
     if requested_gpus(options) and ray.is_initialized():
         check_gpus(options, float(ray.cluster_resources().get("GPU", 0)))
+
+
+def _check_vllm_gpus(settings: Settings) -> None:
+    """vLLM's replicas ask for GPUs through a placement group the options above do not show: refuse at once when
+    the cluster has fewer than one replica needs (Ray would wait forever)."""
+    import ray
+
+    if not ray.is_initialized():
+        return
+    needed, available = settings.llm.vllm_tensor_parallel_size, float(ray.cluster_resources().get("GPU", 0))
+    if available < needed:
+        raise GPUUnavailableError(
+            f"KHULUMA_LLM_ENGINE=vllm needs {needed} GPU(s) per LLMServer replica but the Ray cluster has "
+            f"{available:g}. Join a cluster with GPUs, or set KHULUMA_LLM_ENGINE=ctranslate2 (CPU)."
+        )

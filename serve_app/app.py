@@ -17,6 +17,7 @@ from serve_app.middleware import AdmissionMiddleware, BodyLimitMiddleware, Metri
 from serve_app.routers import (
     batch,
     live,
+    llm,
     openai,
     playground,
     profile,
@@ -33,9 +34,10 @@ from serve_app.shedding import InFlightBounds
 DESCRIPTION = """Khuluma: a self-hostable, Vulavula-compatible language, search and speech API.
 
 Authenticate with the `X-CLIENT-TOKEN` header (`khuluma token create`). Errors are `{"detail": "..."}`, except on
-the OpenAI-compatible routes (`/v1/audio/...`, `/v1/embeddings`, `/v1/models`: `Authorization: Bearer <token>`),
-which answer OpenAI's `{"error": {...}}`; the self-hosted profile (`/v1/translate`, `/v1/transcribe`) also takes
-HTTP Basic auth with the token as the password (docs/compatibility.md).
+the OpenAI-compatible routes (`/v1/audio/...`, `/v1/embeddings`, `/v1/chat/completions`, `/v1/models`:
+`Authorization: Bearer <token>`), which answer OpenAI's `{"error": {...}}`; the self-hosted profile
+(`/v1/translate`, `/v1/transcribe`) also takes HTTP Basic auth with the token as the password
+(docs/compatibility.md).
 `GET /api/v1/models` tells which models and languages this deployment really serves."""
 
 
@@ -54,6 +56,7 @@ def create_app(settings: Settings | None = None, drain: Drain | None = None) -> 
         text,
         translation,
         search,
+        llm,
         speech_v1,
         speech_v2,
         batch,

@@ -17,6 +17,7 @@ from contracts.embeddings import EmbeddingsClient
 from contracts.errors import NotDeployed, Unavailable
 from contracts.handles import DeploymentClient
 from contracts.jobs import JobsClient
+from contracts.llm import LLMClient
 from contracts.search import SearchClient
 from contracts.settings import Settings
 from contracts.speech import SpeechClient
@@ -40,6 +41,7 @@ class Clients:
     translation: TranslationClient | None = None
     speech: SpeechClient | None = None
     search: SearchClient | None = None
+    llm: LLMClient | None = None
     jobs: JobsClient | None = None
     batch: BatchClient | None = None
 
@@ -66,6 +68,7 @@ _TYPED_HANDLES: dict[str, Any] = {
     "translation": TranslationClient,
     "speech": SpeechClient,
     "search": SearchClient,
+    "llm": LLMClient,
     "jobs": JobsClient,
     "batch": BatchClient,
 }
@@ -94,6 +97,12 @@ class AppContext:
         """Translation is not deployed because no model is set (``translation.deploy`` auto): the ingress answers
         for it as the deployment would without a model."""
         return self.clients.translation is None and not self.settings.translation.model
+
+    @property
+    def llm_not_installed(self) -> bool:
+        """No language model is deployed because none is set (``llm.deploy`` auto): the ingress answers the ask and
+        chat routes' 503 itself."""
+        return self.clients.llm is None and not self.settings.llm.model
 
 
 def build_context(settings: Settings, clients: Clients) -> AppContext:

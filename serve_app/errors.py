@@ -35,7 +35,7 @@ from serve_app.admission import STATE_KEY, Admitted, rate_headers
 log = logging.getLogger(__name__)
 
 # Paths whose errors take OpenAI's shape (serve_app/routers/openai.py).
-OPENAI_PREFIXES = ("/v1/audio/", "/v1/embeddings", "/v1/models")
+OPENAI_PREFIXES = ("/v1/audio/", "/v1/embeddings", "/v1/models", "/v1/chat/")
 
 
 def is_openai_path(path: str) -> bool:

@@ -193,3 +193,19 @@ def tiny_nllb(tmp_path_factory: pytest.TempPathFactory):
         other_ct2=convert_tiny(other_hf, root / "other-ct2", "int8"),
         other_ct2_f32=convert_tiny(other_hf, root / "other-ct2-f32", None),
     )
+
+
+# --- language model: a tiny random Llama-architecture model built at test time (scripts/bench/_tiny_llm.py) --------
+
+
+@pytest.fixture(scope="session")
+def tiny_llm(tmp_path_factory: pytest.TempPathFactory):
+    """A tiny random Llama-architecture chat model: ``hf`` (checkpoint with tokenizer and ChatML template),
+    ``ct2`` (CTranslate2 int8, the way `khuluma models add` converts it; a 512-token context window)."""
+    from types import SimpleNamespace
+
+    from scripts.bench._tiny_llm import build_tiny_llama, convert
+
+    root = tmp_path_factory.mktemp("tiny-llm")
+    hf = build_tiny_llama(root / "hf", seed=0)
+    return SimpleNamespace(hf=hf, ct2=convert(hf, root / "ct2", "int8"))

@@ -1,7 +1,8 @@
 """``khuluma models pull|add|list|remove``: install models into ``<data_dir>/models`` and register them.
 
 The registry (``<data_dir>/models/registry.json``) is shared by every capability; ``--capability`` says which
-one a model serves (translation | whisper | ner | embeddings | sentiment | speech). Settings and
+one a model serves (translation | whisper | ner | embeddings | sentiment | speech |
+llm). Settings and
 ``configs/serve.yaml`` then name a model by its registered name. A ``speech`` model (CTC: Omnilingual ASR, MMS,
 wav2vec2 fine-tunes) is routed per language with ``KHULUMA_SPEECH_LANGUAGE_MODELS='{"zul": "<name>"}'``; after
 installing one the command prints that line for each language the model covers.
@@ -31,7 +32,9 @@ from engines.model_registry import (
     speech_layout,
 )
 
-app = typer.Typer(help="Install and list models (translation, speech, NER, sentiment).", no_args_is_help=True)
+app = typer.Typer(
+    help="Install and list models (translation, speech, NER, sentiment, language models).", no_args_is_help=True
+)
 console = Console()
 
 
@@ -86,7 +89,9 @@ def _speech_routes(entry: ModelEntry, known: KnownModel | None) -> None:
 def pull_cmd(
     ref: str = typer.Argument(..., help=f"Hugging Face id (owner/name) or one of: {', '.join(KNOWN_MODELS)}."),
     name: str = typer.Option(None, help="Registered name (default: the repository name)."),
-    capability: str = typer.Option(None, help=f"One of {', '.join(CAPABILITIES)} (default: translation)."),
+    capability: str = typer.Option(
+        None, help=f"One of {', '.join(CAPABILITIES)} (default: a catalogue model's own, else translation)."
+    ),
     quantization: str = typer.Option("int8", help="CTranslate2 weight type: int8, int8_float16, float16, float32."),
     backend: str = typer.Option(
         None,
@@ -129,7 +134,11 @@ def _show_licence(ref: str, known: KnownModel) -> None:
     if known.published:
         console.print(f"Published quality (its publisher's figures, not measured here): {known.published}")
     if known.languages:
-        console.print(f"Routed to it once configured: {', '.join(known.languages)} (the other languages keep theirs).")
+        names = ", ".join(known.languages)
+        if known.capability == "llm":
+            console.print(f"Answers in (per its publisher): {names}. {known.note}", highlight=False)
+        else:
+            console.print(f"Routed to it once configured: {names} (the other languages keep theirs).", highlight=False)
 
 
 @app.command("add")

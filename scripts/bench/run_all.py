@@ -139,6 +139,23 @@ def _memory_loaded(d: dict[str, Any]) -> list[Row]:
     return [(figure, f"{d['total MB']:,.0f} MiB", MEMORY_GOAL)]
 
 
+def _ask(d: dict[str, Any]) -> list[Row]:
+    rows = []
+    for shape, by_streams in d["shapes"].items():
+        for n, sides in by_streams.items():
+            bare, service = sides["bare"], sides["service"]
+            rows.append(
+                (
+                    f"language model {shape} int8 (random weights), {n} stream(s): service / bare CTranslate2, "
+                    "TTFT; aggregate tokens/s",
+                    f"{service['ttft'] / bare['ttft']:.2f}x ({service['ttft']:.2f} s); "
+                    f"{service['aggregate'] / bare['aggregate']:.2f}x ({service['aggregate']:.1f} tok/s)",
+                    "",
+                )
+            )
+    return rows
+
+
 # name -> (script and its brief arguments, how its JSON becomes rows)
 BENCHES: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[Row]]]] = {
     "text": (["bench_text.py", "--ray", "--duration", "5"], _text),
@@ -150,6 +167,7 @@ BENCHES: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[Row]]]] = {
     ),
     "whisper-batch": (["bench_whisper_batch.py", "--rounds", "1", "--sizes", "1,8"], _whisper_batch),
     "stream": (["bench_stream.py", "--rounds", "1"], _stream),
+    "ask": (["bench_ask.py", "--shapes", "0.5b", "--rounds", "1", "--new-tokens", "32"], _ask),
     "memory": (["idle_memory.py", "--settle", "10"], _memory),
     "memory-loaded": (["idle_memory.py", "--settle", "10", "--after-load"], _memory_loaded),
 }

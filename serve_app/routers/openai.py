@@ -1,16 +1,18 @@
 """OpenAI-compatible routes: ``/v1/audio/transcriptions``, ``/v1/audio/translations``, ``/v1/embeddings``,
-``/v1/models``. Authenticated with ``Authorization: Bearer <Khuluma token>`` (or X-CLIENT-TOKEN, HTTP Basic,
-x-api-key); errors in OpenAI's shape (``serve_app/errors.py``). What is and is not supported:
-``docs/compatibility.md``."""
+``/v1/chat/completions``, ``/v1/models``. Authenticated with ``Authorization: Bearer <Khuluma token>`` (or
+X-CLIENT-TOKEN, HTTP Basic, x-api-key); errors in OpenAI's shape (``serve_app/errors.py``). What is and is not
+supported: ``docs/compatibility.md``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
 from contracts.openai import (
+    ChatCompletion,
+    ChatCompletionRequest,
     EmbeddingList,
     EmbeddingRequest,
     ModelList,
@@ -19,7 +21,7 @@ from contracts.openai import (
     VerboseTranscription,
 )
 from serve_app.auth import Ctx, OpenAICaller
-from serve_app.services import openai_audio, openai_embeddings, openai_models
+from serve_app.services import openai_audio, openai_chat, openai_embeddings, openai_models
 from serve_app.uploads import multipart_openapi
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
@@ -57,9 +59,28 @@ async def embeddings(body: EmbeddingRequest, caller: OpenAICaller, ctx: Ctx) -> 
     return await openai_embeddings.embed(ctx, caller, body)
 
 
+@router.post(
+    "/chat/completions",
+    response_model=ChatCompletion,
+    responses={
+        200: {
+            "description": "stream=true: server-sent events (chat.completion.chunk).",
+            "content": {"text/event-stream": {}},
+        }
+    },
+)
+async def chat_completions(
+    body: ChatCompletionRequest, caller: OpenAICaller, ctx: Ctx
+) -> ChatCompletion | StreamingResponse:
+    """The configured language model; with the `knowledge_base` extension, grounded on that knowledge base with
+    `citations`. 503 (`model_not_installed`) while no language model is configured."""
+    return await openai_chat.completions(ctx, caller, body)
+
+
 @router.get("/models", response_model=ModelList)
 async def models(caller: OpenAICaller, ctx: Ctx) -> ModelList:
-    """The speech models (whisper-1: the default one) and the embedding model this service serves."""
+    """The speech models (whisper-1: the default one), the embedding model and the language model this service
+    serves."""
     return await openai_models.list_models(ctx)
 
 

@@ -14,13 +14,14 @@ from sqlalchemy import text
 from contracts.capabilities import CapabilityInfo
 from contracts.errors import Overloaded
 from contracts.handles import DeploymentClient
+from contracts.llm import not_installed as llm_not_installed
 from contracts.meta import DeploymentHealth, Health, Metadata, ModelsListing
 from contracts.translation import not_installed as translation_not_installed
 from serve_app import RELEASE_DATE, RELEASE_NAME, __version__
 from serve_app.context import AppContext
 
 # The capabilities /api/v1/models always lists, in this order; one whose deployment is not running is listed as
-# not installed. (TextAnalysis describes the first four, then Embeddings, Translation, Search, Transcription
+# not installed. (TextAnalysis describes the first four, then Embeddings, Translation, Search, LLM, Transcription
 # and BatchRunner one each.)
 CAPABILITIES = (
     "entity_recognition",
@@ -30,6 +31,7 @@ CAPABILITIES = (
     "embeddings",
     "translation",
     "knowledge_base_search",
+    "llm",
     "transcription",
     "batch_transcription",
 )
@@ -134,6 +136,8 @@ async def models(ctx: AppContext) -> ModelsListing:
             described[entry.capability] = entry
     if "translation" not in described and ctx.translation_not_installed:
         described["translation"] = translation_not_installed()
+    if "llm" not in described and ctx.llm_not_installed:
+        described["llm"] = llm_not_installed()
     listed = [
         described.get(capability)
         or CapabilityInfo(capability=capability, installed=False, note="Its deployment is not running in this service.")

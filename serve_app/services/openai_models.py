@@ -1,5 +1,6 @@
 """The models the OpenAI-compatible routes serve, from what ``/api/v1/models`` reports (``services/meta.py``):
-the speech models (plus ``whisper-1``, OpenAI's name, as an alias of the default one) and the embedding model.
+the speech models (plus ``whisper-1``, OpenAI's name, as an alias of the default one), the embedding model and the
+language model of the chat completions.
 
 The text capabilities' models (NER, sentiment, ...) have no OpenAI route, so they are not listed. The listing is
 asked of the deployments at most every :data:`CACHE_SECONDS` per service (a reload shows within that time).
@@ -24,10 +25,11 @@ CACHE_SECONDS = 10.0
 class Catalogue:
     speech: tuple[str, ...]  # the default speech model first
     embeddings: tuple[str, ...]
+    llm: tuple[str, ...] = ()
 
     def ids(self) -> list[str]:
         aliases = (WHISPER_ALIAS,) if self.speech else ()
-        return list(dict.fromkeys(aliases + self.speech + self.embeddings))
+        return list(dict.fromkeys(aliases + self.speech + self.embeddings + self.llm))
 
 
 _cached: dict[int, tuple[float, Catalogue]] = {}  # id of the service's AppContext -> (monotonic time, catalogue)
@@ -53,9 +55,11 @@ async def catalogue(ctx: AppContext) -> Catalogue:
     listing = {info.capability: info for info in (await meta.models(ctx)).capabilities}
     speech = listing.get("transcription")
     embedder = listing.get("embeddings")
+    llm = listing.get("llm")
     found = Catalogue(
         speech=_speech_models(speech) if speech else (),
         embeddings=(model_id(embedder.model),) if embedder and embedder.installed and embedder.model else (),
+        llm=(llm.model,) if llm and llm.installed and llm.model else (),
     )
     _cached[id(ctx)] = (time.monotonic(), found)
     return found
@@ -101,6 +105,17 @@ async def embedding_model(ctx: AppContext, model: str | None) -> str:
             return served_id
     accepted = ", ".join(served) if served else "none: no embedding model is running"
     raise _unknown(model, f"Embedding models served: {accepted}.")
+
+
+async def chat_model(ctx: AppContext, model: str | None) -> str:
+    """The served language model's id, when ``model`` names it."""
+    served = (await catalogue(ctx)).llm
+    if not model:
+        raise _required()
+    if model in served:
+        return model
+    accepted = ", ".join(served) if served else "none: no language model is running"
+    raise _unknown(model, f"Chat models served: {accepted}.")
 
 
 def _required() -> InvalidInput:

@@ -22,7 +22,7 @@ import asyncio
 import hashlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -45,9 +45,11 @@ from contracts.search import (
     IndexedDocument,
     KnowledgeBaseCreated,
     KnowledgeBaseInfo,
+    Passage,
     QueryResult,
     SearchClient,
     SearchQuery,
+    SearchResultItem,
 )
 from persistence.models import Document, KnowledgeBase, utcnow
 from serve_app.context import AppContext, required
@@ -340,6 +342,40 @@ async def query(
         raise InvalidInput("Invalid request: field 'query' must not be empty.")
     check_size(text, "query", TextLimits.of(ctx.settings))
     code = query_language(language)
+    results = await _search(
+        ctx,
+        caller,
+        kb_id,
+        SearchQuery(kb_id=kb_id, text=text, language=code, strict_language=strict_language),
+        top_k,
+        lambda knowledge, request: knowledge.query(request),
+    )
+    await record_usage(ctx, caller, "knowledgebase_query", tokens=count_tokens(text))
+    return QueryResult(search_result=results)
+
+
+async def passages(ctx: AppContext, caller: Principal, kb_id: str, text: str, top_k: int) -> list[Passage]:
+    """What an answer is grounded on (the ask route, the chat completions' knowledge base): the query route's
+    ranking of ``text`` with each passage's chunk index and similarity. The text is checked by the caller, and
+    the calling route meters."""
+    kb_id = _parse_id(kb_id, "knowledgebase_id")
+    request = SearchQuery(kb_id=kb_id, text=text)
+    return await _search(ctx, caller, kb_id, request, top_k, lambda knowledge, query: knowledge.passages(query))
+
+
+Item = TypeVar("Item", bound=SearchResultItem)
+
+
+async def _search(
+    ctx: AppContext,
+    caller: Principal,
+    kb_id: str,
+    request: SearchQuery,
+    top_k: int,
+    fetch: Callable[[SearchClient, SearchQuery], Awaitable[list[Item]]],
+) -> list[Item]:
+    """The ``top_k`` best passages of the caller's knowledge base (404 for an unknown or foreign one), those of
+    documents still being indexed left out."""
 
     def hidden_documents(session: Session) -> set[str]:
         _owned_kb(session, caller, kb_id)
@@ -349,18 +385,8 @@ async def query(
 
     # The ownership check and the search run at once (the store checks the owner too, and the search is the slow
     # part); the search asks for room for passages of documents still indexing, dropped below.
-    search = asyncio.ensure_future(
-        _knowledge(ctx).query(
-            SearchQuery(
-                kb_id=kb_id,
-                text=text,
-                language=code,
-                top_k=top_k + INDEXING_ROOM,
-                customer_id=caller.customer_id,
-                strict_language=strict_language,
-            )
-        )
-    )
+    request = request.model_copy(update={"top_k": top_k + INDEXING_ROOM, "customer_id": caller.customer_id})
+    search = asyncio.ensure_future(fetch(_knowledge(ctx), request))
     try:
         hidden = await _db(ctx, hidden_documents)  # an unknown or foreign knowledge base: 404, whatever the search
     except BaseException:
@@ -368,6 +394,4 @@ async def query(
         search.add_done_callback(lambda done: done.cancelled() or done.exception())  # its error is not the answer
         raise
     hits = await search
-    results = [h for h in hits if h.document_id not in hidden][:top_k]
-    await record_usage(ctx, caller, "knowledgebase_query", tokens=count_tokens(text))
-    return QueryResult(search_result=results)
+    return [h for h in hits if h.document_id not in hidden][:top_k]

@@ -12,6 +12,15 @@ from schemathesis.checks import content_type_conformance, not_a_server_error, re
 pytestmark = pytest.mark.integration
 
 EXAMPLES_PER_OPERATION = 12
+# The session app has no language model (none ships offline): these routes answer the honest 503 that names the
+# setting to every request that passes validation, and nothing else of 5xx.
+WITHOUT_LLM = {"POST /api/v1/search/knowledgebase/{knowledgebase_id}/ask", "POST /v1/chat/completions"}
+
+
+def llm_not_installed_or_no_server_error(ctx, response, case):  # type: ignore[no-untyped-def]
+    if response.status_code == 503 and "KHULUMA_LLM_MODEL" in response.text:
+        return None
+    return not_a_server_error(ctx, response, case)
 
 
 def test_no_server_errors_and_answers_match_the_schema(serve_url: str, make_token) -> None:  # type: ignore[no-untyped-def]
@@ -22,6 +31,7 @@ def test_no_server_errors_and_answers_match_the_schema(serve_url: str, make_toke
     for result in schema.get_all_operations():
         operation = result.ok()
         operations += 1
+        server_check = llm_not_installed_or_no_server_error if operation.label in WITHOUT_LLM else not_a_server_error
 
         @given(case=operation.as_strategy())
         @settings(
@@ -36,7 +46,7 @@ def test_no_server_errors_and_answers_match_the_schema(serve_url: str, make_toke
             case.call_and_validate(
                 base_url=serve_url,
                 headers={**(case.headers or {}), **headers},
-                checks=[not_a_server_error, content_type_conformance, response_schema_conformance],
+                checks=[server_check, content_type_conformance, response_schema_conformance],  # noqa: B023 - run now
                 timeout=120,
             )
 

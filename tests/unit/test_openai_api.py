@@ -9,6 +9,7 @@ import base64
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import httpx
 import numpy as np
@@ -251,3 +252,121 @@ def test_models_list_and_retrieve(sdk) -> None:
     assert model.owned_by == "khuluma" and model.object == "model" and model.created > 0
     with pytest.raises(openai.NotFoundError):
         sdk.models.retrieve("gpt-4o")
+
+
+# --- chat completions (the language model: a tiny random Llama-architecture model, CTranslate2 int8) ------------
+
+
+@pytest.fixture(scope="module")
+def chat(settings, tiny_llm, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Served]]:
+    """The SDK against an ingress with the Search and LLM deployments, and a knowledge base of one notice."""
+    s = settings.updated(
+        {
+            "search": {"chroma_path": tmp_path_factory.mktemp("chat") / "chroma"},
+            "llm": {"model": str(tiny_llm.ct2), "threads": 1, "max_answer_tokens": 10},
+        }
+    )
+    handles = build_local(s, ["search", "llm"])
+    client = client_for(s, handles)
+    with serving(client) as url:
+        yield url, Served(url, client)
+    handles["search"].close.remote().result()
+
+
+@pytest.fixture(scope="module")
+def chat_sdk(chat, make_token):
+    url, _ = chat
+    return openai.OpenAI(api_key=make_token("chat-co", "sdk"), base_url=url + "/v1", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def notices(chat, chat_sdk) -> str:
+    url, _ = chat
+    headers = {"X-CLIENT-TOKEN": chat_sdk.api_key}
+    kb = httpx.post(f"{url}/api/v1/search/knowledgebase", headers=headers, json={"knowledgebase_name": "n"}).json()
+    text = b"Water interruption: Ward 23 (Chatsworth) has no water on 21 May from 08:00 to 15:00."
+    files = {"file": ("water.txt", text, "text/plain")}
+    assert httpx.post(f"{url}/api/v1/search/knowledgebase/{kb['id']}/document", headers=headers, files=files).is_success
+    return kb["id"]
+
+
+HELLO = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Sawubona! When is the water off?"}]
+
+
+def test_a_chat_completion_and_its_usage(chat_sdk, chat) -> None:
+    _, served = chat
+    before = len(_usage(served, "chat_completions"))
+    model = next(m.id for m in chat_sdk.models.list() if m.id == "ct2")
+    completion = chat_sdk.chat.completions.create(model=model, messages=HELLO, temperature=0)
+    choice = completion.choices[0]
+    assert (
+        completion.object == "chat.completion" and completion.model == "ct2" and completion.id.startswith("chatcmpl-")
+    )
+    assert choice.message.role == "assistant" and choice.message.content and choice.finish_reason == "length"
+    assert completion.usage.completion_tokens == 10 and completion.usage.prompt_tokens > 10
+    assert completion.usage.total_tokens == completion.usage.prompt_tokens + 10
+    assert (completion.model_extra or {}).get("citations") is None  # no knowledge base, no citations
+    sampled = chat_sdk.chat.completions.create(model=model, messages=HELLO, temperature=1.0, top_p=0.9, stop=["\n\n"])
+    assert sampled.choices[0].finish_reason in ("stop", "length") and sampled.usage.completion_tokens <= 10
+    shorter = chat_sdk.chat.completions.create(model=model, messages=HELLO, max_completion_tokens=3, temperature=0)
+    assert shorter.usage.completion_tokens == 3
+    assert choice.message.content.startswith(shorter.choices[0].message.content)  # greedy: the same start
+    rows = _usage(served, "chat_completions")[before:]
+    assert [status for status, _, _ in rows] == ["successful"] * 3
+    asked = " ".join(m["content"] for m in HELLO)
+    assert rows[0][2] == len(asked.split()) + len(choice.message.content.split())
+
+
+def test_a_streamed_chat_completion(chat_sdk) -> None:
+    whole = chat_sdk.chat.completions.create(model="ct2", messages=HELLO, temperature=0).choices[0].message.content
+    chunks = list(
+        chat_sdk.chat.completions.create(
+            model="ct2", messages=HELLO, temperature=0, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == whole
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 10
+
+
+def test_a_knowledge_base_grounds_the_chat_with_citations(chat_sdk, notices) -> None:
+    question = [{"role": "user", "content": "When will Chatsworth have no water?"}]
+    grounded = chat_sdk.chat.completions.create(
+        model="ct2", messages=question, temperature=0, extra_body={"knowledge_base": notices}
+    )
+    (citation,) = grounded.model_extra["citations"]
+    assert citation["id"] == 1 and citation["filename"] == "water.txt" and "Chatsworth" in citation["text"]
+    assert grounded.usage.prompt_tokens > 60  # the grounding instruction and the passage are in the prompt
+    streamed = list(
+        chat_sdk.chat.completions.create(
+            model="ct2", messages=question, temperature=0, stream=True, extra_body={"knowledge_base": notices}
+        )
+    )
+    assert streamed[0].model_extra["citations"][0]["document_id"] == citation["document_id"]
+    refused = chat_sdk.chat.completions.create(
+        model="ct2",
+        messages=[{"role": "user", "content": "Who won the Rugby World Cup final in 2019?"}],
+        extra_body={"knowledge_base": notices},
+    )
+    assert refused.choices[0].message.content == "I don't know from these documents."
+    assert refused.model_extra["citations"] == [] and refused.usage.total_tokens == 0
+    with pytest.raises(openai.NotFoundError):  # another customer's, or no such knowledge base
+        chat_sdk.chat.completions.create(model="ct2", messages=question, extra_body={"knowledge_base": str(uuid4())})
+
+
+def test_chat_refusals_are_openai_errors(chat_sdk) -> None:
+    with pytest.raises(openai.NotFoundError) as unknown:
+        chat_sdk.chat.completions.create(model="gpt-4o", messages=HELLO)
+    assert unknown.value.body["code"] == "model_not_found" and "ct2" in unknown.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as too_long:
+        chat_sdk.chat.completions.create(model="ct2", messages=[{"role": "user", "content": "clinic " * 600}])
+    assert too_long.value.body["param"] == "messages" and "context window" in too_long.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as many:
+        chat_sdk.chat.completions.create(model="ct2", messages=HELLO, n=2)
+    assert many.value.body["param"] == "n"
+    with pytest.raises(openai.BadRequestError) as images:
+        chat_sdk.chat.completions.create(
+            model="ct2", messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]
+        )
+    assert "only text parts" in images.value.body["message"]
