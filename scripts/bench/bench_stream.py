@@ -3,7 +3,11 @@ over both live endpoints.
 
 Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra, espeak-ng and sox):
 
-    .venv/bin/python scripts/bench/bench_stream.py [--concurrency 1 4 8] [--rounds 3] [--realtime] [--json out.json]
+    .venv/bin/python scripts/bench/bench_stream.py [--concurrency 1 4 8] [--rounds 3] [--realtime] [--detect]
+        [--json out.json]
+
+``--detect``: the sessions give no language (English is then settled on 6 s of speech and each segment judged:
+docs/speech.md#live-sessions-without-a-language); by default they say English.
 
 The real service (a local Ray Serve application with the Speech deployment, ``configs/serve.yaml``'s
 options; a Ray of its own on free ports, shut down after) and two clients:
@@ -55,10 +59,13 @@ def pct(xs: list[float], q: float) -> float:
     return ys[min(len(ys) - 1, int(q / 100 * len(ys)))]
 
 
+LANGUAGE: str | None = "eng"  # None with --detect: the sessions say no language (settled on speech, then judged)
+
+
 async def streams(url: str, token: str, frames: list[bytes], n: int, speed: float) -> list[Any]:
     from khuluma.cli.stream import run_stream
 
-    return list(await asyncio.gather(*(run_stream(url, token, frames, "eng", speed) for _ in range(n))))
+    return list(await asyncio.gather(*(run_stream(url, token, frames, LANGUAGE, speed) for _ in range(n))))
 
 
 class Live:
@@ -79,7 +86,7 @@ async def realtime_stream(url: str, token: str, frames: list[bytes], speed: floa
         minted = await http.post(
             f"{url}/v1/realtime/client_secrets",
             headers={"X-CLIENT-TOKEN": token},
-            json={"session": {"audio": {"input": {"transcription": {"language": "eng"}}}}},
+            json={"session": {"audio": {"input": {"transcription": {"language": LANGUAGE}}}}},
         )
     minted.raise_for_status()
     secret = minted.json()["value"]
@@ -164,8 +171,15 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--rounds", type=int, default=3, help="rounds per concurrency (each round: n streams)")
     parser.add_argument("--realtime", action="store_true", help="also the Live API /v1/realtime")
+    parser.add_argument(
+        "--detect",
+        action="store_true",
+        help="sessions without a language (docs/speech.md#live-sessions-without-a-language)",
+    )
     json_option(parser)
     args = parser.parse_args()
+    global LANGUAGE
+    LANGUAGE = None if args.detect else "eng"
 
     from contracts.settings import Settings
     from khuluma.cli.stream import file_frames

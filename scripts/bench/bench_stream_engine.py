@@ -3,6 +3,7 @@ Runs after ``./scripts/setup.sh --bench``:
 
     .venv/bin/python scripts/bench/bench_stream_engine.py [--streams 1 4 8] [--threads 2] [--json out.json]
     .venv/bin/python scripts/bench/bench_stream_engine.py --clips espeak /data/eng_fleurs /data/afr_lwazi
+    .venv/bin/python scripts/bench/bench_stream_engine.py --ctc /tmp/khuluma-bench-ctc/omni-300m  # CTC live steps
     # on a GPU machine (scripts/bench/gpu_check.sh): no espeak there, the audio and the model carried
     python3 scripts/bench/bench_stream_engine.py --wav utterance.wav --model-dir whisper-base --device cuda
 
@@ -64,12 +65,12 @@ async def stream(client: Direct, pcm: bytes, lang: str = "eng") -> tuple[str, fl
     return state.committed_text(), time.perf_counter() - started
 
 
-async def paced(client: Direct, pcm: bytes) -> tuple[float, float]:
+async def paced(client: Direct, pcm: bytes, lang: str = "eng") -> tuple[float, float]:
     """One stream at real time: (last frame -> final, first frame -> first partial with text), seconds."""
     from serve_app.services.live.state import StreamState
     from serve_app.services.live.steps import advance
 
-    state = StreamState("eng")
+    state = StreamState(lang)
     started, first = time.perf_counter(), float("nan")
     for i in range(0, len(pcm), 3200):
         await asyncio.sleep(max(0.0, i / 32_000 - (time.perf_counter() - started)))
@@ -142,17 +143,17 @@ def clip_errors(pipeline: Any, client: Direct, folders: list[str], scratch: Path
     return out
 
 
-def layout_row(client: Direct, pcm: bytes, rounds: int = 3) -> dict[str, float]:
-    """One layout's stream, unpaced (best of ``rounds``) and at real time: RTF, last step, mean partial step, and
-    the end of the utterance -> final."""
-    asyncio.run(stream(client, pcm))  # warm-up
+def layout_row(client: Direct, pcm: bytes, rounds: int = 3, lang: str = "eng") -> dict[str, float]:
+    """One layout's stream in ``lang``, unpaced (best of ``rounds``) and at real time: RTF, last step, mean partial
+    step, and the end of the utterance -> final."""
+    asyncio.run(stream(client, pcm, lang))  # warm-up
     walls, lasts, partials = [], [], []
     for _ in range(rounds):
         client.times.clear()
-        walls.append(asyncio.run(stream(client, pcm))[1])
+        walls.append(asyncio.run(stream(client, pcm, lang))[1])
         lasts.append(client.times[-1])
         partials.append(sum(client.times[:-1]) / max(1, len(client.times) - 1))
-    final = min(asyncio.run(paced(client, pcm))[0] for _ in range(2))
+    final = min(asyncio.run(paced(client, pcm, lang))[0] for _ in range(2))
     return {
         "unpaced RTF": round(min(walls) / (len(pcm) / 32_000), 3),
         "last step s": round(min(lasts), 3),
@@ -172,6 +173,11 @@ def main() -> None:
     parser.add_argument("--wav", help="the utterance (default: made with espeak-ng)")
     parser.add_argument("--model-dir", help="a CTranslate2 Whisper directory (default: the offline whisper-base)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument(
+        "--ctc",
+        metavar="DIR",
+        help="also the same stream routed to this CTC model (as isiZulu), side by side with Whisper: its steps",
+    )
     parser.add_argument("--compute-type", help="default: int8 on cpu, float16 on cuda")
     parser.add_argument(
         "--clips",
@@ -256,6 +262,18 @@ def main() -> None:
             "latency p99 s": round(pct(latency, 99), 3),
             "first partial p50 s": round(pct(first, 50), 3),
         }
+    if args.ctc:
+        routed = Settings(data_dir=data, whisper=whisper, speech={"language_models": {"zul": args.ctc}})
+        ctc = get_pipeline(routed.whisper, routed.transcription, routed.data_dir, routed.speech)
+        ctc.warm_up()
+        rows = {
+            "whisper": layout_row(client, pcm),
+            f"ctc {Path(args.ctc).name}": layout_row(Direct(ctc), pcm, lang="zul"),
+        }
+        base = rows["whisper"]
+        for name, row in rows.items():
+            ratios = ", ".join(f"{k} {v / base[k]:.2f}x" for k, v in row.items())
+            out[f"live steps {name}"] = {**row, "vs whisper": ratios}
     if args.threads:
         rows = {"default": layout_row(client, pcm)}
         for threads in args.threads:
