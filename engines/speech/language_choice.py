@@ -227,21 +227,29 @@ class LanguageChoice:
     def judge(self, heard: Heard, route: Route, speech: np.ndarray | None = None) -> Verdict:
         """The language of one live segment of a stream in ``route``'s language: ``heard`` is its decode in that
         language with Whisper's detection on its speech. Too little speech to judge (``JUDGE_MIN_SECONDS``): the
-        stream's language. Served (mass at or above ``served_language_floor``, or a decode that reads as fluent
-        text): the stream's language, or another served language Whisper gives at least ``SWITCH_PROBABILITY``.
-        Not served: a configured language Whisper has no token for, when its model reads the ``speech``
-        (:meth:`probe_tokenless`); else withheld, or under ``unserved_language: warn`` kept with a warning."""
+        stream's language. Served (mass at or above ``served_language_floor``, or a Whisper decode that reads as
+        fluent text): the stream's language, or another served language Whisper gives at least
+        ``SWITCH_PROBABILITY``. Not served: a configured language Whisper has no token for, when its model's
+        transcript reads as it to the text language identifier (a CTC segment's own transcript, else
+        :meth:`probe_tokenless` on ``speech``); else withheld, or under ``unserved_language: warn`` kept with a
+        warning."""
         detection = heard.detection
         if detection is None or heard.seconds < JUDGE_MIN_SECONDS:
             return Verdict(route)
         routes = self.recognizer.routes()
         text = " ".join(s.text for s in heard.segments).strip()
         logprob = float(np.mean([s.avg_logprob for s in heard.segments])) if heard.segments else float("-inf")
-        if detection.served >= self.floor or fluent(text, logprob):
+        # a Whisper decode that reads as fluent text rescues a low detection; a CTC model's is judged by its language
+        if detection.served >= self.floor or (route.family != CTC and fluent(text, logprob)):
             clear = detection.code != route.code and detection.probability >= SWITCH_PROBABILITY
             return Verdict(routes.get(detection.code, route) if clear else route)
         tokenless = self.tokenless(routes)
-        if tokenless and speech is not None:
+        if route.family == CTC and len(text.split()) >= 3 and self._readable(route, text, logprob, heard.seconds):
+            # the segment's own CTC transcript is what the probe would read: a routed language it names is it
+            read = self.text_language(text)
+            if read is not None and read[1] >= 0.5 and read[0] in tokenless:
+                return Verdict(routes[read[0]])
+        elif tokenless and speech is not None:
             guess = self.probe_tokenless(speech, tokenless, routes)
             if guess is not None:
                 return Verdict(routes[guess[0]])

@@ -160,3 +160,19 @@ def test_live_routes_stream_isizulu_from_the_ctc_model(client, headers, audio) -
     assert completed and all(c["language"] == "zul" for c in completed)
     deltas = "".join(e["delta"] for e in events if e["type"] == "session.input_transcript.delta")
     assert deltas.startswith("ngiyabonga") and PARROT_ZULU.startswith(deltas.split(" ngiyabonga")[0])
+
+
+def test_a_judged_stream_routes_each_segment_to_the_model_of_its_language(settings, parrot: Path, audio) -> None:
+    """A stream settled on isiZulu (the CTC model): a segment its transcript reads as isiZulu stays on it; an English
+    one, which Whisper is sure of, is decoded by Whisper and says so."""
+    from engines.speech.audio import load_audio
+    from engines.speech.pipeline import get_pipeline
+
+    routed = settings.updated({"speech": {"language_models": {"zul": str(parrot)}}})
+    pipeline = get_pipeline(routed.whisper, routed.transcription, routed.data_dir, routed.speech)
+    for name, expected in (("setswana", "zul"), ("english", "eng")):
+        speech = np.concatenate([load_audio(audio[name]), silence(0.8)])
+        step = pipeline.transcribe_array(speech, "zul", commit_before=speech.size / 16_000, judge=True)
+        assert step.final and not step.withheld, (name, step)
+        assert {s.language_code for s in step.final} == {expected}, (name, step.final)
+    assert "report" in " ".join(s.text for s in step.final).lower()  # Whisper's English, not the parrot's
