@@ -11,7 +11,8 @@ Layouts (docs/speech.md, "CTC models: directory layouts"):
     (``<token> <id>`` per line; a line with only an id is the space). Language-agnostic.
 ``transformers``
     a Hugging Face ``Wav2Vec2ForCTC`` / ``Wav2Vec2BertForCTC`` checkpoint: ``config.json``, the weights
-    (``model.safetensors`` or ``pytorch_model.bin``), ``vocab.json`` and ``preprocessor_config.json``. MMS-style
+    (``model.safetensors`` or ``pytorch_model.bin``) and ``vocab.json``; ``preprocessor_config.json`` where the
+    model needs other than wav2vec2's (16 kHz, normalised: the default when it is absent). MMS-style
     (``adapter_attn_dim`` set in the config): ``adapter.<lang>.safetensors`` per language and a ``vocab.json``
     keyed by language; the languages are the adapters present. A single-language fine-tune has a flat
     ``vocab.json``; its language is the one it is routed for.
@@ -42,7 +43,8 @@ CTC_ARCHITECTURES = ("Wav2Vec2ForCTC", "Wav2Vec2BertForCTC", "Wav2Vec2ConformerF
 LAYOUT_HELP = (
     "A CTC speech model directory holds one of: (sherpa-onnx) model.int8.onnx or model.onnx with tokens.txt; "
     "(transformers) config.json of a *ForCTC architecture, model.safetensors or pytorch_model.bin, vocab.json and "
-    "preprocessor_config.json, plus adapter.<lang>.safetensors files and a vocab.json keyed by language for MMS. "
+    "(optional) preprocessor_config.json, plus adapter.<lang>.safetensors files and a vocab.json keyed by language "
+    "for MMS. "
     "See docs/speech.md."
 )
 
@@ -130,7 +132,6 @@ def _transformers(path: Path) -> Layout:
             ("config.json", config is not None),
             ("model.safetensors or pytorch_model.bin", any((path / f).is_file() for f in WEIGHTS)),
             ("vocab.json", (path / "vocab.json").is_file()),
-            ("preprocessor_config.json", (path / "preprocessor_config.json").is_file()),
         )
         if not ok
     ]

@@ -183,6 +183,13 @@ class AdapterGate:
         return self._active
 
 
+def _default_extractor() -> Any:
+    """What a wav2vec2 fine-tune saved without its preprocessor_config.json was trained with: 16 kHz, normalised."""
+    from transformers import Wav2Vec2FeatureExtractor
+
+    return Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16_000, padding_value=0.0, do_normalize=True)
+
+
 class TransformersCTC:
     """A Hugging Face CTC checkpoint on PyTorch: MMS with adapters, or a single-language fine-tune."""
 
@@ -201,7 +208,11 @@ class TransformersCTC:
         self.languages = frozenset(layout.adapters) if layout.adapters else routed
         started = time.perf_counter()
         try:
-            self._extractor = AutoFeatureExtractor.from_pretrained(str(layout.path), local_files_only=True)
+            self._extractor = (
+                AutoFeatureExtractor.from_pretrained(str(layout.path), local_files_only=True)
+                if (layout.path / "preprocessor_config.json").is_file()
+                else _default_extractor()
+            )
             # MMS: loaded with its first adapter in place (from_pretrained's target_lang), as its model card does
             kwargs: dict[str, Any] = (
                 {"target_lang": layout.adapters[0], "ignore_mismatched_sizes": True} if layout.adapters else {}

@@ -202,8 +202,10 @@ def test_malformed_directories_say_what_they_must_hold(ctc_models, tmp_path: Pat
     with pytest.raises(Unavailable, match="missing: sot"):
         inspect(mms)
     (mms / "adapter.sot.safetensors").unlink()
-    (mms / "preprocessor_config.json").unlink()
-    with pytest.raises(Unavailable, match=r"preprocessor_config\.json"):
+    (mms / "preprocessor_config.json").unlink()  # optional: wav2vec2's feature extractor is the default
+    assert inspect(mms).adapters == ("xho", "zul")
+    (mms / "vocab.json").unlink()
+    with pytest.raises(Unavailable, match=r"vocab\.json"):
         inspect(mms)
     not_ctc = tmp_path / "not-ctc"
     shutil.copytree(ctc_models.finetune, not_ctc)
@@ -405,3 +407,15 @@ def test_a_stripped_model_inflates_to_the_same_graph(ctc_models, tmp_path: Path)
     original = CTCRecognizer(ctc_models.omnilingual)._model().log_probs(speech, None)
     again = CTCRecognizer(rebuilt)._model().log_probs(speech, None)
     assert again.shape == original.shape and not np.allclose(again, original)  # same graph, other weights
+
+
+def test_a_fine_tune_saved_with_only_its_model_and_vocabulary_loads(ctc_models, tmp_path: Path) -> None:
+    """``Wav2Vec2ForCTC.save_pretrained`` plus a vocab.json, nothing else: wav2vec2's feature extractor is assumed."""
+    minimal = tmp_path / "minimal"
+    minimal.mkdir()
+    for name in ("config.json", "model.safetensors", "vocab.json"):
+        shutil.copy(ctc_models.finetune / name, minimal / name)
+    recognizer = CTCRecognizer(minimal, cpu_threads=1, language="zul")
+    full = CTCRecognizer(ctc_models.finetune, cpu_threads=1, language="zul")
+    speech = speechlike(2.0, seed=5)
+    assert recognizer.quick_transcript(speech) == full.quick_transcript(speech)
