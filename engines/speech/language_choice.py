@@ -116,14 +116,18 @@ class LanguageChoice:
         detection = recognizer.detect(speech)
         routes = recognizer.routes()
         tokenless = self.tokenless(routes)
-        if tokenless and (detection is None or detection.served < self.floor):
+        low = detection is None or detection.served < self.floor
+        # a decode in the likeliest served language that reads as fluent text keeps the audio with Whisper: a model
+        # of a language Whisper lacks is asked only about audio Whisper can neither place nor read
+        fluent_served = low and settled and detection is not None and self.reads_as(speech, routes[detection.code])
+        if tokenless and low and settled and not fluent_served:
             guess = self.probe_tokenless(speech, tokenless, routes)
             if guess is not None:
                 return self.probed(*guess, routes[guess[0]]), routes[guess[0]]
         if detection is None:
             warnings.append("The language could not be detected; English was assumed.")
             return None, routes["eng"]
-        unserved = detection.served < self.floor and settled and not self.reads_as(speech, routes[detection.code])
+        unserved = low and settled and not fluent_served
         # a few seconds are too little for Whisper base to tell languages apart: real 3 s Afrikaans clips scored
         # 0.13 to 0.15, as much as some isiZulu. Short audio is refused only on very low scores, else it is
         # transcribed with the warning below
