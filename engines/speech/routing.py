@@ -26,13 +26,12 @@ from typing import Any
 import numpy as np
 
 from contracts import languages
-from contracts.errors import UnsupportedLanguage
+from contracts.errors import Unavailable, UnsupportedLanguage
 from contracts.installs import MODEL_SETTING, install_hint
 from contracts.languages import CODE_SWITCHED_ZULU, TRANSCRIPTION_CODES, transcription_code
 from engines.model_registry import ModelError, ModelRegistry, catalogued, model_format
 from engines.speech import ctc_guards, guards
 from engines.speech.ctc import CTCRecognizer
-from engines.speech.ctc_layout import is_ctc_directory
 from engines.speech.recognition import CTC, Detection, Heard, Route, SpeechSegment
 from engines.speech.whisper import SETTING as WHISPER_SETTING
 from engines.speech.whisper import WhisperRecognizer
@@ -63,13 +62,17 @@ def resolve(refs: dict[str, str], data_dir: Path, cpu_threads: int = 0) -> tuple
     for language, ref in refs.items():
         code = transcription_code(language)
         path, source = _located(registry, ref)
-        if path is None or not is_ctc_directory(path):
+        if path is None or model_format(path) == "ctranslate2":  # a Whisper model (CTranslate2), or a hub id
             whisper[code] = str(path) if path is not None else ref
             continue
+        # any other directory must be a CTC model: CTCRecognizer says what it lacks when it is not
         model = loaded.get(path.resolve())
         if model is None:
             known = catalogued(source)
-            recognizer = CTCRecognizer(path, cpu_threads=cpu_threads, name=Path(ref).name if "/" in ref else ref)
+            try:
+                recognizer = CTCRecognizer(path, cpu_threads=cpu_threads, name=Path(ref).name if "/" in ref else ref)
+            except Unavailable as exc:
+                raise Unavailable(f"The speech model routed to '{code}' in {SETTING}: {exc.detail}") from None
             licence = known.licence if known else None
             model = loaded[path.resolve()] = CTCModel(recognizer, source, licence, known.published if known else "")
         ctc[code] = model
@@ -85,7 +88,7 @@ def _located(registry: ModelRegistry, ref: str) -> tuple[Path | None, str]:
     if entry is not None:
         return Path(entry.path), entry.source
     path = Path(ref).expanduser()
-    if path.is_dir() and model_format(path) is not None:
+    if path.is_dir():
         return path, str(path.resolve())
     return None, ref
 
