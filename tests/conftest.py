@@ -121,15 +121,20 @@ def ctc_parrot(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def serve_url(settings: Settings, seaweedfs: str, ctc_parrot: Path) -> Iterator[str]:
+def serve_settings(settings: Settings, seaweedfs: str, ctc_parrot: Path) -> Settings:
+    """The settings of the session's whole application: batch storage on the session SeaweedFS, and isiXhosa routed
+    to a tiny CTC model (tests/speech_models.py: it always says one isiZulu sentence), so that every path through
+    the whole application meets a CTC route; the spec's languages keep their refusals."""
+    routes = {"xho": str(ctc_parrot)}
+    return settings.updated({"s3": {"endpoint_url": seaweedfs}, "speech": {"language_models": routes}})
+
+
+@pytest.fixture(scope="session")
+def serve_url(serve_settings: Settings) -> Iterator[str]:
     """Start Ray (local) + Serve with the whole application once per session."""
     from khuluma.cli.serve import ray_env
 
-    # batch storage: the session SeaweedFS; isiXhosa routed to a tiny CTC model (tests/speech_models.py: it always
-    # says one isiZulu sentence), so that every path through the whole application meets a CTC route; the spec's
-    # languages keep their refusals
-    routes = {"xho": str(ctc_parrot)}
-    settings = settings.updated({"s3": {"endpoint_url": seaweedfs}, "speech": {"language_models": routes}})
+    settings = serve_settings
 
     os.environ.update(ray_env())
     import ray

@@ -220,7 +220,7 @@ def test_worker_killed_mid_batch_still_yields_each_result_once(serve_url: str, m
 
 
 def test_service_restart_during_batch_loses_nothing(
-    serve_url: str, make_token, db, settings, seaweedfs: str, audio_dir: Path, tmp_path: Path
+    serve_url: str, make_token, db, serve_settings, audio_dir: Path, tmp_path: Path
 ):
     from ray import serve
 
@@ -253,9 +253,8 @@ def test_service_restart_during_batch_loses_nothing(
     left = [i.status for i in _items(db, batch_id)]
     assert "PENDING" in left, f"the batch finished during the shutdown: {sorted(left)}"
     cfg = load_serve_config(Path(__file__).resolve().parents[2] / "configs" / "serve.yaml")
-    app_settings = settings.updated({"s3": {"endpoint_url": seaweedfs}})
     serve.run(
-        build_app({"settings": app_settings.for_replica(), "deployments": cfg["deployments"]}),
+        build_app({"settings": serve_settings.for_replica(), "deployments": cfg["deployments"]}),
         name="khuluma",
         route_prefix="/",
         blocking=False,

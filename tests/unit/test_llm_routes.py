@@ -247,8 +247,9 @@ def test_a_question_longer_than_the_window_is_400(app, tokens, kb) -> None:
     assert r.status_code == 400 and "field 'question'" in r.json()["detail"] and "context window" in r.json()["detail"]
 
 
-def test_without_a_language_model_every_route_is_an_honest_503(local_app, make_token) -> None:
-    client = local_app(["search"])  # a fresh install: search, no language model
+def test_without_a_language_model_every_route_is_an_honest_503(local_app, make_token, tmp_path: Path) -> None:
+    # a fresh install: search (its own embedded store: the session's may be held by the Serve app), no language model
+    client = local_app(["search"], search={"chroma_path": tmp_path / "chroma"})
     headers = {"X-CLIENT-TOKEN": make_token(f"fresh-{uuid.uuid4().hex[:6]}")}
     kb_id = client.post(KB, json={"knowledgebase_name": "k"}, headers=headers).json()["id"]
     for stream in (False, True):
