@@ -10,7 +10,7 @@ sequential (1 client) figure.
 Systems:
   bare       faster_whisper.WhisperModel.transcribe in this process (threads for concurrency), its defaults: one
              decode at a time on every core
-  bare-parallel  the same model with the service's decode layout on CPU (engines.speech.pipeline.decode_layout: one
+  bare-parallel  the same model with the service's decode layout on CPU (engines.speech.whisper_layout.decode_layout: one
              CTranslate2 worker per core, decodes side by side), so service / bare-parallel is what Serve and the
              service add
   pipeline   engines.speech.pipeline.TranscriptionPipeline in this process (our engine, no HTTP, no Ray)
