@@ -21,8 +21,8 @@ from cluster.metrics import model_timer
 from contracts.capabilities import CapabilityInfo
 from contracts.embeddings import EmbeddingKind, Vectors
 from contracts.settings import Settings
-from deployments.batching import batched
 from deployments.common import configure_replica_logging, load_settings
+from deployments.serve_batch import batched
 from engines.embeddings import load_embedder
 
 # Lists longer than this skip the micro-batcher: they fill a model call on their own.

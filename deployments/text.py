@@ -45,9 +45,9 @@ from contracts.text import (
     SentimentScore,
     TextInput,
 )
-from deployments.batching import batched
 from deployments.common import configure_replica_logging, load_settings
 from deployments.embeddings import LocalEmbeddings
+from deployments.serve_batch import batched
 from engines.model_registry import KnownModel
 from engines.text.configured import NON_ENGLISH, ConfiguredModel, configured_model
 from engines.text.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, EmbeddingCache, intent_probabilities

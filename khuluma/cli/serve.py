@@ -2,7 +2,7 @@
 
 A graceful stop (SIGTERM, SIGINT or SIGHUP, to the process or to its whole process group): every ingress replica
 stops admitting (new requests 503 with ``Retry-After``, new live sessions refused, open ones closed with 1001) and the
-requests in flight get ``shutdown_grace_seconds`` to finish (``cluster/lifecycle.py``, ``serve_app/lifecycle.py``);
+requests in flight get ``shutdown_grace_seconds`` to finish (``cluster/graceful_stop.py``, ``serve_app/lifecycle.py``);
 then Serve (whose replicas run their destructors: usage rows, BM25 snapshots), the local Ray this command started,
 its SeaweedFS and Serve's HAProxy are stopped, every process this command started is gone, and it exits 0. A
 second signal skips what is left of the waiting. Queued async jobs and batches are in the database: the next start
@@ -94,7 +94,7 @@ def serve(
     reserve(settings.port, metrics_port, dashboard_port)  # never picked for anything else this process starts
 
     cleanups: list[Cleanup] = []
-    lifecycle: Any = None
+    stop_actor: Any = None
     try:
         _migrate()  # once, before any replica starts
         signals.check()
@@ -103,7 +103,7 @@ def serve(
         _start_ray(settings, address, num_cpus, cfg, cleanups, RayPorts(dashboard, dashboard_port, metrics_port))
         signals.install()  # again: ray.init sets a SIGTERM handler of its own
         signals.check()
-        lifecycle = _start_lifecycle()  # before the deploy: every ingress replica finds it when it starts
+        stop_actor = _start_stop_actor()  # before the deploy: every ingress replica finds it when it starts
         _deploy(settings, cfg)
         signals.check()
         base = f"http://{settings.host}:{settings.port}"
@@ -138,7 +138,7 @@ def serve(
         f"Stopping: no new requests or live sessions; up to {grace:g} s for those in flight "
         "(a second signal stops at once) ..."
     )
-    _drain(lifecycle, grace, signals)
+    _drain(stop_actor, grace, signals)
     _stop_everything(cleanups, signals)
     console.print("Stopped.")
 
@@ -182,32 +182,32 @@ class StopSignals:
         self.stopping = True
 
 
-def _start_lifecycle() -> Any:
-    """The actor through which a graceful stop reaches every ingress replica (``cluster/lifecycle.py``), alive and
+def _start_stop_actor() -> Any:
+    """The actor through which a graceful stop reaches every ingress replica (``cluster/graceful_stop.py``), alive and
     registered under its name before this returns."""
     import ray
 
-    from cluster.lifecycle import start_actor
+    from cluster.graceful_stop import start_actor
 
     actor = start_actor()
     ray.get(actor.drained.remote(), timeout=60)
     return actor
 
 
-def _drain(lifecycle: Any, grace_s: float, signals: StopSignals) -> None:
+def _drain(stop_actor: Any, grace_s: float, signals: StopSignals) -> None:
     """Tell every ingress replica to drain, and wait until they report their requests done, the grace period
     ends (plus a little for their reports) or a second signal comes."""
-    if lifecycle is None:
+    if stop_actor is None:
         return
     import ray
     from ray.exceptions import GetTimeoutError
 
     deadline = time.monotonic() + grace_s + 2
     try:
-        ray.get(lifecycle.drain.remote(grace_s), timeout=10)
+        ray.get(stop_actor.drain.remote(grace_s), timeout=10)
         while not signals.hurrying and time.monotonic() < deadline:
             try:
-                if ray.get(lifecycle.drained.remote(), timeout=10):
+                if ray.get(stop_actor.drained.remote(), timeout=10):
                     return
             except GetTimeoutError:  # a slow answer on a loaded machine: ask again, within the grace period
                 continue

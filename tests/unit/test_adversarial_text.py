@@ -23,7 +23,7 @@ import pytest
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
-from deployments.batching import batched
+from deployments.serve_batch import batched
 from serve_app.app import create_app
 
 NO_SPACES = "a" * 1_200_000  # the reported input: ~1.2 MB, one "token"
@@ -248,7 +248,7 @@ def test_one_bad_item_fails_only_its_own_caller():
 def test_isolation_also_covers_serve_batch_results():
     """Inside a replica ``serve.batch`` hands out the isolating function's results: failures travel as values."""
     from contracts.batching import ItemFailed, unwrap
-    from deployments.batching import isolating
+    from deployments.serve_batch import isolating
 
     async def fn(_owner: object, items: list[int]) -> list[int]:
         if any(i < 0 for i in items):
