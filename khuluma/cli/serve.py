@@ -27,7 +27,8 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from contracts.settings import Settings, setting_warnings
+from cluster.settings_env import setting_warnings
+from contracts.settings import Settings
 
 console = Console(stderr=True)
 DEFAULT_CONFIG = Path("configs/serve.yaml")
