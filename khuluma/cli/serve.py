@@ -273,47 +273,20 @@ def _bounded(cleanup: Cleanup, limit_s: float, signals: StopSignals) -> None:
 
 
 def _our_processes() -> set[Any]:
-    """Every process below this one and, when this process leads its own session (as :func:`split` makes it),
-    every other process of the session (Ray's daemons that outlived their parent); never this process."""
-    import psutil
+    """Every process below this one and of the sessions they lead: with this process leading its own session (as
+    :func:`split` makes it), Ray's daemons that outlived their parent too; never this process."""
+    from cluster.processes import started_processes
 
-    me = psutil.Process()
-    found: set[Any] = set()
-    try:
-        found.update(me.children(recursive=True))
-    except psutil.Error:
-        pass
-    session = os.getsid(0)
-    if session != me.pid:  # not a session of our own (not on Linux): its other processes are not ours
-        return found
-    for process in psutil.process_iter():
-        try:
-            if process.pid != me.pid and os.getsid(process.pid) == session:
-                found.add(process)
-                found.update(process.children(recursive=True))
-        except (psutil.Error, ProcessLookupError, PermissionError):
-            continue
-    return found
+    return started_processes(os.getpid(), include_root=False)
 
 
 def _terminate(processes: list[Any], grace_s: float = 5.0) -> None:
-    import psutil
+    from cluster.processes import terminate
 
     if not processes:
         return
     console.print(f"Stopping {len(processes)} process(es) left behind ...")
-    for process in processes:
-        try:
-            process.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(processes, timeout=grace_s)
-    for process in alive:
-        try:
-            process.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=grace_s)
+    terminate(processes, grace_s)
 
 
 def _migrate() -> None:
