@@ -112,7 +112,7 @@ class VerboseTranscription(BaseModel):
 
 
 class ChatContentPart(BaseModel):
-    type: str = Field(description="Only `text` parts are read; any other kind is 400.")
+    type: UnicodeText = Field(description="Only `text` parts are read; any other kind is 400.")
     text: UnicodeText | None = None
 
 
