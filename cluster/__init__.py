@@ -1,13 +1,30 @@
-"""Cluster-side pieces, below the ingress and the deployments (imports ``contracts``, ``persistence`` and, for the
-batch tasks only, ``engines``; never ``serve_app``).
+"""Cluster-side pieces, below the ingress and the deployments (they import ``contracts``, ``persistence`` and, for
+the batch tasks only, ``engines``; never ``serve_app`` or ``deployments``).
+
+Storage and transfer, used by the ingress as well (no Ray, no engine):
 
 - ``cluster.s3``: S3 operations and where batch files live; ``cluster.credentials``: the batch upload credential;
-  ``cluster.seaweedfs``: the local SeaweedFS ``khuluma serve`` starts. No Ray and no engine: the ingress uses them.
+  ``cluster.seaweedfs``: the local SeaweedFS that ``khuluma serve`` starts;
+- ``cluster.transfer``: how audio and documents reach the replica that works on them (inline, or through object
+  storage), and where v1 uploads are kept;
+- ``cluster.retention``: the retention sweep of v1 uploads (rows, then audio);
 - ``cluster.webhooks``: webhook URLs, signatures and deliveries of async jobs.
-- ``cluster.batch``: the Ray tasks and coordinator of batch transcription (runs the speech pipeline: only the
-  BatchRunner deployment imports it).
-- ``cluster.memory``: freed heap memory handed back to the OS (after large bodies in the ingress, and once the
-  Speech replica is idle).
+
+Batch transcription: ``cluster.batch``, the Ray tasks and coordinator (runs the speech pipeline: only the BatchRunner
+deployment imports it).
+
+The processes of the service:
+
+- ``cluster.graceful_stop``: the actor through which ``khuluma serve`` tells every ingress replica that a graceful
+  stop has begun;
+- ``cluster.processes``: the processes a command started (by parent and by session) and their memory;
+- ``cluster.ports``: free ports, and blocks of them for Serve's direct-ingress replicas;
+- ``cluster.settings_env``: unknown ``KHULUMA_*`` environment variables, reported at start;
+- ``cluster.memory``: freed heap memory handed back to the operating system;
+- ``cluster.metrics``: the application's Prometheus metrics (through Ray's metrics agent);
+- ``cluster.request_context``: the request id Serve carries, for log lines.
+
+``cluster/kuberay/`` and ``cluster/launcher/`` hold the KubeRay and Ray cluster launcher configurations.
 
 This file imports nothing, so importing ``cluster.s3`` never pulls in Ray or the engines.
 """

@@ -2,7 +2,7 @@
 in ``<data_dir>/uploads`` without it: ``cluster/transfer.py``); stray upload files of
 crashed requests (no row, older than the cutoff) are removed too. Run by the Jobs deployment every
 ``jobs.sweep_interval_seconds`` and by ``khuluma db prune``. Idempotent, and safe with several sweepers at once:
-each row is deleted by a conditional DELETE (``persistence/retention.py``) and file removal tolerates a file that
+each row is deleted by a conditional DELETE (``persistence/upload_expiry.py``) and file removal tolerates a file that
 is already gone.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cluster.transfer import delete_upload
 from contracts.settings import Settings
-from persistence import retention
+from persistence import upload_expiry
 from persistence.models import utcnow
 from persistence.session import Database
 
@@ -48,13 +48,13 @@ def sweep(settings: Settings, db: Database, older_than_days: float | None = None
         return report
     cutoff = utcnow() - timedelta(days=days)
     while True:
-        batch = retention.expired_uploads(db, cutoff)
+        batch = upload_expiry.expired_uploads(db, cutoff)
         for upload in batch:
             if dry_run:
                 report.uploads.append(upload.id)
                 report.bytes_freed += upload.size_bytes
                 continue
-            if retention.delete_expired(db, upload.id, cutoff):  # the row first: never a row without its audio
+            if upload_expiry.delete_expired(db, upload.id, cutoff):  # the row first: never a row without its audio
                 report.uploads.append(upload.id)
                 report.bytes_freed += delete_upload(settings, upload.id, upload.path)
         if dry_run or len(batch) < 1000:
@@ -71,7 +71,7 @@ def _sweep_orphans(settings: Settings, db: Database, cutoff_ts: float, dry_run: 
         return
     entries = [p for p in root.iterdir() if _mtime(p) < cutoff_ts]
     folders = [p.name for p in entries if p.is_dir() and p.name != "documents"]
-    live = retention.live_upload_ids(db, folders) if folders else set()
+    live = upload_expiry.live_upload_ids(db, folders) if folders else set()
     strays = [p for p in entries if (p.is_dir() and p.name not in live and p.name != "documents") or p.is_file()]
     documents = root / "documents"  # spooled knowledge-base uploads of requests that never finished
     if documents.is_dir():

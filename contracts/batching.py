@@ -7,7 +7,7 @@ one adapter where it cannot (docs/architecture.md, "Batching: one point per requ
   (``contracts/text.TextClient``) batches NER, sentiment and classify requests with it, the only point where they
   are batched: it sends TextAnalysis one call per group, because Serve's per-request work in the replica cost as
   much CPU as spaCy on NER, and it needs what ``@serve.batch`` lacks (it waits for a group to catch up, sheds load
-  at a bound, and runs outside a replica too). ``deployments/batching.py``'s ``@batched`` uses it where
+  at a bound, and runs outside a replica too). ``deployments/serve_batch.py``'s ``@batched`` uses it where
   ``@serve.batch`` cannot run (Serve's local testing mode, a bare instance).
 - :func:`run_isolated` keeps one bad item from failing the others: if a batch raises, each item is run alone and
   every caller gets its own result or its own error (:class:`ItemFailed`, which also travels back through Ray

@@ -2,7 +2,7 @@
 
 Why not ``logging.basicConfig``: inside a Serve replica, Serve replaces ``sys.stderr`` with a stream that re-logs
 every line through the ``ray.serve`` logger at INFO, and that logger is filtered at the Serve config's
-``log_level`` (WARNING): an application's ERROR line written there was dropped, traceback and all. Here the
+``log_level`` (WARNING): an application's ERROR line written there would be dropped, traceback and all. Here the
 handler writes to the process's real standard error (``sys.__stderr__``), which Ray stores in the session's
 ``logs/worker-*.err`` files and forwards to the driver's console (``khuluma serve`` prints it).
 

@@ -7,14 +7,13 @@ name), ``settings.search.chunk_chars`` is ``KHULUMA_SEARCH_CHUNK_CHARS``. Servic
 **Secrets** (:data:`SECRET_FIELDS`, typed ``SecretStr``) never travel through Ray: the app builder hands each
 replica only the non-secret sections it needs (:meth:`Settings.for_replica`), and every process reads secrets from
 its own environment or from the dotenv file named by ``KHULUMA_SECRETS_FILE`` (the operator provides it on every
-node). Nothing else in the project reads the environment.
+node). ``cluster/settings_env.py`` reports the ``KHULUMA_*`` variables that no setting reads.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Container
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -52,9 +51,8 @@ class TextSettings(BaseModel):
         default=2_000,
         ge=1,
         description="Longest run of characters without whitespace in any of those texts (and a translation's "
-        "`input_text`). Language identification works super-linearly through one long run (100,000 characters "
-        "without a space took 2 s, 1.2 MB minutes); real words, URLs and e-mail addresses are far shorter. Over "
-        "it: 400 naming the field.",
+        "`input_text`). Language identification works super-linearly through one long run (docs/text.md, size "
+        "limits); real words, URLs and e-mail addresses are far shorter. Over it: 400 naming the field.",
     )
     classify_enabled: bool = Field(
         default=True,
@@ -159,8 +157,9 @@ class TranslationSettings(BaseModel):
         default="auto",
         description="`auto`: the Translation deployment runs only when a model is set (here, or as its "
         "`user_config` in the config `khuluma serve` reads); without one the ingress answers the same 503 itself and "
-        "a replica (about 85 MB) is saved. `always`: deploy it even without a model, so that `serve deploy` of a "
-        "config whose Translation `user_config` names one loads it without a restart (the cluster profile does).",
+        "no replica costs memory at idle (docs/translation.md). `always`: deploy it even without a model, so that "
+        "`serve deploy` of a config whose Translation `user_config` names one loads it without a restart (the "
+        "cluster profile does).",
     )
     backend: str = Field(
         default="ctranslate2",
@@ -215,9 +214,9 @@ class SearchSettings(BaseModel):
         default=1000,
         ge=1,
         description="Most chunks (passages) one document may be split into; more is refused with 413 before any "
-        "embedding. Each chunk costs an embedding: on one CPU thread about 3 to 10 chunks a second with the "
-        "offline e5, so 1,000 chunks (about 650 KB of prose) fits the 300 s request timeout. Raise it with a "
-        "faster embedder (a GPU) and the request timeout together.",
+        "embedding. Each chunk costs an embedding, so the bound keeps a document's indexing within the request "
+        "timeout (docs/search.md, hostile documents). Raise it with a faster embedder (a GPU) and the request "
+        "timeout together.",
     )
     hybrid: bool = Field(
         default=True, description="Fuse BM25 with vector search (reciprocal rank fusion). False: vector only."
@@ -239,7 +238,7 @@ class SearchSettings(BaseModel):
         ge=0,
         description="Knowledge bases whose indexes a Search replica loads when it starts (those used last, "
         "at most `bm25_cache_kbs`, each from a BM25 snapshot of its current generation): their first query after a "
-        "restart does not wait for its BM25 snapshot and vector index to be read (half a second at 100k chunks). "
+        "restart does not wait for its BM25 snapshot and vector index to be read (docs/performance.md). "
         "The replica reports ready once they are loaded, or after 5 s, and loads the rest in the background. 0: "
         "load each on its first query. Each costs its memory from the start.",
     )
@@ -258,8 +257,8 @@ class SearchSettings(BaseModel):
         default=100.0,
         gt=0,
         description="Largest uncompressed size of a zip-based document (.docx), all members together, in MB. "
-        "Both the sizes the archive declares and the bytes actually decompressed are counted (a 63 KB .docx can "
-        "expand to 20 MB of XML, a 301 KB one to gigabytes); beyond it the upload is refused with 413.",
+        "Both the sizes the archive declares and the bytes actually decompressed are counted (a small .docx can "
+        "expand to gigabytes: docs/search.md, hostile documents); beyond it the upload is refused with 413.",
     )
     extract_max_pages: int = Field(
         default=2000,
@@ -358,9 +357,9 @@ class LLMSettings(BaseModel):
         le=1,
         description="Least cosine similarity (question to passage, in the embedding model's space) of a passage an "
         'answer may be grounded on. With none at or above it, the answer is "I don\'t know from these documents." '
-        "and no model runs. 0.79 refused none of the 59 answerable questions of tests/data/retrieval and a third of "
-        "the unanswerable ones with the offline multilingual-e5-small (docs/search.md, Ask); the model's own "
-        "instruction refuses the rest. Another embedding model needs its own value (scripts/eval_ask.py --gate).",
+        "and no model runs; the model's own instruction refuses the rest. The default is measured for the offline "
+        "multilingual-e5-small (docs/search.md, refusal and faithfulness); another embedding model needs its own "
+        "value (scripts/eval_ask.py --gate).",
     )
     max_question_chars: int = Field(
         default=2000, ge=1, description="Character limit of an ask question (400 naming `question` over it)."
@@ -416,19 +415,18 @@ class WhisperSettings(BaseModel):
         ge=0,
         le=64,
         description="Decodes of one Whisper model that run at the same time (CTranslate2 workers; they share the "
-        "weights). 0: automatic, one per core of the machine (at most 8) on CPU without batching, else 1. One "
-        "decode cannot keep two cores busy: on 2 cores, bare faster-whisper with 2 decodes of 2 threads made 79 "
-        "files/min with 8 concurrent transcriptions instead of 56, and a lone one as fast (docs/speech.md). On a "
-        "large node, set it (and `cpu_threads`) from the Speech replica's CPUs.",
+        "weights). 0: automatic, one per core of the machine (at most 8) on CPU without batching, else 1: one "
+        "decode cannot keep two cores busy (docs/speech.md, decodes side by side). On a large node, set it (and "
+        "`cpu_threads`) from the Speech replica's CPUs.",
     )
     live_cpu_threads: int = Field(
         default=0,
         ge=0,
         description="CPU threads per decode of a live stream's steps (`/ws/stream-transcribe`, `/v1/realtime`) where "
-        "they should differ from `cpu_threads`: a second instance of the Whisper weights (about 150 MB more for "
-        "Whisper base int8) then runs the steps, one decode per that many cores. For a CPU node that gives files "
-        "two threads per decode: a step's short window is mostly small decoder steps, which one thread runs about "
-        "twice as fast as two. 0: live steps share the files' instance (and its threads).",
+        "they should differ from `cpu_threads`: a second instance of the Whisper weights (more memory) then "
+        "runs the steps, one decode per that many cores. For a CPU node that gives files two threads per decode: a "
+        "step's short window is mostly small decoder steps, which one thread runs faster than two (docs/speech.md, "
+        "decodes side by side). 0: live steps share the files' instance (and its threads).",
     )
     beam_size: int = Field(default=5, ge=1, description="Beam size for Whisper decoding (1: greedy).")
     temperature_fallback: bool = Field(
@@ -447,8 +445,8 @@ class WhisperSettings(BaseModel):
         le=64,
         description="At most this many 30 s windows of concurrent transcriptions and live streams (same model and "
         "language) are decoded together in one batch. 1: each request decodes alone, with Whisper's seek across "
-        "windows. 0: automatic, 4 on a GPU (measured best on an H100) and 1 on CPU (where decodes side by side "
-        "pay more: docs/speech.md). Ignored while `temperature_fallback` is on (its sampling is per window).",
+        "windows. 0: automatic, 4 on a GPU and 1 on CPU (where decodes side by side pay more: "
+        "docs/speech.md, batching). Ignored while `temperature_fallback` is on (its sampling is per window).",
     )
     batch_wait_ms: float = Field(
         default=10.0,
@@ -539,8 +537,8 @@ class TranscriptionSettings(BaseModel):
         le=1,
         description="Auto-detection: below this probability mass on the served languages (Whisper's detector over "
         "all its languages, before any renormalising; a served language's kin such as Dutch for Afrikaans counts "
-        "for it), the audio is taken to be in a language without a model. Real isiZulu telephone speech scores "
-        "0.02 to 0.06; real English and Afrikaans 0.6 and up (docs/speech.md, scripts/eval_real.py).",
+        "for it), the audio is taken to be in a language without a model (the scores of real speech: docs/speech.md, "
+        "language detection).",
     )
     served_language_confident: float = Field(
         default=0.5,
@@ -924,100 +922,6 @@ def merge_mappings(
 def deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     """``base`` with ``changes``: a settings section given as a mapping updates that section field by field."""
     return merge_mappings(base, changes, Settings.model_fields)
-
-
-ENV_PREFIX = "KHULUMA_"
-
-# KHULUMA_* variables the project reads that are not settings: never reported as unknown.
-NOT_SETTINGS: dict[str, str] = {
-    SECRETS_FILE_ENV: "the dotenv file with the secrets, read by every process (Settings' own sources)",
-    "KHULUMA_TOKEN": "the token of the `khuluma` client commands (khuluma/cli/client.py, stream.py)",
-    "KHULUMA_URL": "the service URL of the `khuluma` client commands",
-    "KHULUMA_SAS_TOKEN": "the batch upload credential of `khuluma batch upload|env`",
-    "KHULUMA_BATCH_URI": "exported by `khuluma batch env` for `aws s3 cp` (docs/batch.md)",
-    "KHULUMA_PLAYGROUND_SCREENSHOTS": "where the playground's browser tests keep a picture of each page",
-}
-
-# Settings that were renamed, old variable -> its name now: the flat names from before the settings were nested
-# per capability (the old names that are still valid, such as KHULUMA_WHISPER_MODEL, are not listed).
-RENAMED_VARIABLES: dict[str, str] = {
-    "KHULUMA_MAX_TEXT_TOKENS": "KHULUMA_TEXT_MAX_TOKENS",
-    "KHULUMA_CLASSIFY_ENABLED": "KHULUMA_TEXT_CLASSIFY_ENABLED",
-    "KHULUMA_NER_MODEL": "KHULUMA_TEXT_NER_MODEL",
-    "KHULUMA_MAX_TRANSLATION_WORDS": "KHULUMA_TRANSLATION_MAX_WORDS",
-    "KHULUMA_EMBEDDING_MODEL": "KHULUMA_EMBEDDINGS_MODEL",
-    "KHULUMA_CHROMA_URL": "KHULUMA_SEARCH_CHROMA_URL",
-    "KHULUMA_MAX_DOCUMENT_MB": "KHULUMA_SEARCH_MAX_DOCUMENT_MB",
-    "KHULUMA_KNOWLEDGE_CHROMA_PATH": "KHULUMA_SEARCH_CHROMA_PATH",
-    "KHULUMA_KNOWLEDGE_LOCK_WAIT_SECONDS": "KHULUMA_SEARCH_LOCK_WAIT_SECONDS",
-    "KHULUMA_TRANSCRIBE_WINDOW_SECONDS": "KHULUMA_TRANSCRIPTION_WINDOW_SECONDS",
-    "KHULUMA_SYNC_TIMEOUT_SECONDS": "KHULUMA_TRANSCRIPTION_SYNC_TIMEOUT_SECONDS",
-    "KHULUMA_FAST_TIMEOUT_SECONDS": "KHULUMA_TRANSCRIPTION_FAST_TIMEOUT_SECONDS",
-    "KHULUMA_DIARISATION_THRESHOLD": "KHULUMA_TRANSCRIPTION_DIARISATION_THRESHOLD",
-    "KHULUMA_JOB_CONCURRENCY": "KHULUMA_JOBS_CONCURRENCY",
-    "KHULUMA_JOB_LEASE_SECONDS": "KHULUMA_JOBS_LEASE_SECONDS",
-    "KHULUMA_JOB_MAX_ATTEMPTS": "KHULUMA_JOBS_MAX_ATTEMPTS",
-    "KHULUMA_JOB_POLL_SECONDS": "KHULUMA_JOBS_POLL_SECONDS",
-    "KHULUMA_WEBHOOK_RETRY_SECONDS": "KHULUMA_WEBHOOKS_RETRY_SECONDS",
-    "KHULUMA_WEBHOOK_ALLOW_PRIVATE": "KHULUMA_WEBHOOKS_ALLOW_PRIVATE",
-    "KHULUMA_WEBHOOK_BACKOFF_SECONDS": "KHULUMA_WEBHOOKS_BACKOFF_SECONDS",
-    "KHULUMA_WEBHOOK_BACKOFF_MAX_SECONDS": "KHULUMA_WEBHOOKS_BACKOFF_MAX_SECONDS",
-    "KHULUMA_WEBHOOK_TIMEOUT_SECONDS": "KHULUMA_WEBHOOKS_TIMEOUT_SECONDS",
-}
-
-
-def setting_variables() -> frozenset[str]:
-    """Every environment variable a setting reads, from the model tree: ``KHULUMA_<FIELD>`` for the service-wide
-    fields, ``KHULUMA_<SECTION>_<FIELD>`` for each field of a section, and ``KHULUMA_<SECTION>`` (the whole section
-    as JSON). A field that holds a mapping or a list (``whisper.language_models``) is one variable, given as JSON."""
-    names: set[str] = set()
-    for name, info in Settings.model_fields.items():
-        names.add(f"{ENV_PREFIX}{name}".upper())
-        section = info.annotation
-        if isinstance(section, type) and issubclass(section, BaseModel):
-            names.update(f"{ENV_PREFIX}{name}_{inner}".upper() for inner in section.model_fields)
-    return frozenset(names)
-
-
-def unknown_variables(environ: Mapping[str, str]) -> list[str]:
-    """``KHULUMA_*`` variables of ``environ`` that no setting reads and the project does not use otherwise
-    (:data:`NOT_SETTINGS`): typos, or names from before a rename (:data:`RENAMED_VARIABLES`). Sorted; names are
-    matched without regard to case, as the settings read them."""
-    known = setting_variables() | NOT_SETTINGS.keys()
-    return sorted(key for key in environ if key.upper().startswith(ENV_PREFIX) and key.upper() not in known)
-
-
-def setting_warnings(environ: Mapping[str, str]) -> list[str]:
-    """One line per unknown ``KHULUMA_*`` variable (:func:`unknown_variables`), naming what to set instead: the
-    new name of a renamed setting, else the nearest known name (``difflib``; only one close enough to be a typo),
-    e.g. ``KHULUMA_WEBHOOK_ALLOW_PRIVATE is not a setting (renamed: KHULUMA_WEBHOOKS_ALLOW_PRIVATE)``. The service
-    starts anyway: an unknown variable is ignored."""
-    candidates = sorted(name.removeprefix(ENV_PREFIX) for name in setting_variables() | NOT_SETTINGS.keys())
-    lines = []
-    for key in unknown_variables(environ):
-        name = key.upper()
-        if name in RENAMED_VARIABLES:
-            hint = f"renamed: {RENAMED_VARIABLES[name]}"
-        elif close := difflib.get_close_matches(name.removeprefix(ENV_PREFIX), candidates, n=1, cutoff=0.6):
-            hint = f"did you mean {ENV_PREFIX}{close[0]}?"
-        else:
-            hint = "no setting has a similar name; they are listed in contracts/settings.py"
-        lines.append(f"{key} is not a setting ({hint})")
-    return lines
-
-
-_reported: set[str] = set()
-
-
-def report_setting_warnings(report: Callable[[str], object], environ: Mapping[str, str] | None = None) -> list[str]:
-    """Hands each :func:`setting_warnings` line of ``environ`` (default: this process's environment) to ``report``
-    once per process: the replicas call it as they start, and a process that builds several (Serve's local testing
-    mode) or rebuilds one says it once. Returns the lines handed over."""
-    lines = [line for line in setting_warnings(os.environ if environ is None else environ) if line not in _reported]
-    _reported.update(lines)
-    for line in lines:
-        report(line)
-    return lines
 
 
 @lru_cache

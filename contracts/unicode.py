@@ -1,8 +1,8 @@
 """Text that is valid Unicode: the one check every JSON text field of the wire passes at the edge.
 
 JSON lets a client send a lone surrogate (``"\\ud800"``): Python decodes it into a ``str`` that cannot be encoded
-as UTF-8, so it fails wherever the text is next encoded (a tokenizer, a database, a log line), which used to be a
-500 and, inside a ``@batched`` batch, the failure of every request in that batch. Fields typed :data:`UnicodeText`
+as UTF-8, so it fails wherever the text is next encoded (a tokenizer, a database, a log line): a 500 and, inside a
+``@batched`` batch, the failure of every request in that batch. Fields typed :data:`UnicodeText`
 refuse such text while the body is validated, so FastAPI answers 400 naming the field
 (``Invalid request: field 'inputs.1': ...``) and nothing invalid reaches a service, a batch or an engine.
 """

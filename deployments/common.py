@@ -6,8 +6,9 @@ import logging
 from typing import Any
 
 from cluster.request_context import serve_request_id
+from cluster.settings_env import report_setting_warnings
 from contracts.logs import configure_logging
-from contracts.settings import Settings, report_setting_warnings
+from contracts.settings import Settings
 
 __all__ = ["configure_replica_logging", "load_settings"]
 

@@ -21,8 +21,8 @@ from cluster.metrics import model_timer
 from contracts.capabilities import CapabilityInfo
 from contracts.embeddings import EmbeddingKind, Vectors
 from contracts.settings import Settings
-from deployments.batching import batched
 from deployments.common import configure_replica_logging, load_settings
+from deployments.serve_batch import batched
 from engines.embeddings import load_embedder
 
 # Lists longer than this skip the micro-batcher: they fill a model call on their own.
@@ -64,7 +64,7 @@ class LocalEmbeddings:
             return self.engine.embed(texts, kind)
 
     # No wait for a batch to fill: a lone query goes at once, and under load the requests that arrive while the
-    # model runs form the next batch anyway (a 5 ms wait added 5 ms to every sequential knowledge-base query)
+    # model runs form the next batch anyway (a wait would add itself to every sequential knowledge-base query)
     @batched(max_batch_size=64, batch_wait_timeout_s=0.0)
     async def _embed_one(self, items: list[tuple[EmbeddingKind, str]]) -> list[Vectors]:
         """One model call per kind present in the batch (e5 prefixes differ by kind)."""

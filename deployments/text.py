@@ -45,9 +45,9 @@ from contracts.text import (
     SentimentScore,
     TextInput,
 )
-from deployments.batching import batched
 from deployments.common import configure_replica_logging, load_settings
 from deployments.embeddings import LocalEmbeddings
+from deployments.serve_batch import batched
 from engines.model_registry import KnownModel
 from engines.text.configured import NON_ENGLISH, ConfiguredModel, configured_model
 from engines.text.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, EmbeddingCache, intent_probabilities
@@ -86,8 +86,8 @@ class TextAnalysis:
         self.temperature = DEFAULT_TEMPERATURE
         self.top_k = DEFAULT_TOP_K
         # One model pass of a kind at a time, whichever ingress replica sent the group: two at once would split the
-        # cores between two passes that each cost more per text (spaCy: 2.0 ms of CPU per text in passes of 4, 1.3
-        # in passes of 16; docs/performance.md). The groups wait their turn whole; they are not merged (the ingress
+        # cores between two passes that each cost more per text (a larger pass costs less per text:
+        # docs/performance.md). The groups wait their turn whole; they are not merged (the ingress
         # batched them already). Locks of the running event loop (tests run one instance under several).
         self._pass_locks: dict[str, asyncio.Lock] = {}
         self._pass_loop: asyncio.AbstractEventLoop | None = None

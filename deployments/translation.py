@@ -27,8 +27,8 @@ from contracts.translation import (
     nllb_language,
     not_installed,
 )
-from deployments.batching import batched
 from deployments.common import configure_replica_logging, load_settings
+from deployments.serve_batch import batched
 from engines.model_registry import Backend, ModelEntry, ModelError, ModelRegistry, resolve
 from engines.translation.nllb import DecodeOptions, TranslationOutput, Translator, load_translator
 

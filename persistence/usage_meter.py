@@ -1,11 +1,11 @@
 """Usage rows written in batches, off the request path.
 
-A metered request used to wait for its own INSERT and commit (a thread hop and an fsync on SQLite, a round trip
-on PostgreSQL) before it answered. Now it appends its row and answers; one writer per process inserts everything
-pending every ``flush_seconds`` in a single transaction.
+A metered request appends its row and answers, without waiting for an INSERT and commit (a thread hop and an
+fsync on SQLite, a round trip on PostgreSQL); one writer per process inserts everything pending every
+``flush_seconds`` in a single transaction.
 
-Rows are plain mappings written with one multi-row INSERT: an ORM object per request cost about 41 µs of CPU
-(construction and unit of work) against 9 µs this way, on the ingress's busiest path.
+Rows are plain mappings written with one multi-row INSERT, which costs a fraction of the CPU of an ORM object per
+request on the ingress's busiest path (docs/performance.md, usage metering).
 
 Refusals (requests refused at a customer limit or by load shedding, never billed) are counted in the same buffer
 per customer, minute and reason and written in the same transaction, as one UPSERT per flush: a flood of refused

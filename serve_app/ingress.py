@@ -10,9 +10,10 @@ from typing import Any
 from fastapi import FastAPI
 from ray import serve
 
-from cluster import lifecycle
+from cluster import graceful_stop
+from cluster.settings_env import report_setting_warnings
 from contracts.logs import configure_logging
-from contracts.settings import Settings, report_setting_warnings
+from contracts.settings import Settings
 from serve_app.app import create_app
 from serve_app.context import AppContext, Clients, build_context
 from serve_app.lifecycle import SHUTTING_DOWN
@@ -29,11 +30,13 @@ class Ingress:
         report_setting_warnings(logging.getLogger("khuluma.settings").warning)  # unknown KHULUMA_* names, once
         self.context = build_context(self.settings, Clients.from_handles(self.settings, **handles))
         self.context.db.require_current_schema()  # migrations run once before the app starts, never here
-        # a graceful stop of `khuluma serve` reaches every ingress replica through its lifecycle actor (Serve
+        # a graceful stop of `khuluma serve` reaches every ingress replica through its stop actor (Serve
         # constructs a replica on its event loop, as deployments/jobs.py relies on too)
         self._watcher: asyncio.Task[None] | None = None
         try:
-            self._watcher = asyncio.get_running_loop().create_task(lifecycle.watch(self._drain), name="lifecycle")
+            self._watcher = asyncio.get_running_loop().create_task(
+                graceful_stop.watch(self._drain), name="graceful-stop"
+            )
         except RuntimeError:
             log.warning("no event loop at start: a graceful stop will not drain this replica")
 

@@ -26,9 +26,11 @@ __all__ = [
     "closest_phrase",
     "convert",
     "espeak",
+    "espeak_16k",
     "read_pcm",
     "silence",
     "similarity",
+    "sox_16k",
     "speech_16k",
     "tone_music",
     "write_audio",
@@ -40,6 +42,19 @@ def espeak(text: str, out: Path, voice: str = "en", speed: int = 150) -> Path:
     skipped (failed under CI=true)."""
     require_tool("espeak-ng")
     return _speech.espeak(text, out, voice, speed)
+
+
+def espeak_16k(text: str, voice: str = "en", speed: int = 150) -> np.ndarray:
+    """espeak-ng speech as 16 kHz mono float32, resampled by sox (``scripts/bench/_speech.espeak_16k``)."""
+    require_tool("espeak-ng")
+    require_tool("sox")
+    return _speech.espeak_16k(text, voice, speed)
+
+
+def sox_16k(wav: bytes) -> np.ndarray:
+    """A WAV file's bytes as 16 kHz mono float32, resampled by sox (``scripts/bench/_speech.sox_16k``)."""
+    require_tool("sox")
+    return _speech.sox_16k(wav)
 
 
 def read_pcm(path: Path) -> tuple[np.ndarray, int]:

@@ -280,7 +280,7 @@ class Bm25Index:
 
     def prepare_lookups(self) -> None:
         """Build the chunk-id map now, not in the first hybrid query after a load (which looks its vector
-        candidates up there: 0.07 s at 100k chunks)."""
+        candidates up there: docs/performance.md, figures behind the code)."""
         with self._lock:
             self._locations()
 

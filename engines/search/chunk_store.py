@@ -147,7 +147,7 @@ class ChunkStore:
 
     def warm(self, kb_id: str) -> None:
         """Have the store read a collection's vector index now (embedded Chroma reads it on the first query:
-        0.3 s at 100k chunks)."""
+        docs/performance.md, figures behind the code)."""
         col = self._collection(kb_id)
         if col is None:
             return
@@ -162,7 +162,8 @@ class ChunkStore:
         self, kb_id: str, embedding: np.ndarray, k: int, language: str | None = None, *, with_chunks: bool = True
     ) -> list[Hit]:
         """The ``k`` nearest chunks. ``with_chunks=False`` leaves out their text and metadata (empty in the hits),
-        which Chroma's query otherwise spends most of its time fetching (6.6 against 2.0 ms for 50 of 10k)."""
+        which Chroma's query otherwise spends most of its time fetching (docs/performance.md, figures behind the
+        code)."""
         col = self._collection(kb_id)
         if col is None:
             return []

@@ -9,8 +9,8 @@ without any text (e.g. a scanned PDF without a text layer) -> :class:`contracts.
 :class:`InvalidInput` whose message the service completes with the request field; a document past one of the
 :class:`ExtractionLimits` -> :class:`TooLarge`.
 
-Hostile documents ("bombs"): a small upload can expand enormously: a 63 KB .docx holding 20 MB of XML, a 301 KB
-one that needs gigabytes, a 586 KB PDF whose page tree lists 100,000 pages. Extraction is bounded four ways
+Hostile documents ("bombs"): a small upload can expand enormously (a .docx of kilobytes holding gigabytes of XML,
+a PDF whose page tree lists 100,000 pages: docs/search.md). Extraction is bounded four ways
 (:class:`ExtractionLimits`, the ``search.extract_*`` settings):
 
 - uncompressed bytes: any zip-based file (.docx, or a zip sniffed from its first bytes) has the sizes its

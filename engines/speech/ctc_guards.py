@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from engines.speech.guards import LOW_CONFIDENCE, Judged
+from engines.speech.guards import LOW_CONFIDENCE, Judged, spans
 
 LETTER_SOUP = "letter soup"
 SOUP_LOGPROB = -2.0
@@ -97,17 +97,6 @@ def judge(segment: Judged, latin_script: bool = True) -> Verdict | None:
     return None
 
 
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
-    return f"{minutes}:{secs:02d}"
-
-
-def _spans(segments: Sequence[Judged]) -> str:
-    shown = ", ".join(f"{_clock(s.start)}-{_clock(s.end)}" for s in segments[:5])
-    more = f" and {len(segments) - 5} more" if len(segments) > 5 else ""
-    return f"{len(segments)} segment(s) ({shown}{more})"
-
-
 S = TypeVar("S", bound=Judged)
 
 
@@ -132,12 +121,12 @@ def screen(segments: Sequence[S], latin_script: bool = True) -> tuple[list[S], l
     if soup:
         shown = "; ".join(reasons[:3]) + ("; ..." if len(reasons) > 3 else "")
         warnings.append(
-            f"{_spans(soup)} were left out: the speech model's output there does not read as words ({shown}), a "
+            f"{spans(soup)} were left out: the speech model's output there does not read as words ({shown}), a "
             "sign of audio in another language, noise or music (CTC letter-soup guard)."
         )
     if unsure:
         warnings.append(
-            f"{_spans(unsure)} are unreliable: the speech model's confidence is low (mean letter log-probability "
+            f"{spans(unsure)} are unreliable: the speech model's confidence is low (mean letter log-probability "
             f"below {LOGPROB_FLOOR:g})."
         )
     return kept, warnings

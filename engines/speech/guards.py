@@ -112,7 +112,8 @@ def _clock(seconds: float) -> str:
     return f"{minutes}:{secs:02d}"
 
 
-def _spans(segments: Sequence[Judged]) -> str:
+def spans(segments: Sequence[Judged]) -> str:
+    """How a warning names segments: their count and the times of the first five (``2 segment(s) (0:03-0:07, ...)``)."""
     shown = ", ".join(f"{_clock(s.start)}-{_clock(s.end)}" for s in segments[:5])
     more = f" and {len(segments) - 5} more" if len(segments) > 5 else ""
     return f"{len(segments)} segment(s) ({shown}{more})"
@@ -138,5 +139,5 @@ def screen(segments: Sequence[S]) -> tuple[list[S], list[str]]:
             found.setdefault(verdict.problem, []).append(segment)
         if verdict is None or not verdict.drop:
             kept.append(segment)
-    warnings = [f"{_spans(found[p])} {_WHY[p]}." for p in (REPETITION, NO_SPEECH, LOW_CONFIDENCE) if p in found]
+    warnings = [f"{spans(found[p])} {_WHY[p]}." for p in (REPETITION, NO_SPEECH, LOW_CONFIDENCE) if p in found]
     return kept, warnings

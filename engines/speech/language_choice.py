@@ -128,9 +128,8 @@ class LanguageChoice:
             warnings.append("The language could not be detected; English was assumed.")
             return None, routes["eng"]
         unserved = low and settled and not fluent_served
-        # a few seconds are too little for Whisper base to tell languages apart: real 3 s Afrikaans clips scored
-        # 0.13 to 0.15, as much as some isiZulu. Short audio is refused only on very low scores, else it is
-        # transcribed with the warning below
+        # a few seconds are too little for Whisper base to tell languages apart (docs/speech.md, language
+        # detection). Short audio is refused only on very low scores, else it is transcribed with the warning below
         short = speech.size < SHORT_SPEECH_SECONDS * SAMPLE_RATE and detection.served >= self.floor / 4
         if unserved and not short:
             message = self.not_served_message(detection, tokenless)

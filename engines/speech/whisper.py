@@ -115,7 +115,7 @@ class WhisperRecognizer:
     ``cpu_threads`` threads, and queues the rest). Where ``live_threads`` is set and differs from ``cpu_threads``,
     a live stream's steps (:meth:`quick_segments`, :meth:`exact_segments`) run on a second instance of the same
     weights, ``live_decodes`` decodes at once of ``live_threads`` threads (:meth:`live_model`): a step's short
-    window is mostly small decoder steps, which one thread runs twice as fast as two, while a 30 s file window is
+    window is mostly small decoder steps, which one thread runs faster than two, while a 30 s file window is
     mostly encoder, which two threads speed up (docs/speech.md#decodes-side-by-side). A committed segment too long
     for a short window (over :data:`EXACT_UNPADDED_MAX_SECONDS`) is decoded as files are, on the files' instance."""
 

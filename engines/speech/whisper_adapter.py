@@ -259,8 +259,8 @@ class ShortWindowDecoder:
     cut short: the speech's features and :data:`SHORT_WINDOW_SILENCE_FRAMES` of silence (what ``pad_or_trim``
     pads with), not padded to 30 s, so a live stream's committed segment of a few seconds costs a fraction of the
     encoder. Whisper needs that silence: on the speech alone it rarely ends its text (the same sentence two or
-    three times on most short clips); with 1 s of silence it mostly ends, with 5 s its word error on 25 clips was
-    the full window's or lower (3 s looped once more, on 1.5 s of speech: docs/speech.md#streaming-latency). One
+    three times on most short clips); with 5 s its word error is the full window's or lower
+    (docs/speech.md#streaming-latency). One
     window, one segment, no timestamp tokens (they would drive faster-whisper's seek across windows): the word
     times come from the cross-attention alignment, as ``transcribe`` times words. Through
     ``WhisperModel.encode``, ``get_prompt``, ``generate_with_fallback``, ``add_word_timestamps`` (``transcribe``'s

@@ -75,8 +75,9 @@ class NgramLanguageModel:
     """The committed character n-gram classifier (vocabulary + float16 weights, inference in numpy).
 
     Features are scikit-learn's ``CountVectorizer(analyzer="char_wb", lowercase=True)`` over the fixed vocabulary
-    (what the model was trained with), computed here: importing scikit-learn costs about 90 MB in every process
-    that identifies languages. tests/unit/test_text_engines.py checks the two agree.
+    (what the model was trained with), computed here: importing scikit-learn would cost its memory in every
+    process that identifies languages (docs/performance.md, figures behind the code).
+    tests/unit/test_text_engines.py checks the two agree.
     """
 
     def __init__(self, path: Path = ARTIFACT) -> None:

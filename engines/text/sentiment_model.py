@@ -1,5 +1,5 @@
 """Sentiment from a configured Hugging Face sequence-classification model (an AfriSenti-class classifier such as
-``Davlan/afrisenti-twitter-sentiment-afroxlmr-large``), for the languages it is routed (``engines/text/configured``).
+``Davlan/afrisenti-twitter-sentiment-afroxlmr-large``), for the languages it is routed (``engines/text/configured.py``).
 Its labels are read from the model's ``id2label`` (positive / neutral / negative, any case)."""
 
 from __future__ import annotations

@@ -14,11 +14,10 @@ from pathlib import Path
 from engines.translation.nllb import (
     DecodeOptions,
     Request,
+    _CTranslate2Model,
     _HFTokenizerJson,
-    _SegmentingTranslator,
     _SentencePiece,
     read_ct2_vocabulary,
-    resolve_compute_type,
 )
 
 # NLLB code -> MADLAD-400's target-language token (ISO 639-1 where the language has one)
@@ -44,7 +43,7 @@ def is_madlad(vocabulary: Sequence[str]) -> bool:
     return any(token in MADLAD_TOKENS.values() for token in vocabulary)
 
 
-class MadladTranslator(_SegmentingTranslator):
+class MadladTranslator(_CTranslate2Model):
     backend = "ctranslate2"
     family = "MADLAD-400"
 
@@ -57,12 +56,10 @@ class MadladTranslator(_SegmentingTranslator):
         compute_type: str = "auto",
         threads: int = 0,
     ) -> None:
-        import ctranslate2
-
         super().__init__(model_dir, name, options)
         for candidate in ("spiece.model", "sentencepiece.model"):
             if (self.model_dir / candidate).is_file():
-                self.tokenizer: _SentencePiece | _HFTokenizerJson = _SentencePiece(self.model_dir / candidate)
+                self.tokenizer = _SentencePiece(self.model_dir / candidate)
                 break
         else:
             if not (self.model_dir / "tokenizer.json").is_file():
@@ -71,29 +68,13 @@ class MadladTranslator(_SegmentingTranslator):
         vocabulary = set(read_ct2_vocabulary(self.model_dir))
         self.languages = frozenset(code for code, token in MADLAD_TOKENS.items() if token in vocabulary)
         self._special = CONTROL | set(MADLAD_TOKENS.values())
-        self.translator = ctranslate2.Translator(
-            str(self.model_dir),
-            device=device,
-            compute_type=resolve_compute_type(compute_type),
-            inter_threads=1,
-            intra_threads=threads,
-        )
-        self.device = self.translator.device
-        self.compute_type = self.translator.compute_type
+        self._open(device, compute_type, threads)
 
     def source_tokens(self, text: str, tgt: str) -> list[str]:
         return [MADLAD_TOKENS[tgt], *self.tokenizer.encode(text), EOS]
 
     def _decode(self, segments: Sequence[Request]) -> list[tuple[list[str], str]]:
         sources = [self.source_tokens(text, tgt) for text, _, tgt in segments]
-        results = self.translator.translate_batch(
-            sources,
-            beam_size=self.options.beam_size,
-            max_decoding_length=self.options.max_length,
-            max_batch_size=self.options.max_batch_size,
-        )
-        out = []
-        for (_, _, tgt), result in zip(segments, results):
-            tokens = [MADLAD_TOKENS[tgt], *result.hypotheses[0]]  # target language first, as NLLB's answers
-            out.append((tokens, self.tokenizer.decode([t for t in tokens if t not in self._special])))
-        return out
+        hypotheses = self._beam_search(sources)
+        # target language first, as NLLB's answers
+        return [self._with_text([MADLAD_TOKENS[tgt], *tokens]) for (_, _, tgt), tokens in zip(segments, hypotheses)]

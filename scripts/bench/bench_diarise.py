@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +27,8 @@ import soundfile as sf
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from scripts.bench._speech import espeak_16k  # noqa: E402
+
 SR = 16000
 LINES = [
     "Good morning, thank you for calling the municipal help line, how can I help you today?",
@@ -35,19 +36,6 @@ LINES = [
     "I am sorry to hear that. Can you tell me when you first noticed the water on the road?",
     "It started yesterday evening and now the whole pavement is flooded in front of the school.",
 ]
-
-
-def say(text: str, voice: str) -> np.ndarray:
-    wav = subprocess.run(
-        ["espeak-ng", "-v", voice, "-s", "150", "--stdout", text], check=True, capture_output=True
-    ).stdout
-    pcm = subprocess.run(
-        ["sox", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-e", "signed", "-b", "16", "-"],
-        input=wav,
-        check=True,
-        capture_output=True,
-    ).stdout
-    return np.frombuffer(pcm, dtype=np.int16).astype(np.float32) / 32768.0
 
 
 def chords(seconds: float) -> np.ndarray:
@@ -63,7 +51,7 @@ def chords(seconds: float) -> np.ndarray:
 def build_call(turns: int) -> np.ndarray:
     parts = []
     for i in range(turns):
-        parts += [say(LINES[i % len(LINES)], "en+m3" if i % 2 == 0 else "en+f4"), np.zeros(SR // 2, np.float32)]
+        parts += [espeak_16k(LINES[i % len(LINES)], "en+m3" if i % 2 == 0 else "en+f4"), np.zeros(SR // 2, np.float32)]
         if i == turns // 2:
             parts.append(chords(8.0))
     return np.concatenate(parts)

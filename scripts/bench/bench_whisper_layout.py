@@ -1,6 +1,7 @@
 """Whisper decode layouts on CPU: decodes side by side (CTranslate2 workers) x threads per decode, bare model.
 
-The figure behind ``whisper.parallel_decodes`` and ``whisper.cpu_threads`` (engines/pipeline.decode_layout).
+The figure behind ``whisper.parallel_decodes`` and ``whisper.cpu_threads``
+(``engines/speech/whisper_layout.decode_layout``).
 Bare faster-whisper (no service) transcribes the files of bench_transcription.py with each layout, with 1 and
 with 8 concurrent callers, in one run and with the service's ``OMP_WAIT_POLICY=passive``. Printed: files/min
 per layout and client count, and each against one decode at a time on every core (faster-whisper's default).

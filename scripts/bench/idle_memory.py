@@ -1,5 +1,6 @@
-"""Idle memory of the whole service, per process: PSS (proportional set size, so shared libraries are counted
-once across processes) of every process of a fresh ``khuluma serve`` with the offline models loaded.
+"""Idle memory of the service, per process: PSS (proportional set size, so shared libraries are counted once
+across processes) of a fresh ``khuluma serve`` with the offline models loaded: the command and Ray's processes it
+started (``scripts/bench/_service.memory_processes``; not SeaweedFS or HAProxy).
 
 It starts the service (as the README does), waits until it is healthy and then ``--settle`` seconds more, and
 prints one row per process (Ray's replicas by deployment, raylet, GCS, the dashboard, the ``khuluma serve``
@@ -15,9 +16,7 @@ Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra,
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 from _load import json_option, table, write_json  # noqa: E402
-from soak import service_processes, start_service  # noqa: E402
 
+from scripts.bench._service import memory_processes, start_service, stop_service  # noqa: E402
 from scripts.bench._speech import espeak  # noqa: E402
 
 MB = 1024 * 1024
@@ -57,7 +56,7 @@ def label(process: psutil.Process, driver: int) -> str:
 
 def measure(driver: int) -> dict[str, tuple[int, float]]:
     rows: dict[str, list[float]] = defaultdict(list)
-    for process in service_processes([driver]):
+    for process in memory_processes(driver):
         try:
             rows[label(process, driver)].append(process.memory_full_info().pss / MB)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -86,18 +85,14 @@ def main() -> None:
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="khuluma-memory-"))
-    proc, url, token = start_service(work)
+    proc, url, token = start_service(work, "memory")
     try:
         if args.after_load:
             load_once(url, token, work)
         time.sleep(args.settle)
         found = measure(proc.pid)
     finally:
-        os.killpg(proc.pid, 2)  # Ctrl-C: khuluma serve stops Ray and its storage itself
-        try:
-            proc.wait(120)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
+        stop_service(proc)
 
     total = sum(mb for _, mb in found.values())
     rows = [

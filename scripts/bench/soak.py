@@ -11,10 +11,10 @@ spoken sentence, v1 async jobs. Hostile traffic, one of each class of the reliab
 size limits, a lone surrogate, a WAV whose header claims hours (with diarisation), a .docx bomb, a 200 MB chunked
 body, malformed JSON. Every hostile request must get its 4xx; no request may get a 5xx.
 
-Memory: the PSS of every process of the service (the Ray processes on this machine: replicas, raylet, GCS, the
-dashboard, plus the `khuluma serve` driver when the soak started it), sampled every ``--sample-seconds``. The report
-gives it at the start (after a warm-up round), at the end and at its peak, and the growth per hour from a
-least-squares line through the samples, so one large transient does not read as a leak.
+Memory: the PSS of the service's processes (``scripts/bench/_service.memory_processes``: the `khuluma serve`
+command and Ray's processes it started; with ``--url``, Ray's processes on this machine), sampled every
+``--sample-seconds``. The report gives it at the start (after a warm-up round), at the end and at its peak, and the
+growth per hour from a least-squares line through the samples, so one large transient does not read as a leak.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import base64
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import threading
@@ -36,13 +35,13 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from cluster.processes import pss_mb  # noqa: E402
 from scripts.bench._hostile import docx_bomb, lying_wav  # noqa: E402
-from scripts.bench._plain import free_port, wait_healthy  # noqa: E402
+from scripts.bench._service import memory_processes, start_service, stop_service  # noqa: E402
 from scripts.bench._speech import espeak  # noqa: E402
 
 KB = "/api/v1/search/knowledgebase"
@@ -245,57 +244,8 @@ def _chunked(total: int) -> Iterator[bytes]:
         yield chunk
 
 
-def service_processes(extra: list[int]) -> list[psutil.Process]:
-    """Ray's processes on this machine, plus ``extra`` (the `khuluma serve` command we started) and its serving
-    process: the command's pid is a small supervisor that forwards signals, the process that serves is its child
-    (khuluma/cli/supervise.py). SeaweedFS and HAProxy are not counted, as before."""
-    serving: set[int] = set()
-    for pid in extra:
-        try:
-            for child in psutil.Process(pid).children():
-                if "serve" in " ".join(child.cmdline()):
-                    serving.add(child.pid)
-        except psutil.Error:
-            pass
-    found = []
-    for p in psutil.process_iter(["cmdline", "name"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if p.pid in extra or p.pid in serving or any(k in cmd for k in ("ray::", "raylet", "gcs_server", "dashboard")):
-            found.append(p)
-    return found
-
-
-def pss_mb(extra: list[int]) -> float:
-    total = 0
-    for p in service_processes(extra):
-        try:
-            total += p.memory_full_info().pss
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return total / MB
-
-
-def start_service(work: Path) -> tuple[subprocess.Popen[bytes], str, str]:
-    port = free_port()
-    env = {**os.environ, "KHULUMA_DATA_DIR": str(work / "data"), "RAY_AUTH_MODE": "disabled"}
-    khuluma = str(Path(sys.executable).with_name("khuluma"))
-    token = (
-        subprocess.run(
-            [khuluma, "token", "create", "--customer", "soak"], env=env, capture_output=True, text=True, check=True
-        )
-        .stdout.strip()
-        .split()[-1]
-    )
-    proc = subprocess.Popen(
-        [khuluma, "serve", "--port", str(port)],
-        env=env,
-        stdout=(work / "serve.log").open("wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    wait_healthy(url, timeout=900)
-    return proc, url, token
+def service_pss_mb(pid: int | None) -> float:
+    return pss_mb(memory_processes(pid))
 
 
 def main() -> None:
@@ -317,8 +267,8 @@ def main() -> None:
         url, token = args.url.rstrip("/"), args.token
     else:
         print("starting khuluma serve ...", flush=True)
-        proc, url, token = start_service(work)
-    driver = [proc.pid] if proc else []
+        proc, url, token = start_service(work, "soak")
+    driver = proc.pid if proc else None
     try:
         traffic = Traffic(url, token, work)
         with httpx.Client(timeout=300) as c:
@@ -326,7 +276,7 @@ def main() -> None:
             kinds = traffic.kinds()
             for _, _, call, _ in kinds:  # warm-up: every path once, models loaded, before the first sample
                 call(c)
-        samples: list[tuple[float, float]] = [(0.0, pss_mb(driver))]
+        samples: list[tuple[float, float]] = [(0.0, service_pss_mb(driver))]
         print(f"PSS after warm-up: {samples[0][1]:.0f} MB; running {args.minutes:g} min ...", flush=True)
         tally = Tally()
         deadline = time.monotonic() + args.minutes * 60
@@ -350,16 +300,12 @@ def main() -> None:
             t.start()
         while any(t.is_alive() for t in threads):
             time.sleep(min(args.sample_seconds, max(0.1, deadline - time.monotonic())))
-            samples.append((time.monotonic() - start, pss_mb(driver)))
+            samples.append((time.monotonic() - start, service_pss_mb(driver)))
         for t in threads:
             t.join()
     finally:
         if proc is not None:
-            os.killpg(proc.pid, 2)  # Ctrl-C: khuluma serve stops Ray and its storage itself
-            try:
-                proc.wait(120)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, 9)
+            stop_service(proc)
     report(tally, samples, args)
 
 

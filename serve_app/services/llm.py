@@ -97,14 +97,7 @@ def knowledge_base_id(value: str, field: str) -> str:
 
 def answer_language(value: str | None) -> str | None:
     """ISO 639-3 code of ``lang`` (None: not given), or the 400 naming the field."""
-    try:
-        return languages.normalise(value)
-    except UnsupportedLanguage:
-        if value is not None and languages.transcription_code(value) == languages.CODE_SWITCHED_ZULU:
-            return "zul"
-        raise InvalidInput(
-            f"Invalid request: field 'lang': unknown language '{value}'; use {languages.ACCEPTED_HELP}."
-        ) from None
+    return search.text_language(value, "lang")
 
 
 # --- retrieval and citations ---------------------------------------------------------------------------------------

@@ -110,17 +110,23 @@ def _knowledge(ctx: AppContext) -> SearchClient:
     return required(ctx.clients.search, "knowledge")
 
 
-def query_language(value: str | None) -> str | None:
-    """ISO 639-3 code of a query's ``language`` (None: no preference), or the 400 naming the field. Besides the
-    registry's spellings, the transcription codes of code-switched isiZulu (``cs-zul``) search as isiZulu."""
+def text_language(value: str | None, field: str) -> str | None:
+    """ISO 639-3 code of a text's language given in ``field`` (None: not given), or the 400 naming the field.
+    Besides the registry's spellings, the transcription codes of code-switched isiZulu (``cs-zul``) read as
+    isiZulu."""
     try:
         return languages.normalise(value)
     except UnsupportedLanguage:
         if value is not None and languages.transcription_code(value) == languages.CODE_SWITCHED_ZULU:
             return "zul"
         raise InvalidInput(
-            f"Invalid request: field 'language': unknown language '{value}'; use {languages.ACCEPTED_HELP}."
+            f"Invalid request: field '{field}': unknown language '{value}'; use {languages.ACCEPTED_HELP}."
         ) from None
+
+
+def query_language(value: str | None) -> str | None:
+    """ISO 639-3 code of a query's ``language`` (None: no preference), or the 400 naming the field."""
+    return text_language(value, "language")
 
 
 # --- knowledge bases -----------------------------------------------------------------------------------------

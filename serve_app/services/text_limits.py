@@ -2,8 +2,8 @@
 whitespace (``text.max_chars``, ``text.max_bytes``, ``text.max_word_chars``; ``translation.max_chars`` for a
 translation).
 
-The token limits count whitespace-separated tokens only, so a text without spaces used to pass them whatever its
-size, and language identification works super-linearly through one long run. Every text route's service calls
+The token limits count whitespace-separated tokens only, so a text without spaces passes them whatever its size,
+and language identification works super-linearly through one long run. Every text route's service calls
 :func:`check_size` before its first hop (before any model runs); over a limit is a 400 naming the field, like the
 token limit (the spec lists 413 for file uploads only; a text is a request field).
 """

@@ -147,7 +147,8 @@ def test_without_storage_or_runner_the_answer_is_a_clear_503(local_app, batch_db
     token = make_token("batch-unit-nostorage")
     r = client.post(API, headers=_h(token))
     assert r.status_code == 503 and "KHULUMA_S3_ENDPOINT_URL" in r.json()["detail"]
-    assert client.post(f"{API}/whatever/process", headers=_h(token)).status_code == 503
+    r = client.post(f"{API}/whatever/process", headers=_h(token))
+    assert r.status_code == 503 and r.json()["detail"] == "The batch capability is not deployed in this service."
 
 
 def test_a_batch_keeps_reading_the_bucket_it_was_created_with(app_for, make_token, tmp_path: Path):

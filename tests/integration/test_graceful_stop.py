@@ -36,6 +36,7 @@ import psutil
 import pytest
 
 from cluster.ports import free_port
+from cluster.processes import alive, started_processes
 from khuluma.cli.serve import cluster_ports
 from scripts.bench._plain import wait_healthy
 from tests.speechdata import espeak
@@ -71,31 +72,12 @@ class Service:
         return {"X-CLIENT-TOKEN": self.token}
 
     def processes(self) -> set[psutil.Process]:
-        """Every process below the command and every process of the service's own session, now."""
-        found: set[psutil.Process] = set()
-        try:
-            found.update(psutil.Process(self.proc.pid).children(recursive=True))
-        except psutil.NoSuchProcess:
-            return found
-        sessions = {os.getsid(p.pid) for p in found if _alive(p)} - {os.getsid(self.proc.pid)}
-        for process in psutil.process_iter():
-            try:
-                if os.getsid(process.pid) in sessions:
-                    found.add(process)
-                    found.update(process.children(recursive=True))
-            except (psutil.Error, ProcessLookupError, PermissionError):
-                continue
-        return found
+        """Every process below the command and of the sessions they lead (the service's own, weed's, HAProxy's),
+        now."""
+        return started_processes(self.proc.pid, include_root=False)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
-
-
-def _alive(process: psutil.Process) -> bool:
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def _start(tmp_path: Path) -> Service:
@@ -266,9 +248,9 @@ def test_khuluma_serve_stops_gracefully(tmp_path: Path, long_audio: Path, how: s
         time.sleep(1.0)  # the upload is in and the transcription runs
         assert slow.is_alive(), f"the transcription was not slow enough to be in flight: {slow.status}"
         service.started = service.processes()  # while everything runs: HAProxy, weed and Ray's processes included
-        names = " ".join(" ".join(p.cmdline()) for p in service.started if _alive(p))
+        names = " ".join(" ".join(p.cmdline()) for p in service.started if alive(p))
         assert "raylet" in names and "weed" in names, names
-        worker_groups = {os.getpgid(p.pid) for p in service.started if _alive(p)}
+        worker_groups = {os.getpgid(p.pid) for p in service.started if alive(p)}
         assert os.getpgid(service.proc.pid) not in worker_groups  # nothing it started shares the command's group
 
         if how == "group":
@@ -289,10 +271,10 @@ def test_khuluma_serve_stops_gracefully(tmp_path: Path, long_audio: Path, how: s
         if how != "hurry":  # a hurry cuts what is in flight: only that it stops, and cleanly, is checked then
             _assert_finished_in_flight(service, slow, live)
         deadline = time.monotonic() + 15
-        left = [p for p in service.started if _alive(p)]
+        left = [p for p in service.started if alive(p)]
         while left and time.monotonic() < deadline:
             time.sleep(0.5)
-            left = [p for p in left if _alive(p)]
+            left = [p for p in left if alive(p)]
         assert not left, [" ".join(p.cmdline()) for p in left]
         with pytest.raises(httpx.HTTPError):
             httpx.get(f"{service.url}/api/v1/health", timeout=5)

@@ -3,7 +3,8 @@
 - Size limits counted by what costs work (characters, UTF-8 bytes, the longest run without whitespace), checked by
   each route's service before any hop: these clients have NO deployment bound, so a request that got as far as a
   hop would answer 503 (404 for a knowledge base that is not there), not 400.
-- Lone surrogates in any text field of a JSON body: 400 naming the field, at the edge.
+- Lone surrogates in any text field of a JSON body: 400 naming the field, at the edge (a valid pair reaches NER:
+  tests/unit/test_text_routes.py).
 - One bad item of a ``@batched`` batch fails only its own caller.
 - Usage report dates: year 9999 and non-ASCII digits.
 - NER on decomposed (NFD) text keeps the combining marks inside words, offsets into the text as sent.
@@ -23,7 +24,7 @@ import pytest
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
-from deployments.batching import batched
+from deployments.serve_batch import batched
 from serve_app.app import create_app
 
 NO_SPACES = "a" * 1_200_000  # the reported input: ~1.2 MB, one "token"
@@ -169,11 +170,6 @@ def test_lone_surrogates_are_refused_with_400_naming_the_field(client, headers, 
     assert f"field '{field}'" in detail and "not valid Unicode" in detail, detail
 
 
-def test_a_surrogate_pair_is_fine(client, headers):
-    r = _post(client, "/api/v1/entity_recognition/process", '{"encoded_text": "hi \\ud83d\\ude00"}', headers)
-    assert r.status_code == 503  # valid: it went on to the (missing) deployment
-
-
 def _is_checked(annotation: Any) -> bool:
     """Every ``str`` inside ``annotation`` (lists, optionals, nested models) is the checked UnicodeText."""
     from contracts.unicode import _valid_unicode
@@ -248,7 +244,7 @@ def test_one_bad_item_fails_only_its_own_caller():
 def test_isolation_also_covers_serve_batch_results():
     """Inside a replica ``serve.batch`` hands out the isolating function's results: failures travel as values."""
     from contracts.batching import ItemFailed, unwrap
-    from deployments.batching import isolating
+    from deployments.serve_batch import isolating
 
     async def fn(_owner: object, items: list[int]) -> list[int]:
         if any(i < 0 for i in items):

@@ -8,7 +8,7 @@ import operator
 
 import pytest
 
-from deployments.batching import batched
+from deployments.serve_batch import batched
 
 
 class Doubler:

@@ -9,27 +9,14 @@ import pytest
 
 import engines.speech.music as music_engine
 from engines.speech.music import detect_music
+from tests.speechdata import espeak_16k, sox_16k
 from tests.tools import require_tool
 
 SR = 16000
 
 
-def _raw(cmd: list[str], stdin: bytes | None = None) -> np.ndarray:
-    """16 kHz mono float32 from a command that writes WAV to stdout, converted by sox."""
-    for tool in [*cmd[:1], "sox"]:  # checked where they run: the tests that make no sound need neither
-        require_tool(tool)
-    wav = subprocess.run(cmd, input=stdin, check=True, capture_output=True).stdout if cmd else stdin
-    pcm = subprocess.run(
-        ["sox", "-t", "wav", "-", "-t", "raw", "-r", str(SR), "-c", "1", "-e", "signed", "-b", "16", "-"],
-        input=wav,
-        check=True,
-        capture_output=True,
-    ).stdout
-    return np.frombuffer(pcm, dtype=np.int16).astype(np.float32) / 32768.0
-
-
 def speech(text: str, voice: str = "en+m3") -> np.ndarray:
-    return _raw(["espeak-ng", "-v", voice, "-s", "150", "--stdout", text])
+    return espeak_16k(text, voice)
 
 
 def chords(seconds: float) -> np.ndarray:
@@ -57,7 +44,7 @@ def sox_melody() -> np.ndarray:
     cmd = ["sox", "-n", "-r", str(SR), "-c", "1", "-b", "16", "-t", "wav", "-"]
     for i, note in enumerate(notes):
         cmd += ([":"] if i else []) + ["synth", "0.5", "pluck", note]
-    return _raw([], subprocess.run(cmd, check=True, capture_output=True).stdout)
+    return sox_16k(subprocess.run(cmd, check=True, capture_output=True).stdout)
 
 
 @pytest.fixture(scope="module")

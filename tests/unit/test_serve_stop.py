@@ -135,15 +135,15 @@ def test_the_stop_runs_each_cleanup_bounded_and_stops_what_is_left(monkeypatch: 
     assert not psutil.pid_exists(left.pid) or psutil.Process(left.pid).status() == psutil.STATUS_ZOMBIE
 
 
-def test_the_lifecycle_actor_tells_every_replica_and_knows_when_they_are_done() -> None:
-    """The actor's logic (``cluster/lifecycle.py``), as a plain object: waiting replicas hear the grace period at
+def test_the_stop_actor_tells_every_replica_and_knows_when_they_are_done() -> None:
+    """The actor's logic (``cluster/graceful_stop.py``), as a plain object: waiting replicas hear the grace period at
     once; the stop waits until each has reported."""
     import asyncio
 
-    from cluster.lifecycle import Lifecycle
+    from cluster.graceful_stop import GracefulStop
 
     async def go() -> None:
-        actor = Lifecycle()
+        actor = GracefulStop()
         await actor.register("a")
         await actor.register("b")
         waiting = [asyncio.ensure_future(actor.wait_for_drain()) for _ in range(2)]
@@ -168,10 +168,10 @@ def test_a_replica_is_looked_up_where_serve_created_it(monkeypatch: pytest.Monke
 
     import ray
 
-    from cluster import lifecycle
+    from cluster import graceful_stop
 
     name = "SERVE_REPLICA::khuluma#Ingress#abc123"
-    actors = {(name, lifecycle.SERVE_NAMESPACE)}
+    actors = {(name, graceful_stop.SERVE_NAMESPACE)}
 
     class Context:
         namespace = "0b5c4a6e-the-job-s-own"
@@ -189,11 +189,11 @@ def test_a_replica_is_looked_up_where_serve_created_it(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(ray, "get_runtime_context", Context)
     monkeypatch.setattr(ray, "get_actor", get_actor)
-    own = lifecycle.own_actor()
+    own = graceful_stop.own_actor()
     assert own == (name, "serve")
 
     async def go() -> None:
-        actor = lifecycle.Lifecycle()
+        actor = graceful_stop.GracefulStop()
         await actor.register("a", own)
         await actor.drain(30)
         assert not await actor.drained()  # alive, and not done: the stop waits
@@ -201,14 +201,14 @@ def test_a_replica_is_looked_up_where_serve_created_it(monkeypatch: pytest.Monke
         assert await actor.drained()
 
     asyncio.run(go())
-    assert lifecycle.own_actor() is None  # found nowhere: registered without an actor, never presumed gone
+    assert graceful_stop.own_actor() is None  # found nowhere: registered without an actor, never presumed gone
 
     def unreachable(actor: str, namespace: str | None = None) -> object:
         raise RuntimeError("GCS did not answer")
 
     monkeypatch.setattr(ray, "get_actor", unreachable)
-    assert lifecycle._alive(name, "serve")  # not known: presumed alive (it reports, or the grace period ends)
-    assert lifecycle.own_actor() is None
+    assert graceful_stop._alive(name, "serve")  # not known: presumed alive (it reports, or the grace period ends)
+    assert graceful_stop.own_actor() is None
 
 
 def test_the_split_is_refused_in_a_process_that_is_not_the_command() -> None:

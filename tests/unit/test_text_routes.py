@@ -53,6 +53,23 @@ def test_entity_recognition_offsets(client, headers):
     assert [(e["entity"], e["word"]) for e in ents] == [("date", "Msombuluko")]
 
 
+def test_an_escaped_surrogate_pair_reaches_ner_as_one_character(client, headers):
+    """JSON's escape of an emoji as a surrogate pair is valid Unicode: the edge lets it through (a lone surrogate is
+    a 400: test_adversarial_text.py) and NER counts it as one character, so the offsets after it index the text."""
+    body = '{"encoded_text": "\\ud83d\\ude00 Thandi Nkosi lives in Johannesburg."}'
+    r = client().post(
+        "/api/v1/entity_recognition/process",
+        content=body,
+        headers={**headers, "Content-Type": "application/json"},
+    )
+    assert r.status_code == 200, r.text
+    text = "\U0001f600 Thandi Nkosi lives in Johannesburg."
+    start = text.index("Johannesburg")
+    assert {"entity": "location", "word": "Johannesburg", "start": start, "end": start + 12} in [
+        {k: e[k] for k in ("entity", "word", "start", "end")} for e in r.json()
+    ]
+
+
 def test_entity_explanation_says_how_each_sentence_was_read(client, headers):
     """The playground's route: the standard route's entities, each with its recogniser, and per sentence the
     language it was read as (names discounted) with its confidence and the recognisers' languages."""

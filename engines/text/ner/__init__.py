@@ -2,7 +2,8 @@
 to change:
 
 - ``entities``: the :class:`Entity` every recogniser answers, label names, offset helpers;
-- ``spacy_ner``: English, spaCy ``en_core_web_sm`` (MIT);
+- ``spacy_ner``: English, spaCy ``en_core_web_sm`` (MIT), with ``english_rules`` (what the small English model does
+  not know about South African text: an entity ruler ahead of it, name shapes, places by context);
 - ``transformers_ner``: a configured Hugging Face token-classification model (``text.ner_model``);
 - ``heuristic``: the offline fallback for the African languages (not a trained model);
 - ``router``: :class:`EntityRecogniser`, which sends each sentence to the recogniser of its language.

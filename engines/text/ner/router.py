@@ -6,8 +6,7 @@ an unsure one in every language with a fair share of the probability (and the wh
 to spaCy with the entity ruler; the other languages to the configured token-classification model, else to the
 heuristic, which answers only the types measured precise on real text in that language (``contracts.quality``). So
 an English sentence full of African names is read by the English recogniser whatever language ID made of it, and
-the last round's refusals stand: no language gets a type from the heuristic that was not measured at precision
-``NER_MIN_PRECISION``.
+no language gets a type from the heuristic that was not measured at precision ``NER_MIN_PRECISION``.
 
 Where two recognisers' spans overlap, the one more likely right wins: its recogniser's measured precision for the
 type in that language (``contracts.quality.ner_precision``) times the probability that the sentence is in that

@@ -18,9 +18,10 @@ def import_spacy_without_torch() -> None:
     """Imports spaCy with torch out of sight the first time.
 
     thinc, which spaCy is built on, imports torch whenever torch is installed (the ``transformers`` extra
-    installs it). That costs about 240 MB in every process that runs a CNN pipeline like en_core_web_sm, which
-    never uses torch. Hiding it makes thinc skip its torch support. The hiding ends with the import, so a
-    transformers model in the same process still imports torch normally.
+    installs it). That costs every process that runs a CNN pipeline like en_core_web_sm, which never uses torch,
+    the memory of torch (docs/performance.md, figures behind the code). Hiding it makes thinc skip its torch
+    support. The hiding ends with the import, so a transformers model in the same process still imports torch
+    normally.
     """
     if "spacy" in sys.modules or "torch" in sys.modules:
         return  # already imported, or torch is in use here anyway
@@ -35,7 +36,7 @@ def import_spacy_without_torch() -> None:
 def ner_only(nlp: Any) -> Any:
     """``nlp`` with only the components its entity recogniser needs. en_core_web_sm's ``ner`` has a token-to-vector
     layer of its own, so the shared ``tok2vec``, the tagger and the parser (most of the pipeline's time) change no
-    entity: removing them makes NER about 2.7 times faster on this machine's CPU, with the same entities. A
+    entity: removing them makes NER much faster, with the same entities (docs/performance.md, text). A
     pipeline whose ``ner`` listens to a shared ``tok2vec`` keeps that one."""
     needed = {"ner"} | {name for name, pipe in nlp.pipeline if "ner" in getattr(pipe, "listening_components", ())}
     for name in reversed(nlp.pipe_names):  # listeners before the layer they listen to

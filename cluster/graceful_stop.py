@@ -1,19 +1,18 @@
 """How ``khuluma serve`` tells every ingress replica, on every node, that a graceful stop has begun.
 
-``khuluma serve`` creates one small actor, :class:`Lifecycle`, named :data:`ACTOR_NAME` in namespace
+``khuluma serve`` creates one small actor, :class:`GracefulStop`, named :data:`ACTOR_NAME` in namespace
 :data:`NAMESPACE`, before it deploys the application. Each ingress replica looks it up when it starts
-(:func:`watch`) and leaves one call waiting on it (:meth:`Lifecycle.wait_for_drain`). On SIGTERM/SIGINT the command
-calls :meth:`Lifecycle.drain`: every waiting call returns at once with the grace period, each replica drains
+(:func:`watch`) and leaves one call waiting on it (:meth:`GracefulStop.wait_for_drain`). On SIGTERM/SIGINT the command
+calls :meth:`GracefulStop.drain`: every waiting call returns at once with the grace period, each replica drains
 (``serve_app/lifecycle.py``: no new requests or live sessions, open sessions closed with 1001, requests in flight
-finish) and reports :meth:`Lifecycle.done`; the command waits for :meth:`Lifecycle.drained` (or the grace period)
+finish) and reports :meth:`GracefulStop.done`; the command waits for :meth:`GracefulStop.drained` (or the grace period)
 before it stops Serve and Ray.
 
-A replica that Serve replaced after it registered never reports, so :meth:`Lifecycle.drained` counts a registered
-replica whose Ray actor is gone as done. It looks the actor up by name in the namespace where Serve created it
-(:data:`SERVE_NAMESPACE`, not the job's namespace that the replica's runtime context reports: under that one the
-name is never found, every replica looked gone at once, and ``khuluma serve`` stopped Serve, HAProxy included,
-while the requests and live sessions it should have waited for were still in flight). A replica whose actor cannot
-be found when it registers is never presumed gone: the stop waits for its report or the grace period.
+A replica that Serve replaced after it registered never reports, so :meth:`GracefulStop.drained` counts a
+registered replica whose Ray actor is gone as done. It looks the actor up by name in the namespace where Serve
+created it (:data:`SERVE_NAMESPACE`), not in the job's namespace that the replica's runtime context reports: the
+name is never found there. A replica whose actor cannot be found when it registers is never presumed gone: the
+stop waits for its report or the grace period.
 
 Without the actor (the application deployed with ``serve deploy``/``serve run``, or the unit tests) nothing waits:
 Serve's own graceful shutdown applies. The actor belongs to the ``khuluma serve`` driver and dies with it.
@@ -34,7 +33,7 @@ NAMESPACE = "khuluma"
 SERVE_NAMESPACE = "serve"  # where Serve creates its replicas' actors (ray.serve._private.constants.SERVE_NAMESPACE)
 
 
-class Lifecycle:
+class GracefulStop:
     """The drain signal and the replicas' reports (an async actor: each method runs on its event loop)."""
 
     def __init__(self) -> None:
@@ -110,7 +109,7 @@ def start_actor() -> Any:
     """Create the actor (in the ``khuluma serve`` driver, after ``ray.init``); returns its handle."""
     import ray
 
-    actor = ray.remote(Lifecycle).options(
+    actor = ray.remote(GracefulStop).options(
         num_cpus=0, max_concurrency=1000, name=ACTOR_NAME, namespace=NAMESPACE, get_if_exists=True
     )
     return actor.remote()
