@@ -455,7 +455,7 @@ class TranscriptionPipeline:
         chunks = self.models.speech_chunks(audio, min_silence_ms=self.commit_silence_ms, pad_ms=STREAM_PAD_MS)
         detection = None
         warnings: list[str] = []
-        settled = True
+        settled, confident = True, True
         if route is None:
             speech = speech_only(audio, chunks) if chunks else np.zeros(0, np.float32)
             settled = final or speech.size >= STREAM_DETECT_SECONDS * SAMPLE_RATE
@@ -468,8 +468,12 @@ class TranscriptionPipeline:
                     language_settled=False,
                     cut_seconds=0.0,
                 )
-        # a step that decided the language on this very speech does not judge it again
-        step = _Step(self, audio, route, offset, judge and language is not None)
+            # Whisper's detection on all this speech placed it in a served language: not judged again here
+            confident = settled and detection is not None and not unheard
+        # a step that settled the language on Whisper's detection of this very speech does not judge it again; one
+        # that settled it on weaker evidence (a fluent-looking decode, a short clip), or a partial before it settles,
+        # is judged segment by segment
+        step = _Step(self, audio, route, offset, judge and (language is not None or not confident))
         context = int(context_seconds * SAMPLE_RATE)  # the buffer's committed head, heard again as context
         chunks = _split_at(chunks, context)  # it ended in a pause, which the VAD may not find again on this buffer
         cut = 0
