@@ -30,7 +30,7 @@ from typing import TypedDict
 
 from sqlalchemy import insert
 
-from persistence.admission import RefusalKey, add_refusals
+from persistence.admission_counts import RefusalKey, add_refusals
 from persistence.models import UsageRecord, utcnow
 from persistence.session import Database
 

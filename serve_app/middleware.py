@@ -8,16 +8,19 @@ import time
 import uuid
 from contextvars import ContextVar
 
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cluster.memory import release_freed_memory
 from cluster.metrics import record_request
 from cluster.request_context import serve_request_id
-from contracts.errors import Overloaded
-from serve_app.admission import STATE_KEY, Admitted
-from serve_app.errors import error_body, error_response
+from contracts.errors import Overloaded, RateLimited, Unauthenticated
+from serve_app.admission.capacity import Capacity, audio_in_body, header_cost, kind_of
+from serve_app.admission.customers import STATE_KEY, Admitted
+from serve_app.auth import presented_token
+from serve_app.context import AppContext
+from serve_app.errors import error_body, error_response, refusal_reason
 from serve_app.lifecycle import REFUSAL, RETRY_AFTER_S, Drain
-from serve_app.shedding import InFlightBounds, capability_of
 
 _SLASHES = re.compile(r"/{2,}")
 # The id of the request being handled, for log lines (contracts.logs) written anywhere below the middleware.
@@ -185,21 +188,25 @@ HEALTH_PATHS = frozenset({"/health", "/api/v1/health"})  # answered while draini
 
 
 class AdmissionMiddleware:
-    """Admission at the edge, for every HTTP request and live session:
+    """Admission at the edge, for every HTTP request and live session, before authentication or the body:
 
     - while the replica drains (a graceful stop, ``serve_app/lifecycle.py``) a new HTTP request answers 503 at once
-      (``Retry-After``, ``Connection: close``) before anything reads its body, except the health routes;
-    - a model-bound request past its capability's bound on this replica answers 503 with ``Retry-After`` at once,
-      before authentication or its body (``serve_app/shedding.py``);
+      (``Retry-After``, ``Connection: close``), except the health routes;
+    - a model-bound request is sized from its headers and passes this server's capacity for its kind of work
+      (``serve_app/admission/capacity.py``), or answers 503 (429 past its customer's
+      concurrent share) with ``Retry-After`` at once; the customer is the one of a token the replica verified
+      lately (a token not seen yet is sized as one anonymous customer), and a refusal is counted for it;
+    - a transcription's size is then the audio seconds its file's header states, from the first bytes of the body,
+      handed on to the route unchanged;
     - requests and sessions in flight are counted, so the drain knows when they are done;
     - the answer of a request admitted under a requests-per-minute limit carries its ``RateLimit-Policy`` and
       ``RateLimit`` headers (a 429 already has its own, rendered with the error: ``serve_app/errors.py``).
     """
 
-    def __init__(self, app: ASGIApp, drain: Drain, bounds: InFlightBounds) -> None:
+    def __init__(self, app: ASGIApp, drain: Drain, capacity: Capacity) -> None:
         self.app = app
         self.drain = drain
-        self.bounds = bounds
+        self.capacity = capacity
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -210,23 +217,69 @@ class AdmissionMiddleware:
         if kind == "http" and self.drain.draining and path not in HEALTH_PATHS:
             await _refuse_while_draining(send)
             return
-        capability = capability_of(scope.get("method", ""), path) if kind == "http" else None
-        if capability is not None:
+        work = kind_of(scope.get("method", ""), path) if kind == "http" else None
+        if work is None:
+            self.drain.in_flight += 1
             try:
-                self.bounds.enter(capability)
-            except Overloaded as refused:  # before authentication or the body: a refusal costs next to nothing
-                await error_response(refused, path)(scope, receive, send)
-                return
-        self.drain.in_flight += 1
+                await self.app(scope, receive, _with_rate_headers(scope, send) if kind == "http" else send)
+            finally:
+                self.drain.in_flight -= 1
+            return
+        limiter = self.capacity[work.name]
+        headers = dict(scope.get("headers", ()))
+        customer, share, context = _customer(scope, headers)
         try:
-            if kind == "http":
-                await self.app(scope, receive, _with_rate_headers(scope, send))
-            else:
-                await self.app(scope, receive, send)
+            ticket = limiter.enter(customer, header_cost(work, headers, limiter.mean_cost), share)
+        except (Overloaded, RateLimited) as refused:  # nothing read: a refusal costs next to nothing
+            if context is not None and customer is not None:
+                context.usage.refused(customer, refusal_reason(refused) or "overloaded")
+            await error_response(refused, path)(scope, receive, send)
+            return
+        self.drain.in_flight += 1
+        status = 500
+        try:
+            if work.audio:
+                seconds, receive = await audio_in_body(receive, headers)
+                if seconds is not None:
+                    limiter.resize(ticket, work.overhead + seconds)
+            answer = _with_rate_headers(scope, send)
+
+            async def received() -> Message:
+                message = await receive()
+                if message["type"] == "http.request" and not message.get("more_body", False):
+                    limiter.received(ticket)
+                return message
+
+            async def answered(message: Message) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = int(message["status"])
+                    limiter.answered(ticket)
+                await answer(message)
+
+            await self.app(scope, received, answered)
         finally:
             self.drain.in_flight -= 1
-            if capability is not None:
-                self.bounds.leave(capability)
+            limiter.leave(ticket, measured=200 <= status < 300)
+
+
+def _customer(scope: Scope, headers: dict[bytes, bytes]) -> tuple[int | None, int, AppContext | None]:
+    """The customer of the token the request presents, if this replica verified it lately (no database, no hash
+    of an unknown token twice), with its concurrent share; (None, 0, ...) otherwise."""
+    app = scope.get("app")
+    context: AppContext | None = getattr(getattr(app, "state", None), "context", None)
+    if context is None:
+        return None, 0, None
+    try:
+        token = presented_token(Headers(raw=list(headers.items())))
+    except Unauthenticated:
+        return None, 0, context
+    principal = context.tokens.cached(token) if token else None
+    if principal is None:
+        return None, 0, context
+    limits = context.admission.cached_limits(principal.customer_id)
+    share = limits.concurrent_share if limits is not None else context.settings.admission.concurrent_share
+    return principal.customer_id, share, context
 
 
 def _with_rate_headers(scope: Scope, send: Send) -> Send:
