@@ -568,8 +568,8 @@ class AdmissionSettings(BaseModel):
     max_wait_seconds: float = Field(
         default=1.0,
         gt=0,
-        description="How long a model-bound request may wait behind others before its work starts, or as long as "
-        "its own work takes if that is longer. Each kind of work admits while its measured queueing delay stays "
+        description="How long a model-bound request may wait behind others before its work starts, or half as long "
+        "as its own work takes if that is longer. Each kind of work admits while its measured queueing delay stays "
         "within this, and answers 503 with `Retry-After` (the measured drain time) beyond it; how much that is, is "
         "learned on each server, not set.",
     )

@@ -78,8 +78,9 @@ def create_app(
         max_upload_bytes=int(settings.max_request_mb * 1024 * 1024),
         base64_paths=V1_BASE64_AUDIO_ROUTES,
     )
-    # refused while draining or past this server's capacity for the kind of work: before authentication and the body
-    app.add_middleware(AdmissionMiddleware, drain=drain, capacity=capacity or Capacity(settings.admission))
     app.add_middleware(MetricsMiddleware)
-    app.add_middleware(WireCompatMiddleware)  # outermost: every answer, a 413 included, carries the request id
+    app.add_middleware(WireCompatMiddleware)  # every answer past admission, a 413 included, carries the request id
+    # outermost: refused while draining or past this server's capacity for the kind of work, before routing,
+    # authentication and the body, so a refusal costs as little as it can
+    app.add_middleware(AdmissionMiddleware, drain=drain, capacity=capacity or Capacity(settings.admission))
     return app

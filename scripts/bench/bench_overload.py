@@ -3,18 +3,20 @@
 Runs (``--runs``, default all three):
 
 1. **mixes**: on one route (``--route``: sentiment or transcribe), for each payload mix (``--mixes``: light, heavy, and
-   mixed, one heavy in four), a closed loop at capacity (``--capacity-seconds``; its p50/p99 are the unloaded
-   figures), then an open loop at ``--overload`` (4) times that capacity for ``--duration`` s, arrivals evenly
-   spaced whether earlier ones were answered or not: statuses, timeouts, connection errors, admitted p50/p99 and
-   the p99's ratio to the unloaded one, admitted requests over 30 s, how fast refusals came back, the health
-   route's worst latency, and PSS warm (after the capacity run) against 5 s after the overload.
+   mixed, one heavy in four), a closed loop at capacity (``--capacity-seconds``; clients that honour ``Retry-After``
+   as the SDKs do; its p50/p99 are the unloaded figures), then an open loop at ``--overload`` (4) times that
+   capacity for ``--duration`` s, arrivals evenly spaced whether earlier ones were answered or not: statuses,
+   timeouts, connection errors, admitted p50/p99 and the p99's ratio to the unloaded one, admitted requests over
+   30 s, how fast refusals came back, the health route's worst latency, and PSS warm (after the capacity run)
+   against 5 s after the overload.
 2. **noisy**: a quiet customer sends one light request every half second, alone for ``--quiet-seconds`` (its
    unloaded p95), then while another customer floods the same route from ``--flood-connections`` (64) connections
    that ignore ``Retry-After`` (each sends again the moment it has an answer): the quiet customer's share of 200s
    and p95 against its unloaded p95, the flooder's 200s and refusals per second.
-3. **flood**: a steady load (a closed loop of light requests at capacity) alone, then beside the same flood from
-   another customer, then the flood alone: admitted throughput with the flood against without, refusals per
-   second, and the CPU the ingress replica and HAProxy spent meanwhile (refusals per CPU-second of the ingress).
+3. **flood**: a steady load (a closed loop of light requests at capacity, honouring ``Retry-After``) alone, then
+   beside the same flood from another customer, then the flood alone: admitted throughput with the flood against
+   without, refusals per second, and the CPU the ingress replica and HAProxy spent meanwhile (refusals per
+   CPU-second of the ingress).
 
 The PSS (proportional set size: shared pages counted once) and CPU of the service's processes are found from the
 ``khuluma serve`` command down (every process below it and every process of the sessions they lead: Ray's, the
@@ -161,7 +163,12 @@ class Outcomes:
 
 # ------------------------------------------------------------------------------------------------ requests
 
-Request = Callable[[aiohttp.ClientSession, int], Awaitable[int]]
+Request = Callable[[aiohttp.ClientSession, int], Awaitable[tuple[int, float]]]  # (status, Retry-After seconds)
+
+
+def _answer(r: aiohttp.ClientResponse) -> tuple[int, float]:
+    retry = r.headers.get("Retry-After", "")
+    return r.status, float(retry) if retry.isdigit() else 0.0
 
 
 def heavy_text(i: int) -> str:
@@ -181,34 +188,38 @@ class Payloads:
         def heavy_at(i: int) -> bool:
             return mix == "heavy" or (mix == "mixed" and i % 4 == 0)
 
-        async def sentiment(session: aiohttp.ClientSession, i: int) -> int:
+        async def sentiment(session: aiohttp.ClientSession, i: int) -> tuple[int, float]:
             text = heavy_text(i) if heavy_at(i) else f"{SENTENCES[i % len(SENTENCES)]} Order {i}."
             url = f"{self.url}/api/v1/sentiment_analysis/process"
             async with session.post(url, headers=headers, json={"encoded_text": text}) as r:
                 await r.read()
-                return r.status
+                return _answer(r)
 
-        async def transcribe(session: aiohttp.ClientSession, i: int) -> int:
+        async def transcribe(session: aiohttp.ClientSession, i: int) -> tuple[int, float]:
             form = aiohttp.FormData()
             audio = self.speech["heavy" if heavy_at(i) else "light"]
             form.add_field("file", audio, filename=f"s{i}.wav", content_type="audio/wav")
             url = f"{self.url}/api/v2alpha/transcribe/sync/file?lang_code=eng"
             async with session.post(url, headers=headers, data=form) as r:
                 await r.read()
-                return r.status
+                return _answer(r)
 
         return {"sentiment": sentiment, "transcribe": transcribe}[route]
 
 
-async def _timed(send: Request, session: aiohttp.ClientSession, i: int, timeout: float) -> tuple[int | str, float]:
+async def _timed(
+    send: Request, session: aiohttp.ClientSession, i: int, timeout: float
+) -> tuple[int | str, float, float]:
+    """(status or "timeout" or "connection", milliseconds, Retry-After seconds)."""
     t0 = time.perf_counter()
+    retry = 0.0
     try:
-        status: int | str = await asyncio.wait_for(send(session, i), timeout)
+        status, retry = await asyncio.wait_for(send(session, i), timeout)
     except TimeoutError:
         status = "timeout"
     except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, ConnectionError):
         status = "connection"
-    return status, (time.perf_counter() - t0) * 1000
+    return status, (time.perf_counter() - t0) * 1000, retry
 
 
 async def _probe_health(url: str, stop: asyncio.Event, into: list[tuple[int, float]]) -> None:
@@ -234,15 +245,21 @@ def _session(connections: int) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
 
 
-async def _closed(session: aiohttp.ClientSession, send: Request, clients: int, until: float, out: Outcomes) -> None:
-    """``clients`` clients, each sending its next request the moment it has an answer (a 503 included: they
-    ignore ``Retry-After``), until ``until`` (monotonic)."""
+async def _closed(
+    session: aiohttp.ClientSession, send: Request, clients: int, until: float, out: Outcomes, polite: bool = True
+) -> None:
+    """``clients`` clients, each sending its next request when it has an answer, until ``until`` (monotonic). A
+    ``polite`` client refused with ``Retry-After`` waits that long first (as the SDKs do); the others (a flood)
+    send again at once."""
     counter = iter(range(10**9))
 
     async def client() -> None:
         while time.monotonic() < until:
             out.offered += 1
-            out.add(*await _timed(send, session, next(counter), 120))
+            status, ms, retry = await _timed(send, session, next(counter), 120)
+            out.add(status, ms)
+            if polite and retry:
+                await asyncio.sleep(min(retry, max(0.0, until - time.monotonic())))
 
     await asyncio.gather(*(client() for _ in range(clients)))
 
@@ -275,7 +292,8 @@ async def open_loop(
         health = asyncio.ensure_future(_probe_health(url, stop, out.health))
 
         async def one(i: int) -> None:
-            out.add(*await _timed(send, session, i, timeout))
+            status, ms, _ = await _timed(send, session, i, timeout)
+            out.add(status, ms)
 
         start = time.monotonic()
         for i, offset in enumerate(arrivals(rate, seconds)):
@@ -306,7 +324,8 @@ async def paced(session: aiohttp.ClientSession, send: Request, every_s: float, u
         await asyncio.sleep(max(0.0, at - time.monotonic()))
 
         async def one(n: int = i) -> None:
-            out.add(*await _timed(send, session, n, 120))
+            status, ms, _ = await _timed(send, session, n, 120)
+            out.add(status, ms)
 
         out.offered += 1
         tasks.append(asyncio.ensure_future(one()))
@@ -344,18 +363,40 @@ def service_processes(pid: int) -> list[Any]:
     return sorted(found, key=lambda p: p.pid)
 
 
-def pss_mb(pid: int | None) -> float | None:
+def pss_by_process(pid: int | None) -> dict[int, tuple[str, float]]:
+    """MiB of PSS of each process of the service, with its title."""
     if pid is None:
-        return None
+        return {}
     import psutil
 
-    total = 0
+    out = {}
     for process in service_processes(pid):
         try:
-            total += process.memory_full_info().pss
+            title = " ".join(process.cmdline())[:60] or process.name()
+            out[process.pid] = (title, process.memory_full_info().pss / MB)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
-    return total / MB
+    return out
+
+
+def pss_mb(pid: int | None) -> float | None:
+    return sum(mb for _, mb in pss_by_process(pid).values()) if pid is not None else None
+
+
+def grew_most(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> str:
+    """The process whose PSS grew most between two readings, and the processes started meanwhile (a replica the
+    autoscaler added: configs/serve.yaml)."""
+    grown = [(mb - before[pid][1], title) for pid, (title, mb) in after.items() if pid in before]
+    new = [(mb, title) for pid, (title, mb) in after.items() if pid not in before]
+    said = f"{max(grown)[1].strip()} {max(grown)[0]:+.0f} MiB" if grown else ""
+    if new:
+        said += f"; started meanwhile: {', '.join(f'{t.strip()} {mb:.0f} MiB' for mb, t in new)}"
+    return said
+
+
+def pss_of_those_before(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> float:
+    """PSS after, of the processes that were there before (a replica started meanwhile left out)."""
+    return sum(mb for pid, (_, mb) in after.items() if pid in before)
 
 
 def cpu_seconds(pid: int | None) -> dict[str, float]:
@@ -456,12 +497,12 @@ class Bench:
         capacity = unloaded.admitted_per_s
         if capacity <= 0:
             raise RuntimeError(f"{route} {mix}: no request succeeded at capacity; is the route served?")
-        before = pss_mb(self.pid)
+        before = pss_by_process(self.pid)
         rate = args.overload * capacity
         print(f"{route} {mix}: {rate:.2f} req/s ({args.overload:g}x) for {args.duration:g} s ...", flush=True)
         loaded = await open_loop(self.url, send, rate, args.duration, args.timeout, args.max_in_flight)
         await asyncio.sleep(SETTLE_S)  # what the load left behind settles (queues drain, memory is handed back)
-        after = pss_mb(self.pid)
+        after = pss_by_process(self.pid)
         self.rows += [
             (f"{route} {mix}, capacity", unloaded.row()),
             (f"{route} {mix}, {args.overload:g}x", loaded.row()),
@@ -476,8 +517,10 @@ class Bench:
             "timeouts": loaded.timeouts,
             "connection_errors": loaded.connection_errors,
             "health_max_ms": max((ms for _, ms in loaded.health), default=None),
-            "pss_warm_mb": before,
-            "pss_after_mb": after,
+            "pss_warm_mb": sum(mb for _, mb in before.values()) or None,
+            "pss_after_mb": sum(mb for _, mb in after.values()) or None,
+            "pss_after_same_processes_mb": pss_of_those_before(before, after) or None,
+            "pss_grew_most": grew_most(before, after),
         }
 
     async def noisy(self) -> None:
@@ -501,7 +544,7 @@ class Bench:
             start = time.monotonic()
             until = start + args.duration
             await asyncio.gather(
-                _closed(flood_session, flood, args.flood_connections, until, flooder),
+                _closed(flood_session, flood, args.flood_connections, until, flooder, polite=False),
                 paced(quiet_session, quiet, 0.5, until, beside),
             )
             beside.seconds = flooder.seconds = time.monotonic() - start
@@ -542,16 +585,18 @@ class Bench:
                     for i in range(4):
                         await _timed(steady, steady_session, i, args.timeout)  # warm
                 cpu_before = cpu_seconds(self.pid)
+                client_before = time.process_time()
                 start = time.monotonic()
                 until = start + args.flood_seconds
                 loads = []
                 if phase != "flood alone":
                     loads.append(_closed(steady_session, steady, clients, until, kept))
                 if phase != "steady alone":
-                    loads.append(_closed(flood_session, flood, args.flood_connections, until, flooded))
+                    loads.append(_closed(flood_session, flood, args.flood_connections, until, flooded, polite=False))
                 await asyncio.gather(*loads)
                 kept.seconds = flooded.seconds = time.monotonic() - start
                 cpu = cpu_share(cpu_before, cpu_seconds(self.pid), kept.seconds)
+                cpu["load generator"] = (time.process_time() - client_before) / kept.seconds
             stop.set()
             await health
             flooded.health = kept.health
@@ -606,7 +651,12 @@ def _print_summary(summary: dict[str, Any]) -> None:
         else:
             pss = ""
             if got["pss_warm_mb"] and got["pss_after_mb"]:
-                pss = f", PSS {100 * (got['pss_after_mb'] / got['pss_warm_mb'] - 1):+.1f} % (goal within 5 %)"
+                change = 100 * (got["pss_after_mb"] / got["pss_warm_mb"] - 1)
+                same = 100 * (got["pss_after_same_processes_mb"] / got["pss_warm_mb"] - 1)
+                pss = (
+                    f", PSS {change:+.1f} %, of the processes there before {same:+.1f} % (goal within 5 %; grew most: "
+                    f"{got['pss_grew_most']})"
+                )
             print(
                 f"  {name} at 4x: admitted p99 {got['admitted_p99_ms']:.0f} ms = {got['p99_ratio']:.2f}x the unloaded "
                 f"{got['unloaded_p99_ms']:.0f} ms (goal <= 2x), over 30 s: {got['over_30_s']}, timeouts "

@@ -12,33 +12,34 @@ flight. It is not configured but learned from the **queueing delay** the admitte
 CoDel and of adaptive concurrency limiters (Netflix's concurrency-limits, Envoy's adaptive concurrency filter), so
 the same code fits 2 cores, 16 cores or a GPU node:
 
-- a request's *delay* is its latency (from its last body byte to the start of its answer) less what it takes alone:
-  its cost times the fewest seconds per unit measured on a request that ran with nothing ahead of it;
-- it may wait ``admission.max_wait_seconds``, or as long as its own work takes if that is longer: a light request
-  keeps near the target, a heavy one within about twice its unloaded latency;
+- a request's *delay* is its latency (from its admission to the start of its answer: the ingress's own queue
+  included) less what it takes alone: its cost times the fewest seconds per unit measured on a request of its size
+  (a power of two of the cost) that ran with nothing ahead of it;
+- it may wait ``admission.max_wait_seconds``, or half as long as its own work takes if that is longer: a light
+  request keeps near the target, a heavy one within about one and a half times its unloaded latency;
 - once per interval (about one typical latency) the limit moves: down by a fifth to a half when more than a tenth
   of the interval's requests waited longer than allowed; up when none did and the limit turned work away (doubling
   until a queue first forms, within what the measured rate drains in the allowed wait, then one average request at
   a time); while nothing presses on it, it keeps room for a burst (:meth:`Limiter._idle_limit`);
 - a request with nothing in flight ahead of it always runs, whatever it costs (and before the first answer, up to
-  :data:`UNMEASURED_REQUESTS` do); when no request has run alone for a long while, new ones wait (503) until the
-  kind drains, so the next runs alone and re-measures the unloaded speed.
+  :data:`UNMEASURED_REQUESTS` do); it is also what measures the unloaded speed of its size.
 
 A refusal is :class:`~contracts.errors.Overloaded` (503) with ``Retry-After`` = the measured drain time of the work
 in flight (its cost over the cost completed per busy second).
 
 **Fair share.** When the limit is reached, a customer with nothing in flight of the kind, or below an equal share of
 the limit among the customers seen in the last :data:`RECENT_S`, is still admitted (up to twice the limit in all);
-while several customers use a kind, those over their share may keep it busy (its measured capacity times a typical
-request's unloaded latency) but not queue work for the others to wait behind. So one customer flooding cannot lock
-the others out. A customer's own cap (``concurrent_share``: a percentage of the limit it may hold at once, whatever
-the load) answers 429.
+and while another customer holds less than its share, the others may keep the kind busy (its measured capacity
+times a typical request's unloaded latency) but not queue work for that one to wait behind. So one customer
+flooding cannot lock the others out. A customer's own cap (``concurrent_share``: a percentage of the limit it may
+hold at once, whatever the load) answers 429.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import math
 import re
 import time
@@ -51,6 +52,8 @@ from starlette.types import Message, Receive
 from contracts.audio_length import FALLBACK_BYTES_PER_S, HEAD_BYTES, audio_seconds
 from contracts.errors import Overloaded, RateLimited
 from contracts.settings import AdmissionSettings
+
+log = logging.getLogger(__name__)
 
 # ------------------------------------------------------------------------------------------------ the cost
 
@@ -75,10 +78,10 @@ KINDS: tuple[Kind, ...] = (
             r"/api/v1/(entity_recognition/process|sentiment_analysis/process|classify|language/detect)|/v1/embeddings"
         ),
         "bytes",
-        512,
+        64,
         "text_in_flight",
     ),
-    Kind("translation", re.compile(r"/(api/v1/translate/process|v1/translate)"), "bytes", 512, "translation_in_flight"),
+    Kind("translation", re.compile(r"/(api/v1/translate/process|v1/translate)"), "bytes", 64, "translation_in_flight"),
     Kind("search", re.compile(r"/api/v1/search/knowledgebase/[^/]+/query"), "bytes", 2048, "search_in_flight"),
     Kind(
         "documents", re.compile(r"/api/v1/search/knowledgebase/[^/]+/document"), "bytes", 64 * 1024, "search_in_flight"
@@ -168,17 +171,17 @@ def _multipart_file(head: bytes) -> int | None:
 
 # ------------------------------------------------------------------------------------------------ the limit
 
+OWN_WAIT = 0.5  # a request whose own work is long may wait this share of it (beyond the target)
 UNMEASURED_REQUESTS = 8  # in flight at once before the first request of the kind has been measured
 RECENT_S = 10.0  # a customer that sent work of the kind this recently counts for the fair share
 RECOUNT_S = 0.01  # the customers seen recently are counted again at most this often
 MAX_CUSTOMERS = 1024  # customers remembered per kind before those not seen recently are forgotten
 OVERBOOK = 2.0  # customers below their fair share may fill the kind up to this multiple of its limit
-ALONE_SAMPLES = 32  # the unloaded speed is the fastest of this many requests that ran alone
+ALONE_SAMPLES = 32  # the unloaded speed of a size of request: the fastest of this many of that size that ran alone
+RATE_WINDOW_S = 1.0  # the drain rate is measured over at least this much busy time (or two typical latencies)
 OVER_FRACTION = 0.1  # more than this share of an interval's requests waited too long: the limit shrinks
 DECREASE = 0.8  # ... by at least this factor (at most by half)
 MIN_INTERVAL_S = 0.05
-PROBE_AFTER_S = 30.0  # no request ran alone for this long (or 20 typical latencies, if longer): drain and measure
-PROBE_LATENCIES = 20
 
 
 @dataclass(eq=False)
@@ -188,7 +191,7 @@ class Ticket:
     limiter: Limiter
     key: Hashable
     cost: float
-    started: float  # when its work could start: admission, then its last body byte (:meth:`Limiter.received`)
+    started: float  # when it was admitted
     alone: bool  # nothing else of the kind was in flight when it was admitted
     answered: float | None = None  # when its answer started
 
@@ -208,14 +211,12 @@ class Limiter:
     count: int = 0
     held: dict[Hashable, float] = field(default_factory=dict)  # cost in flight per customer
     seen: dict[Hashable, tuple[float, float]] = field(default_factory=dict)  # each customer's last arrival, cost
-    alone_units: deque[float] = field(default_factory=lambda: deque(maxlen=ALONE_SAMPLES))
+    alone: dict[int, deque[float]] = field(default_factory=dict)  # seconds per unit alone, by size (log2 of cost)
     drain_rate: float | None = None  # cost completed per busy second (EWMA)
-    capacity_rate: float | None = None  # the same, in the intervals the kind was saturated
+    capacity_rate: float | None = None  # the same, over the windows in which the kind was saturated
     latency: float = 0.0  # typical latency (EWMA), seconds
     mean_cost: float = 0.0  # typical cost (EWMA)
     slow_start: bool = True
-    probing: bool = False
-    last_alone: float = 0.0
     # the current interval
     _interval_start: float = 0.0
     _samples: int = 0
@@ -223,10 +224,13 @@ class Limiter:
     _ratios: list[float] = field(default_factory=list)  # each sample's delay over the delay it was allowed
     _queued: list[float] = field(default_factory=list)  # each sample's delay over its own unloaded work
     _limited: bool = False  # the limit itself turned a request away
+    # the current window of the drain rate
     _done_cost: float = 0.0
+    _done: int = 0
+    _done_queued: int = 0
     _busy_s: float = 0.0
     _busy_since: float | None = None
-    _counted: int = 1
+    _counted: tuple[int, frozenset[Hashable]] = (1, frozenset())
     _counted_at: float = -1.0
 
     # ------------------------------------------------------------------------------------------------ admission
@@ -240,10 +244,7 @@ class Limiter:
         held = self.held.get(key, 0.0)
         self._note(key, cost, now)
         if self.count == 0:
-            self.probing = False
             return self._start(key, cost, now, alone=True)
-        if self.probing:
-            raise self._overloaded("it is draining to measure its unloaded speed")
         if self.ceiling and self.count >= self.ceiling:
             raise self._overloaded(f"{self.count} requests are in flight, its ceiling ({self.setting})")
         if self.limit is None:  # nothing measured yet: a few requests, whatever they cost, until one answers
@@ -260,11 +261,11 @@ class Limiter:
                 limit=share_percent,
                 reason="concurrent_share",
             )
-        recent = self._recent(now)
-        if recent == 1:
+        recent, below = self._customers(now, limit)
+        if not below - {key}:
             shared = limit
             fits = self.cost_in_flight + cost <= limit
-        else:  # customers share the kind: keep it busy, but with no queue for the next customer to wait behind
+        else:  # another customer uses less than its share: keep the kind busy, with no queue for it to wait behind
             shared = min(limit, self._in_service())
             fits = self.cost_in_flight < shared
         if fits:
@@ -283,10 +284,6 @@ class Limiter:
         self.held[ticket.key] = max(0.0, self.held.get(ticket.key, 0.0) + change)
         self.mean_cost = max(0.0, self.mean_cost + 0.1 * change)
         ticket.cost = cost
-
-    def received(self, ticket: Ticket) -> None:
-        """The request's body is in: its work can start (an upload's transfer time is not queueing delay)."""
-        ticket.started = self.clock()
 
     def answered(self, ticket: Ticket) -> None:
         """The answer starts: its work is done (a streamed body's transfer time is not work either)."""
@@ -310,9 +307,15 @@ class Limiter:
 
     # ------------------------------------------------------------------------------------------------ figures
 
-    def unloaded_unit_s(self) -> float | None:
-        """Seconds per unit of cost with nothing ahead: the fastest of the recent requests that ran alone."""
-        return min(self.alone_units) if self.alone_units else None
+    def unloaded_unit_s(self, cost: float | None = None) -> float | None:
+        """Seconds per unit of cost with nothing ahead, for a request of about ``cost`` (default: a typical one):
+        the fastest of the recent requests of that size (or of the nearest size measured) that ran alone. By size,
+        because a request's fixed work weighs less in a large one."""
+        if not self.alone:
+            return None
+        size = _size(cost if cost is not None else self.mean_cost)
+        nearest = min(self.alone, key=lambda s: (abs(s - size), s))
+        return min(self.alone[nearest])
 
     def drain_s(self) -> float:
         """How long the work in flight takes to drain at the measured rate."""
@@ -346,15 +349,15 @@ class Limiter:
             for old in [k for k, (t, _) in self.seen.items() if now - t > RECENT_S]:
                 del self.seen[old]
         self.seen[key] = (now, cost)
-        overdue = now - self.last_alone > max(PROBE_AFTER_S, PROBE_LATENCIES * self.latency)
-        if self.count and overdue and self.limit is not None:
-            self.probing = True
 
-    def _recent(self, now: float) -> int:
-        """How many customers sent work of the kind in the last :data:`RECENT_S` (recounted at most every
-        :data:`RECOUNT_S`)."""
+    def _customers(self, now: float, limit: float) -> tuple[int, frozenset[Hashable]]:
+        """How many customers sent work of the kind in the last :data:`RECENT_S`, and which of them hold less than
+        an equal share of ``limit`` (recounted at most every :data:`RECOUNT_S`)."""
         if now - self._counted_at > RECOUNT_S or now < self._counted_at:
-            self._counted = max(1, sum(1 for seen, _ in self.seen.values() if now - seen <= RECENT_S))
+            recent = [key for key, (seen, _) in self.seen.items() if now - seen <= RECENT_S]
+            share = limit / max(1, len(recent))
+            below = frozenset(key for key in recent if self.held.get(key, 0.0) < share)
+            self._counted = (max(1, len(recent)), below if len(recent) > 1 else frozenset())
             self._counted_at = now
         return self._counted
 
@@ -369,7 +372,7 @@ class Limiter:
         own = self.mean_cost * unit
         if self.capacity_rate:
             return self.capacity_rate * own
-        return limit * own / (max(self.max_wait_s, own) + own)
+        return limit * own / (self._allowed_wait(own) + own)
 
     def _idle_limit(self) -> float:
         """What the limit is worth while nothing presses on it: what the kind drains, at its measured capacity,
@@ -378,8 +381,12 @@ class Limiter:
         unit = self.unloaded_unit_s()
         if self.capacity_rate and unit:
             own = self.mean_cost * unit
-            return self.capacity_rate * (max(self.max_wait_s, own) + own)
+            return self.capacity_rate * (self._allowed_wait(own) + own)
         return UNMEASURED_REQUESTS * self.mean_cost
+
+    def _allowed_wait(self, own: float) -> float:
+        """How long a request whose own work takes ``own`` seconds may wait: the target, or half its own work."""
+        return max(self.max_wait_s, OWN_WAIT * own)
 
     def _account_busy(self, now: float) -> None:
         if self._busy_since is not None:
@@ -389,20 +396,25 @@ class Limiter:
     def _learn(self, ticket: Ticket, latency: float, now: float) -> None:
         latency = max(latency, 0.0)
         if ticket.alone:
-            self.alone_units.append(latency / ticket.cost)
-            self.last_alone = now
-        unit = self.unloaded_unit_s() or latency / ticket.cost
+            size = _size(ticket.cost)
+            if size not in self.alone:
+                self.alone[size] = deque(maxlen=ALONE_SAMPLES)
+            self.alone[size].append(latency / ticket.cost)
+        unit = self.unloaded_unit_s(ticket.cost) or latency / ticket.cost
         own = ticket.cost * unit
-        ratio = (latency - own) / max(self.max_wait_s, own)
+        ratio = (latency - own) / self._allowed_wait(own)
+        queued = (latency - own) / max(own, 1e-9)
         self._samples += 1
         self._over += ratio > 1
         self._ratios.append(ratio)
-        self._queued.append((latency - own) / max(own, 1e-9))
+        self._queued.append(queued)
         self._done_cost += ticket.cost
+        self._done += 1
+        self._done_queued += queued >= 1
         self.latency = latency if not self.latency else 0.8 * self.latency + 0.2 * latency
         if self.limit is None:  # the first measurement: room for a few such requests, then grow from there
             self.limit = max(UNMEASURED_REQUESTS * ticket.cost, self.cost_in_flight)
-            self._interval_start = self.last_alone = now
+            self._interval_start = now
         if now - self._interval_start >= max(MIN_INTERVAL_S, self.latency):
             self._adjust(now)
 
@@ -412,11 +424,7 @@ class Limiter:
         typical = sorted(self._ratios)[len(self._ratios) // 2] if self._ratios else 0.0
         # the typical request waited as long as its own work takes: a queue formed, the kind is saturated
         saturated = bool(self._queued) and sorted(self._queued)[len(self._queued) // 2] >= 1
-        if self._busy_s > 0 and self._done_cost > 0:
-            rate = self._done_cost / self._busy_s
-            self.drain_rate = rate if self.drain_rate is None else 0.7 * self.drain_rate + 0.3 * rate
-            if saturated:  # what drained is what the kind can do
-                self.capacity_rate = rate if self.capacity_rate is None else 0.7 * self.capacity_rate + 0.3 * rate
+        self._measure_rate()
         self.slow_start = self.slow_start and not saturated  # from the first queue on, grow one request at a time
         floor = self.mean_cost
         if self._over > OVER_FRACTION * self._samples:
@@ -432,16 +440,38 @@ class Limiter:
             # the latency signal comes one interval late: while doubling, stay within what the measured rate
             # drains in the allowed wait plus one typical request's work
             own = self.mean_cost * unit
-            ceiling = self.drain_rate * (max(self.max_wait_s, own) + own)
+            ceiling = self.drain_rate * (self._allowed_wait(own) + own)
             if self.limit > ceiling:
                 self.limit = max(floor, ceiling)
                 self.slow_start = False
+        log.debug(
+            "admission %s: %d samples, %d over (typical %.2f), limit %.0f, in flight %.0f (%d), %s",
+            self.kind,
+            self._samples,
+            self._over,
+            typical,
+            self.limit,
+            self.cost_in_flight,
+            self.count,
+            self.snapshot(),
+        )
         self._interval_start = now
         self._samples = self._over = 0
         self._ratios = []
         self._queued = []
         self._limited = False
+
+    def _measure_rate(self) -> None:
+        """The drain rate over the window that just ended (once it holds enough busy time), and the capacity if
+        most of its requests queued."""
+        if self._busy_s < max(RATE_WINDOW_S, 2 * self.latency) or not self._done:
+            return
+        rate = self._done_cost / self._busy_s
+        self.drain_rate = rate if self.drain_rate is None else (self.drain_rate + rate) / 2
+        if 2 * self._done_queued > self._done:  # what drained is what the kind can do
+            self.capacity_rate = rate if self.capacity_rate is None else (self.capacity_rate + rate) / 2
         self._done_cost = self._busy_s = 0.0
+        self._done = self._done_queued = 0
 
     def _overloaded(self, why: str) -> Overloaded:
         retry = self.drain_s() or 1.0
@@ -452,8 +482,12 @@ class Limiter:
         )
 
 
+def _size(cost: float) -> int:
+    return int(math.log2(max(cost, 1.0)))
+
+
 class Capacity:
-    """The limiters of one ingress replica, one per kind of model-bound work (``costs.KINDS``)."""
+    """The limiters of one ingress replica, one per kind of model-bound work (:data:`KINDS`)."""
 
     def __init__(self, settings: AdmissionSettings, clock: Callable[[], float] = time.monotonic) -> None:
         self.limiters = {

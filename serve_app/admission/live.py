@@ -6,9 +6,9 @@ goes to the session whose task made the call, :data:`CURRENT_SEAT`), which gives
 seconds of work per second of audio, over about the last :data:`RTF_WINDOW_S` seconds of its audio. When sessions
 share the speech capacity their factors grow together, so the load of one session is the mean factor of the
 measured sessions over their number; a new one is admitted while that load times the sessions open plus one stays
-within :data:`REALTIME_HEADROOM`
-(the sessions open keep their latency), else it is refused with 503 and ``Retry-After``. Until a session has been
-measured on this replica, new sessions are admitted one at a time.
+within :data:`REALTIME_HEADROOM` (the sessions open keep their latency), else it is refused with 503 and
+``Retry-After``. Until a session has been measured on this replica, up to :data:`UNMEASURED_SESSIONS` are open at
+once.
 
 The customer's seats are counted across replicas in the database (``persistence/admission_counts.py``; 429 past
 the customer's ``live_sessions``), each under a lease this replica renews, so a replica that dies frees its seats.
@@ -37,6 +37,7 @@ LIVE_RETRY_AFTER_S = 5  # when a live seat may free up (sessions have no schedul
 REALTIME_HEADROOM = 0.8  # a session's steps may take this share of its audio's duration: a margin for variance
 RTF_WINDOW_S = 10.0  # a session's real-time factor weighs its last seconds of audio most
 MEASURED_AUDIO_S = 1.0  # a session counts as measured after its steps covered this much audio
+UNMEASURED_SESSIONS = 8  # open at once before any session has been measured on this replica
 
 # The live session the running task serves (set when it is admitted; its streaming steps are timed against it).
 CURRENT_SEAT: ContextVar[LiveSeat | None] = ContextVar("khuluma_live_seat", default=None)
@@ -94,8 +95,8 @@ class LiveSessions:
         factors = [f for seat in self.open.values() if (f := seat.realtime_factor()) is not None]
         if factors:  # sessions sharing speech slow down together: each one's share of the load
             self.session_load = sum(factors) / len(factors) ** 2
-        if self.session_load is None:
-            return not self.open  # nothing measured yet: one session at a time until one is
+        if self.session_load is None:  # nothing measured on this replica yet: a few, until one is
+            return len(self.open) < UNMEASURED_SESSIONS
         return self.session_load * (len(self.open) + 1) <= REALTIME_HEADROOM
 
     async def take(self, principal: Principal, limit: int) -> LiveSeat:
