@@ -7,7 +7,7 @@ pending every ``flush_seconds`` in a single transaction.
 Rows are plain mappings written with one multi-row INSERT: an ORM object per request cost about 41 µs of CPU
 (construction and unit of work) against 9 µs this way, on the ingress's busiest path.
 
-Refusals (requests refused at a customer limit or by load shedding, never billed) are counted in the same buffer
+Refusals (requests refused at a customer limit or at capacity, never billed) are counted in the same buffer
 per customer, minute and reason and written in the same transaction, as one UPSERT per flush: a flood of refused
 requests costs the database one row per customer and minute, not one per request.
 

@@ -196,7 +196,7 @@ class AdmissionMiddleware:
       (``Retry-After``, ``Connection: close``), except the health routes;
     - a model-bound request is sized from its headers and passes this server's capacity for its kind of work
       (``serve_app/admission/capacity.py``), or answers 503 (429 past its customer's concurrent share) with
-      ``Retry-After`` at once; the customer is the one of a token the replica verified lately (a token not seen yet
+      ``Retry-After`` at once; the customer is the one of a token the replica has verified (a token not seen yet
       is sized as one anonymous customer), and a refusal is counted for it;
     - a transcription's size is then the audio seconds its file's header states, from the first bytes of the body,
       handed on to the route unchanged;
@@ -289,8 +289,8 @@ class AdmissionMiddleware:
 
 
 def _customer(scope: Scope, headers: dict[bytes, bytes]) -> tuple[int | None, int, AppContext | None]:
-    """The customer of the token the request presents, if this replica verified it lately (no database, no hash
-    of an unknown token twice), with its concurrent share; (None, 0, ...) otherwise."""
+    """The customer of the token the request presents, if this replica has verified it (no database), with its
+    concurrent share; (None, 0, ...) otherwise."""
     app = scope.get("app")
     context: AppContext | None = getattr(getattr(app, "state", None), "context", None)
     if context is None:
@@ -301,7 +301,7 @@ def _customer(scope: Scope, headers: dict[bytes, bytes]) -> tuple[int | None, in
             token = presented_token(Headers(raw=list(headers.items())))
         except Unauthenticated:
             return None, 0, context
-    principal = context.tokens.cached(token) if token else None
+    principal = context.tokens.known(token) if token else None
     if principal is None:
         return None, 0, context
     limits = context.admission.cached_limits(principal.customer_id)

@@ -195,6 +195,12 @@ class TokenVerifier:
             return hit[1]
         return None
 
+    def known(self, token: str) -> Principal | None:
+        """The principal this replica last verified for ``token``, even past the cache time: who is asking, for a
+        fair share before authentication (never to authenticate: :meth:`cached` and :meth:`verify` do that)."""
+        hit = self._cache.get(hash_token(token))
+        return hit[1] if hit else None
+
     def verify(self, token: str) -> Principal | None:
         if not token or len(token) > 256:
             return None

@@ -344,7 +344,7 @@ def _backpressure(retry_after_s: float | None = 3.0, wrapped: bool = False) -> E
     return error
 
 
-def _shedding(error: Exception) -> _FakeHandle:
+def _refusing(error: Exception) -> _FakeHandle:
     async def answer(_name: str) -> Any:
         raise error
 
@@ -364,7 +364,7 @@ def test_a_full_deployment_queue_answers_503_at_once(db, settings, error: str | 
         asyncio.run(call(shed()))
     assert raised.value.retry_after == retry
 
-    client = _app(settings, text=_shedding(cause))
+    client = _app(settings, text=_refusing(cause))
     token, principal = _customer(db)
     answer = client.post(
         "/api/v1/sentiment_analysis/process", headers={"X-CLIENT-TOKEN": token}, json={"encoded_text": "Hello there"}
@@ -401,8 +401,8 @@ def test_the_ingress_text_queue_is_bounded() -> None:
 
 
 def test_health_stays_answerable_under_load(settings) -> None:
-    """A deployment whose queue is full is healthy (alive, shedding load); one that answered a moment ago is not
-    pinged at all, so the probe never queues behind its requests."""
+    """A deployment whose queue is full is healthy (alive, refusing work past its capacity); one that answered a
+    moment ago is not pinged at all, so the probe never queues behind its requests."""
 
     async def answer(name: str) -> Any:
         if name == "ping":
