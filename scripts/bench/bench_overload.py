@@ -471,6 +471,58 @@ def speech_samples(work: Path) -> dict[str, bytes]:
     return {"light": light, "heavy": heavy}
 
 
+def app_refusals_per_cpu_s(work: Path, refusals: int = 3000) -> float:
+    """Refusals per CPU-second of the ingress's FastAPI app alone, in this process (no uvicorn, no Serve): a
+    sentiment request refused at capacity, with a verified token, as the flood's are."""
+    from contracts.settings import Settings
+    from persistence.session import migrate
+    from serve_app.app import create_app
+    from serve_app.context import Clients, build_context
+    from serve_app.tokens import create_token
+
+    settings = Settings(data_dir=work / "app-alone", _env_file=None)
+    settings.ensure_dirs()
+    migrate(settings.db_url)
+    context = build_context(settings, Clients())
+    app = create_app(settings, drain=context.drain, capacity=context.admission.capacity)
+    app.state.context = context
+    token = create_token(context.db, "flood")[0]
+    context.tokens.verify(token)
+    text = context.admission.capacity["text"]
+    text.limit = 1000.0
+    text.enter("someone else", 10_000.0)  # in flight: the next request is refused
+    body = b'{"encoded_text": "The service was excellent. Order 1."}'
+    path = "/api/v1/sentiment_analysis/process"
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [*headers, (b"x-client-token", token.encode())],
+    }
+    statuses: Counter[int] = Counter()
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses[message["status"]] += 1
+
+    async def flood() -> float:
+        started = time.process_time()
+        for _ in range(refusals):
+            await app(dict(scope), receive, send)
+        return time.process_time() - started
+
+    seconds = asyncio.run(flood())
+    assert statuses == {503: refusals}, statuses
+    context.usage.close()
+    return refusals / seconds
+
+
 # ------------------------------------------------------------------------------------------------ runs
 
 
@@ -611,6 +663,7 @@ class Bench:
         total_beside = beside[0].admitted_per_s + beside[1].admitted_per_s
         ingress = only[2].get("ingress")
         self.summary["flood"] = {
+            "app_alone_refusals_per_cpu_s": app_refusals_per_cpu_s(Path(tempfile.mkdtemp(prefix="khuluma-app-"))),
             "admitted_per_s_without": alone[0].admitted_per_s,
             "admitted_per_s_with": total_beside,
             "steady_per_s_with": beside[0].admitted_per_s,
@@ -646,6 +699,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
                 f"  flood: admitted {with_:.1f}/s beside it against {without:.1f}/s without = {ratio:.0f} % (goal >= "
                 f"80 %); {got['refused_per_s']:.0f} refused/s beside it, {alone:.0f}/s alone (p50 {p50:.1f} ms)"
                 + (f", {per_cpu:.0f} refusals per ingress CPU-second" if per_cpu else "")
+                + f" ({got['app_alone_refusals_per_cpu_s']:.0f} per CPU-second through the FastAPI app alone)"
                 + f"; cores {got['cores']}; {errors}; {health}"
             )
         else:

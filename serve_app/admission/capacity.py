@@ -28,11 +28,12 @@ A refusal is :class:`~contracts.errors.Overloaded` (503) with ``Retry-After`` = 
 in flight (its cost over the cost completed per busy second).
 
 **Fair share.** When the limit is reached, a customer with nothing in flight of the kind, or below an equal share of
-the limit among the customers seen in the last :data:`RECENT_S`, is still admitted (up to twice the limit in all);
-and while another customer holds less than its share, the others may keep the kind busy (its measured capacity
-times a typical request's unloaded latency) but not queue work for that one to wait behind. So one customer
-flooding cannot lock the others out. A customer's own cap (``concurrent_share``: a percentage of the limit it may
-hold at once, whatever the load) answers 429.
+the limit among the customers seen in the last :data:`RECENT_S`, is still admitted (up to twice the limit in all,
+counting no customer past its share); and while another customer asks for less than an equal share of what the
+kind drains (a light customer), the others may keep the kind busy (its measured capacity times a typical request's
+unloaded latency) but not queue work for that one to wait behind. So one customer flooding cannot lock the others
+out. A customer's own cap (``concurrent_share``: a percentage of the limit it may hold at once, whatever the load)
+answers 429.
 """
 
 from __future__ import annotations
@@ -60,11 +61,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of model-bound work, with its own :class:`~serve_app.admission.capacity.Limiter`."""
+    """One kind of model-bound work, with its own :class:`Limiter`."""
 
     name: str
     paths: re.Pattern[str]
-    unit: str
+    unit: str  # what its cost counts
     overhead: float  # the cost of a request's fixed work (parsing, routing, the model call), in ``unit``
     setting: str = ""  # the settings field of its optional ceiling of requests in flight
     audio: bool = False  # sized by the seconds of audio in its upload
@@ -151,8 +152,7 @@ def _audio_seconds(head: bytes, total: int, content_type: bytes) -> float | None
     blob = re.search(rb'"audio_blob"\s*:\s*"', head)
     if blob is None:
         return None
-    encoded = head[blob.end() : blob.end() + HEAD_BYTES * 4 // 3]
-    encoded = encoded[: len(encoded) // 4 * 4].split(b'"', 1)[0]
+    encoded = head[blob.end() :].split(b'"', 1)[0][: HEAD_BYTES * 4 // 3]
     try:
         file_head = base64.b64decode(encoded[: len(encoded) // 4 * 4])
     except (binascii.Error, ValueError):
@@ -174,6 +174,7 @@ def _multipart_file(head: bytes) -> int | None:
 OWN_WAIT = 0.5  # a request whose own work is long may wait this share of it (beyond the target)
 UNMEASURED_REQUESTS = 8  # in flight at once before the first request of the kind has been measured
 RECENT_S = 10.0  # a customer that sent work of the kind this recently counts for the fair share
+DEMAND_S = 5.0  # a customer's demand is the cost it asked for over about this long
 RECOUNT_S = 0.01  # the customers seen recently are counted again at most this often
 MAX_CUSTOMERS = 1024  # customers remembered per kind before those not seen recently are forgotten
 OVERBOOK = 2.0  # customers below their fair share may fill the kind up to this multiple of its limit
@@ -210,7 +211,8 @@ class Limiter:
     cost_in_flight: float = 0.0
     count: int = 0
     held: dict[Hashable, float] = field(default_factory=dict)  # cost in flight per customer
-    seen: dict[Hashable, tuple[float, float]] = field(default_factory=dict)  # each customer's last arrival, cost
+    # each customer's last arrival, and the cost it asked for lately (decaying over DEMAND_S: its demand times that)
+    seen: dict[Hashable, tuple[float, float]] = field(default_factory=dict)
     alone: dict[int, deque[float]] = field(default_factory=dict)  # seconds per unit alone, by size (log2 of cost)
     drain_rate: float | None = None  # cost completed per busy second (EWMA)
     capacity_rate: float | None = None  # the same, over the windows in which the kind was saturated
@@ -230,7 +232,7 @@ class Limiter:
     _done_queued: int = 0
     _busy_s: float = 0.0
     _busy_since: float | None = None
-    _counted: tuple[int, frozenset[Hashable]] = (1, frozenset())
+    _counted: tuple[int, frozenset[Hashable], float] = (1, frozenset(), 0.0)
     _counted_at: float = -1.0
 
     # ------------------------------------------------------------------------------------------------ admission
@@ -261,17 +263,19 @@ class Limiter:
                 limit=share_percent,
                 reason="concurrent_share",
             )
-        recent, below = self._customers(now, limit)
-        if not below - {key}:
+        recent, light, fair_in_flight = self._customers(now, limit)
+        if not light - {key}:
             shared = limit
             fits = self.cost_in_flight + cost <= limit
-        else:  # another customer uses less than its share: keep the kind busy, with no queue for it to wait behind
+        else:  # another customer asks for less than its share: keep the kind busy, with no queue for it to wait behind
             shared = min(limit, self._in_service())
             fits = self.cost_in_flight < shared
         if fits:
             return self._start(key, cost, now, alone=False)
-        if (held == 0 or held + cost <= shared / recent) and self.cost_in_flight + cost <= OVERBOOK * max(limit, cost):
-            return self._start(key, cost, now, alone=False)  # below its fair share: past the limit if need be
+        # below its fair share: past the limit if need be, up to twice it counting no customer past its share (one
+        # customer's flood does not use up the room of the others)
+        if (held == 0 or held + cost <= shared / recent) and fair_in_flight + cost <= OVERBOOK * max(limit, cost):
+            return self._start(key, cost, now, alone=False)
         # the limit turned it away (or, shared, the part of it that keeps the kind busy, until that is measured)
         self._limited = self._limited or self.cost_in_flight + cost > limit or self.capacity_rate is None
         raise self._overloaded("a new request would wait longer than its target")
@@ -348,16 +352,23 @@ class Limiter:
         if key not in self.seen and len(self.seen) >= MAX_CUSTOMERS:
             for old in [k for k, (t, _) in self.seen.items() if now - t > RECENT_S]:
                 del self.seen[old]
-        self.seen[key] = (now, cost)
+            if len(self.seen) >= MAX_CUSTOMERS:
+                return  # too many at once to tell apart: this one is not counted
+        last, asked = self.seen.get(key, (now, 0.0))
+        self.seen[key] = (now, asked * math.exp(-(now - last) / DEMAND_S) + cost)
 
-    def _customers(self, now: float, limit: float) -> tuple[int, frozenset[Hashable]]:
-        """How many customers sent work of the kind in the last :data:`RECENT_S`, and which of them hold less than
-        an equal share of ``limit`` (recounted at most every :data:`RECOUNT_S`)."""
+    def _customers(self, now: float, limit: float) -> tuple[int, frozenset[Hashable], float]:
+        """How many customers sent work of the kind in the last :data:`RECENT_S`; which of them ask for less than
+        an equal share of what the kind drains (light customers, whom a flood must not keep waiting); and the cost
+        in flight counting no customer past an equal share of ``limit``. Recounted at most every
+        :data:`RECOUNT_S`."""
         if now - self._counted_at > RECOUNT_S or now < self._counted_at:
-            recent = [key for key, (seen, _) in self.seen.items() if now - seen <= RECENT_S]
-            share = limit / max(1, len(recent))
-            below = frozenset(key for key in recent if self.held.get(key, 0.0) < share)
-            self._counted = (max(1, len(recent)), below if len(recent) > 1 else frozenset())
+            recent = {key: asked for key, (seen, asked) in self.seen.items() if now - seen <= RECENT_S}
+            count = max(1, len(recent))
+            rate = self.capacity_rate or self.drain_rate
+            light = frozenset(key for key, asked in recent.items() if rate and asked / DEMAND_S < rate / count)
+            fair = sum(min(held, limit / count) for held in self.held.values())
+            self._counted = (count, light if count > 1 else frozenset(), fair)
             self._counted_at = now
         return self._counted
 

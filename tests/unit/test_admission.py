@@ -74,7 +74,9 @@ def exercise_admission_store(db: Database) -> None:
     """The shared counters' statements on a real database (also run on PostgreSQL by
     tests/integration/test_tokens_db.py): claims never pass the limit, a lowered limit grants nothing, seats are
     held once, refusals add up."""
-    customer = create_token(db, f"store-{uuid.uuid4().hex[:8]}")[1].customer_id
+    customer = create_token(db, f"store-{uuid.uuid4().hex[:8]}", limits={"concurrent_share": 30})[1].customer_id
+    assert store.customer_limits(db, customer) == (None, None, None, 30)  # unset ones take the defaults
+    assert store.customer_limits(db, -1) == (None, None, None, None)
     minute = 1_700_000_040
     assert store.claim_requests(db, customer, minute, 4, 10) == (4, 4)  # a new minute: inserted
     assert store.claim_requests(db, customer, minute, 4, 10) == (4, 8)
