@@ -663,7 +663,6 @@ class Bench:
         total_beside = beside[0].admitted_per_s + beside[1].admitted_per_s
         ingress = only[2].get("ingress")
         self.summary["flood"] = {
-            "app_alone_refusals_per_cpu_s": app_refusals_per_cpu_s(Path(tempfile.mkdtemp(prefix="khuluma-app-"))),
             "admitted_per_s_without": alone[0].admitted_per_s,
             "admitted_per_s_with": total_beside,
             "steady_per_s_with": beside[0].admitted_per_s,
@@ -766,6 +765,7 @@ def main() -> None:
             asyncio.run(bench.noisy())
         if "flood" in runs:
             asyncio.run(bench.flood())
+            bench.summary["flood"]["app_alone_refusals_per_cpu_s"] = app_refusals_per_cpu_s(work)
         after = pss_mb(pid)
     finally:
         if proc is not None:
