@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from contextvars import ContextVar
 
 from starlette.datastructures import Headers
@@ -204,6 +206,10 @@ class AdmissionMiddleware:
     - the answer of a request admitted under a requests-per-minute limit carries its ``RateLimit-Policy`` and
       ``RateLimit`` headers (a 429 already has its own, rendered with the error: ``serve_app/errors.py``).
 
+    A customer that comes back before the ``Retry-After`` of its last refusal gets its next refusal only when that
+    time has come (:class:`Patience`): a flood that ignores ``Retry-After`` then sends one request per connection
+    per ``Retry-After``, not one per refusal's round trip.
+
     A refusal here is answered before routing, so it is counted in ``khuluma_admission_refusals_total``, not per
     route: reported with each kind's limit and cost in flight at most once a second, as requests pass
     (``cluster/metrics.py``).
@@ -215,6 +221,7 @@ class AdmissionMiddleware:
         self.capacity = capacity
         self.refused: Counter[tuple[str, int]] = Counter()
         self.reported_at = 0.0
+        self.patience = Patience()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -247,6 +254,7 @@ class AdmissionMiddleware:
             if context is not None and customer is not None:
                 context.usage.refused(customer, refusal_reason(refused) or "overloaded")
             self._count(work.name, http_status(refused))
+            await self.patience.hold(customer, refused.retry_after)
             await _refuse_at_once(send, path, refused)
             return
         self.drain.in_flight += 1
@@ -286,6 +294,36 @@ class AdmissionMiddleware:
         self.refused.clear()
         for kind, limiter in self.capacity.limiters.items():
             set_admission(kind, limiter.limit or 0.0, limiter.cost_in_flight)
+
+
+TARPIT_MAX_S = 2.0  # an impatient customer's refusal waits at most this long
+TARPIT_MAX_HELD = 512  # refusals held at once per replica; past this, answered at once
+
+
+class Patience:
+    """When each customer was told it may come back (its last refusal's ``Retry-After``). The refusal of a
+    customer back too early is held until then (at most :data:`TARPIT_MAX_S`; a sleeping coroutine, no CPU), so
+    clients that ignore ``Retry-After`` cost the replica one refusal per ``Retry-After`` and connection, not one per
+    round trip; a client that waits as told is answered at once."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.not_before: dict[int | None, float] = {}
+        self.held = 0
+
+    async def hold(self, customer: int | None, retry_after: float) -> None:
+        now = self.clock()
+        wait = min(self.not_before.get(customer, 0.0) - now, TARPIT_MAX_S)
+        if len(self.not_before) > 4096:
+            self.not_before = {key: at for key, at in self.not_before.items() if at > now}
+        self.not_before[customer] = max(self.not_before.get(customer, 0.0), now + retry_after)
+        if wait <= 0 or self.held >= TARPIT_MAX_HELD:
+            return
+        self.held += 1
+        try:
+            await asyncio.sleep(wait)
+        finally:
+            self.held -= 1
 
 
 def _customer(scope: Scope, headers: dict[bytes, bytes]) -> tuple[int | None, int, AppContext | None]:

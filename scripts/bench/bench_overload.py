@@ -15,8 +15,9 @@ Runs (``--runs``, default all three):
    and p95 against its unloaded p95, the flooder's 200s and refusals per second.
 3. **flood**: a steady load (a closed loop of light requests at capacity, honouring ``Retry-After``) alone, then
    beside the same flood from another customer, then the flood alone: admitted throughput with the flood against
-   without, refusals per second, and the CPU the ingress replica and HAProxy spent meanwhile (refusals per
-   CPU-second of the ingress).
+   without, refusals per second (the service holds a refusal of a client back before its ``Retry-After`` until
+   then), the cores the ingress replica, HAProxy and the load generator used meanwhile, and, in this process, what
+   one refusal costs through the FastAPI app (refusals per CPU-second).
 
 The PSS (proportional set size: shared pages counted once) and CPU of the service's processes are found from the
 ``khuluma serve`` command down (every process below it and every process of the sessions they lead: Ray's, the
@@ -671,7 +672,7 @@ class Bench:
             "flood_alone_refused_per_s": only[1].refused_per_s,
             "flood_alone_refusal_p50_ms": pct(only[1].refused_ms, 50),
             "cores": {phase: cpu for phase, (_, _, cpu) in phases.items()},
-            "refusals_per_ingress_cpu_s": only[1].refused_per_s / ingress if ingress else None,
+            "ingress_cores_flood_alone": ingress,
             "server_errors": sum(o.server_errors for k, f, _ in phases.values() for o in (k, f)),
             "connection_errors": sum(o.connection_errors for k, f, _ in phases.values() for o in (k, f)),
             "health_max_ms": max((ms for k, _, _ in phases.values() for _, ms in k.health), default=None),
@@ -691,15 +692,19 @@ def _print_summary(summary: dict[str, Any]) -> None:
                 f"{got['flood_200_per_s']:.1f} 200/s, {got['flood_refused_per_s']:.0f} refused/s; {errors}; {health}"
             )
         elif name == "flood":
-            ratio, per_cpu = 100 * (got["throughput_ratio"] or 0), got["refusals_per_ingress_cpu_s"]
+            ratio = 100 * (got["throughput_ratio"] or 0)
             with_, without = got["admitted_per_s_with"], got["admitted_per_s_without"]
             alone, p50 = got["flood_alone_refused_per_s"], got["flood_alone_refusal_p50_ms"]
+            cores = "; ".join(
+                f"{phase}: " + ", ".join(f"{name} {share:.2f}" for name, share in shares.items())
+                for phase, shares in got["cores"].items()
+            )
             print(
                 f"  flood: admitted {with_:.1f}/s beside it against {without:.1f}/s without = {ratio:.0f} % (goal >= "
-                f"80 %); {got['refused_per_s']:.0f} refused/s beside it, {alone:.0f}/s alone (p50 {p50:.1f} ms)"
-                + (f", {per_cpu:.0f} refusals per ingress CPU-second" if per_cpu else "")
-                + f" ({got['app_alone_refusals_per_cpu_s']:.0f} per CPU-second through the FastAPI app alone)"
-                + f"; cores {got['cores']}; {errors}; {health}"
+                f"80 %); {got['refused_per_s']:.0f} refused/s beside it, {alone:.0f}/s alone (each held to its "
+                f"Retry-After: p50 {p50:.0f} ms); a refusal costs {1000 / got['app_alone_refusals_per_cpu_s']:.2f} ms "
+                f"of CPU in the FastAPI app ({got['app_alone_refusals_per_cpu_s']:.0f} per CPU-second); cores used "
+                f"({cores}); {errors}; {health}"
             )
         else:
             pss = ""

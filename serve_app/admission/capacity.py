@@ -386,14 +386,15 @@ class Limiter:
         return limit * own / (self._allowed_wait(own) + own)
 
     def _idle_limit(self) -> float:
-        """What the limit is worth while nothing presses on it: what the kind drains, at its measured capacity,
-        within the allowed wait plus a typical request's work; before a saturation was measured, a few typical
-        requests."""
+        """What the limit is worth while nothing presses on it: what the kind drains within the allowed wait plus a
+        typical request's work, at its measured capacity, else at the rate measured so far, else at the rate of one
+        request alone (a floor: any server does at least that)."""
         unit = self.unloaded_unit_s()
-        if self.capacity_rate and unit:
-            own = self.mean_cost * unit
-            return self.capacity_rate * (self._allowed_wait(own) + own)
-        return UNMEASURED_REQUESTS * self.mean_cost
+        if not unit:
+            return UNMEASURED_REQUESTS * self.mean_cost
+        rate = self.capacity_rate or self.drain_rate or 1 / unit
+        own = self.mean_cost * unit
+        return rate * (self._allowed_wait(own) + own)
 
     def _allowed_wait(self, own: float) -> float:
         """How long a request whose own work takes ``own`` seconds may wait: the target, or half its own work."""
@@ -423,8 +424,8 @@ class Limiter:
         self._done += 1
         self._done_queued += queued >= 1
         self.latency = latency if not self.latency else 0.8 * self.latency + 0.2 * latency
-        if self.limit is None:  # the first measurement: room for a few such requests, then grow from there
-            self.limit = max(UNMEASURED_REQUESTS * ticket.cost, self.cost_in_flight)
+        if self.limit is None:  # the first measurement: room for what is in flight, or two such requests
+            self.limit = max(2 * ticket.cost, self.cost_in_flight)
             self._interval_start = now
         if now - self._interval_start >= max(MIN_INTERVAL_S, self.latency):
             self._adjust(now)

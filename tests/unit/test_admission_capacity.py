@@ -517,3 +517,26 @@ def test_streaming_steps_are_timed_against_the_session_that_made_them() -> None:
     assert 0.04 <= seat.busy_s <= time.monotonic() - started
     asyncio.run(client.transcribe_pcm(StreamRequest(pcm=b"\x00" * 320)))  # outside a session: nothing noted
     assert seat.heard_until == pytest.approx(2.0)
+
+
+def test_a_customer_back_before_its_retry_after_gets_its_refusal_only_then() -> None:
+    from serve_app.middleware import Patience
+
+    patience = Patience()
+
+    async def timed(customer: int, retry_after: float) -> float:
+        started = time.monotonic()
+        await patience.hold(customer, retry_after)
+        return time.monotonic() - started
+
+    async def scenario() -> list[float]:
+        first = await timed(1, 1)  # told to come back in a second
+        early = await timed(1, 1)  # back at once: held until then
+        other = await timed(2, 1)  # another customer's first refusal: at once
+        await asyncio.sleep(1.05)
+        patient = await timed(2, 1)  # came back when told: at once
+        return [first, early, other, patient]
+
+    first, early, other, patient = asyncio.run(scenario())
+    assert first < 0.1 and other < 0.1 and patient < 0.1
+    assert 0.8 <= early <= 1.5
