@@ -9,6 +9,10 @@ Made with ``ray.serve.metrics`` so Serve adds the deployment, replica and applic
 - ``ray_khuluma_audio_seconds_total`` (counter; route): seconds of audio transcribed.
 - ``ray_khuluma_queue_depth`` (gauge; queue): async jobs waiting or running; batch files not yet done.
 - ``ray_khuluma_webhook_deliveries_total`` (counter; outcome): delivered, retry, abandoned.
+- ``ray_khuluma_admission_refusals_total`` (counter; kind, status): requests refused at the edge by capacity (503) or
+  by a customer's concurrent share (429), before routing (so not in ``http_requests_total``).
+- ``ray_khuluma_admission_limit`` and ``ray_khuluma_admission_in_flight`` (gauges; kind): each kind of work's learned
+  limit on the cost in flight, and the cost in flight, on each ingress replica.
 """
 
 from __future__ import annotations
@@ -76,6 +80,18 @@ def _create(name: str) -> Any:
         return metrics.Counter(
             "khuluma_webhook_deliveries_total", description="Webhook delivery attempts.", tag_keys=("outcome",)
         )
+    if name == "refusals":
+        return metrics.Counter(
+            "khuluma_admission_refusals_total",
+            description="Requests refused at the edge, before routing.",
+            tag_keys=("kind", "status"),  # type: ignore[arg-type]  # Ray annotates tuple[str]
+        )
+    if name == "admission_limit":
+        return metrics.Gauge(
+            "khuluma_admission_limit", description="Learned limit on the cost in flight.", tag_keys=("kind",)
+        )
+    if name == "admission_in_flight":
+        return metrics.Gauge("khuluma_admission_in_flight", description="Cost in flight.", tag_keys=("kind",))
     raise KeyError(name)
 
 
@@ -97,6 +113,15 @@ def record_request(route: str, method: str, status: int, seconds: float) -> None
 def record_audio(route: str, seconds: float) -> None:
     if seconds > 0:
         _safely("audio_seconds", "inc", seconds, {"route": route})
+
+
+def record_refusals(kind: str, status: int, count: int) -> None:
+    _safely("refusals", "inc", count, {"kind": kind, "status": str(status)})
+
+
+def set_admission(kind: str, limit: float, in_flight: float) -> None:
+    _safely("admission_limit", "set", limit, {"kind": kind})
+    _safely("admission_in_flight", "set", in_flight, {"kind": kind})
 
 
 def set_queue_depth(queue: str, depth: int) -> None:

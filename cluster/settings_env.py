@@ -16,9 +16,7 @@ from collections.abc import Callable, Mapping
 
 from pydantic import BaseModel
 
-from contracts.settings import SECRETS_FILE_ENV, Settings
-
-ENV_PREFIX = "KHULUMA_"
+from contracts.settings import ENV_PREFIX, SECRETS_FILE_ENV, Settings, renamed_variable
 
 # KHULUMA_* variables the project reads that are not settings: never reported as unknown.
 NOT_SETTINGS: dict[str, str] = {
@@ -90,6 +88,9 @@ def setting_warnings(environ: Mapping[str, str]) -> list[str]:
         name = key.upper()
         if name in RENAMED_VARIABLES:
             hint = f"renamed: {RENAMED_VARIABLES[name]}"
+        elif (now := renamed_variable(name)) is not None and now in setting_variables():
+            lines.append(f"{key} is an old name of {now}: still read as that; rename it")
+            continue
         elif close := difflib.get_close_matches(name.removeprefix(ENV_PREFIX), candidates, n=1, cutoff=0.6):
             hint = f"did you mean {ENV_PREFIX}{close[0]}?"
         else:

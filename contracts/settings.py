@@ -12,17 +12,19 @@ node). ``cluster/settings_env.py`` reports the ``KHULUMA_*`` variables that no s
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Container
+from collections.abc import Container, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
-from pydantic_settings.sources import DotEnvSettingsSource
+from pydantic_settings.sources import DotEnvSettingsSource, EnvSettingsSource
 
 SECRETS_FILE_ENV = "KHULUMA_SECRETS_FILE"
+_log = logging.getLogger("khuluma.settings")
 # (section or None for the top level, field): values that must never reach Ray's view or a log line.
 SECRET_FIELDS: tuple[tuple[str | None, str], ...] = ((None, "database_url"), ("s3", "secret_key"))
 
@@ -659,10 +661,12 @@ class BatchSettings(BaseModel):
     )
 
 
-class LimitsSettings(BaseModel):
-    """Admission control: each customer's limits (`khuluma token limits`; these are the defaults for customers
-    without their own) and the live sessions one ingress replica holds. Past a customer limit: 429 with
-    `Retry-After` and `RateLimit` headers (docs/operators.md, admission control)."""
+class AdmissionSettings(BaseModel):
+    """Admission: what a request must pass before it runs (docs/operators.md, admission). Its customer's limits
+    (`khuluma token limits`; these are the defaults for customers without their own): past one, 429 with
+    `Retry-After` and `RateLimit` headers. This server's capacity for its kind of work, learned from the measured
+    queueing delay: past it, 503 with `Retry-After`. Read under their old names too (`KHULUMA_LIMITS_*`, `limits:`),
+    with a warning."""
 
     model_config = ConfigDict(extra="ignore")
     requests_per_minute: int = Field(
@@ -681,8 +685,16 @@ class LimitsSettings(BaseModel):
     live_sessions: int = Field(
         default=0,
         ge=0,
-        description="Live transcription sessions (`/ws/stream-transcribe`) a customer may hold open at once, across "
-        "all replicas and nodes; one more is refused before the WebSocket is accepted. 0: unlimited.",
+        description="Live transcription sessions (`/ws/stream-transcribe`, `/v1/realtime`) a customer may hold open "
+        "at once, across all replicas and nodes; one more is refused before the WebSocket is accepted. 0: unlimited.",
+    )
+    concurrent_share: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        description="Percent of a server's capacity for one kind of work (text, translation, search, documents, "
+        "speech) a customer may hold in flight at once, whatever the load; one more request answers 429 with "
+        "`Retry-After`. 0: no cap of its own (when the kind is saturated every customer still gets a fair share).",
     )
     cache_seconds: float = Field(
         default=10.0,
@@ -691,39 +703,50 @@ class LimitsSettings(BaseModel):
         "database) before reading them again: a change with `khuluma token limits` takes effect within this time, "
         "and audio recorded by other replicas counts within it.",
     )
+    max_wait_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="How long a model-bound request may wait behind others before its work starts, or half as long "
+        "as its own work takes if that is longer. Each kind of work admits while its measured queueing delay stays "
+        "within this, and answers 503 with `Retry-After` (the measured drain time) beyond it; how much that is, is "
+        "learned on each server, not set.",
+    )
     live_sessions_per_replica: int = Field(
-        default=16,
+        default=0,
         ge=0,
-        description="Live sessions one ingress replica holds open at once, whoever the customers; one more is "
-        "refused before the WebSocket is accepted (HTTP 503, `Retry-After`). On 2 cores one stream keeps up with "
-        "real time and eight share one Speech replica at 2 to 4 times real time (docs/speech.md). 0: no "
-        "bound.",
+        description="A fixed ceiling of live sessions one ingress replica holds at once, whoever the customers, on "
+        "top of the measured one (a new session is admitted only while speech keeps every open session at real "
+        "time); one more is refused before the WebSocket is accepted (503, `Retry-After`). 0: no fixed ceiling.",
     )
     text_in_flight: int = Field(
-        default=16,
+        default=0,
         ge=0,
-        description="Text requests (NER, sentiment, classify, language detection, embeddings) one ingress replica "
-        "works on at once, whoever the customers; one more answers 503 with `Retry-After` at once. 16 clients reach "
-        "TextAnalysis's capacity on 2 cores; more only wait longer. 0: no bound.",
+        description="A fixed ceiling of text requests (NER, sentiment, classify, language detection, embeddings) "
+        "one ingress replica works on at once, on top of the learned capacity; one more answers 503. 0: none.",
     )
     search_in_flight: int = Field(
-        default=8,
+        default=0,
         ge=0,
-        description="Knowledge-base queries and document uploads one ingress replica works on at once (8 clients "
-        "reach the Search deployment's capacity on 2 cores); one more answers 503 with `Retry-After`. 0: no bound.",
+        description="A fixed ceiling of knowledge-base queries, and of document uploads, one ingress replica works "
+        "on at once, on top of the learned capacity; one more answers 503. 0: none.",
     )
     speech_in_flight: int = Field(
-        default=8,
+        default=0,
         ge=0,
-        description="Synchronous transcriptions one ingress replica works on at once (the sync, fast, OpenAI and "
-        "profile routes; not async jobs or batches, which queue in the database); one more answers 503 with "
-        "`Retry-After`. 0: no bound.",
+        description="A fixed ceiling of synchronous transcriptions one ingress replica works on at once (async jobs "
+        "and batches queue in the database instead), on top of the learned capacity; one more answers 503. 0: none.",
     )
     translation_in_flight: int = Field(
-        default=16,
+        default=0,
         ge=0,
-        description="Translation requests one ingress replica works on at once; one more answers 503 with "
-        "`Retry-After`. 0: no bound.",
+        description="A fixed ceiling of translation requests one ingress replica works on at once, on top of the "
+        "learned capacity; one more answers 503. 0: none.",
+    )
+    llm_in_flight: int = Field(
+        default=0,
+        ge=0,
+        description="A fixed ceiling of answers (the ask route, chat completions) one ingress replica works on at "
+        "once, on top of the learned capacity; one more answers 503. 0: none.",
     )
     live_lease_seconds: float = Field(
         default=60.0,
@@ -831,8 +854,9 @@ class Settings(BaseSettings):
     )
     s3: S3Settings = Field(default_factory=S3Settings, description="Object storage (KHULUMA_S3_*).")
     batch: BatchSettings = Field(default_factory=BatchSettings, description="Batch transcription (KHULUMA_BATCH_*).")
-    limits: LimitsSettings = Field(
-        default_factory=LimitsSettings, description="Admission control: per-customer limits (KHULUMA_LIMITS_*)."
+    admission: AdmissionSettings = Field(
+        default_factory=AdmissionSettings,
+        description="Admission: customer limits and capacity (KHULUMA_ADMISSION_*; once KHULUMA_LIMITS_*).",
     )
 
     @classmethod
@@ -848,7 +872,18 @@ class Settings(BaseSettings):
         secrets_file = os.environ.get(SECRETS_FILE_ENV)
         if secrets_file:  # the operator's secrets file, read by every process on every node
             sources.append(DotEnvSettingsSource(settings_cls, env_file=secrets_file))
-        return (*sources, dotenv_settings, file_secret_settings)
+        sources += [dotenv_settings, file_secret_settings]
+        for source in sources:  # variables of a renamed section are read under its name now too
+            if isinstance(source, EnvSettingsSource):
+                source.env_vars = with_new_names(source.env_vars)
+        return tuple(sources)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_sections(cls, data: Any) -> Any:
+        """A section given under its old name (a Serve config's ``settings: {limits: ...}``) is read as its new
+        one, with a warning; the new name wins where both are given."""
+        return new_section_names(data) if isinstance(data, dict) else data
 
     @field_validator("data_dir")
     @classmethod
@@ -921,7 +956,53 @@ def merge_mappings(
 
 def deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     """``base`` with ``changes``: a settings section given as a mapping updates that section field by field."""
-    return merge_mappings(base, changes, Settings.model_fields)
+    return merge_mappings(base, new_section_names(changes), Settings.model_fields)
+
+
+def new_section_names(changes: dict[str, Any]) -> dict[str, Any]:
+    """``changes`` with a renamed section under its name now (see :data:`RENAMED_SECTIONS`), with a warning."""
+    if not RENAMED_SECTIONS.keys() & changes.keys():
+        return changes
+    out: dict[str, Any] = {}
+    for key, value in changes.items():
+        new = RENAMED_SECTIONS.get(key)
+        if new is None:
+            out[key] = merge_mappings(out[key], value) if isinstance(out.get(key), dict) else value
+            continue
+        _log.warning("settings: the section %r is now %r; read as that (rename it)", key, new)
+        old = out.get(new)
+        out[new] = {**value, **old} if isinstance(value, dict) and isinstance(old, dict) else old or value
+    return out
+
+
+ENV_PREFIX = "KHULUMA_"
+
+
+# Settings sections that were renamed, old name -> its name now: read under both (environment variables, dotenv
+# files, a Serve config's settings), with a warning for the old one.
+RENAMED_SECTIONS: dict[str, str] = {"limits": "admission"}
+
+
+def renamed_variable(name: str) -> str | None:
+    """The variable a variable of a renamed section is now (``KHULUMA_LIMITS_LIVE_SESSIONS`` ->
+    ``KHULUMA_ADMISSION_LIVE_SESSIONS``, in the case given), else None."""
+    upper = name.upper()
+    for old, new in RENAMED_SECTIONS.items():
+        before = f"{ENV_PREFIX}{old}".upper()
+        if upper == before or upper.startswith(before + "_"):
+            renamed = f"{ENV_PREFIX}{new}".upper() + upper[len(before) :]
+            return renamed if name.isupper() else renamed.lower()
+    return None
+
+
+def with_new_names(env: Mapping[str, str | None]) -> dict[str, str | None]:
+    """``env`` with each variable of a renamed section also under its name now, unless that is set too."""
+    out = dict(env)
+    for name, value in env.items():
+        new = renamed_variable(name)
+        if new is not None and new not in env:
+            out[new] = value
+    return out
 
 
 @lru_cache

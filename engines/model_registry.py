@@ -96,6 +96,23 @@ OMNILINGUAL_PUBLISHED = (
 
 _MASAKHANER_SCORES = (("xho", 0.900), ("tsn", 0.903), ("sna", 0.965))
 
+
+def _omnilingual(hf_id: str, size: str, parameters: str) -> KnownModel:
+    """One of Meta's Omnilingual ASR CTC models in sherpa-onnx's int8 ONNX export."""
+    return KnownModel(
+        hf_id,
+        "speech",
+        "Apache-2.0",
+        f"{size} (int8 ONNX, sherpa-onnx's export of omniASR_CTC_{parameters}); 1,600+ languages, language-agnostic",
+        OMNILINGUAL_PUBLISHED,
+        backend="sherpa-onnx",
+        files=("model.int8.onnx", "tokens.txt", "README.md", "LICENSE"),
+        languages=OMNILINGUAL_SA,
+        published_metric=OMNILINGUAL_METRIC,
+        published_figures=OMNILINGUAL_7B_CER,
+    )
+
+
 # Short names `khuluma models pull` accepts besides any Hugging Face id. Other capabilities add theirs here.
 KNOWN_MODELS: dict[str, KnownModel] = {
     "masakhaner-afroxlmr-large": KnownModel(
@@ -145,29 +162,11 @@ KNOWN_MODELS: dict[str, KnownModel] = {
         "facebook/nllb-200-3.3B", "translation", "CC-BY-NC-4.0", "about 17.6 GB download, 3.3 GB as CTranslate2 int8"
     ),
     # CTC speech (engines/speech/ctc.py): Meta's Omnilingual ASR CTC as sherpa-onnx's int8 ONNX export, and MMS.
-    "omnilingual-ctc-300m": KnownModel(
-        "csukuangfj2/sherpa-onnx-omnilingual-asr-1600-languages-300M-ctc-int8-2025-11-12",
-        "speech",
-        "Apache-2.0",
-        "about 365 MB (int8 ONNX, sherpa-onnx's export of omniASR_CTC_300M); 1,600+ languages, language-agnostic",
-        OMNILINGUAL_PUBLISHED,
-        backend="sherpa-onnx",
-        files=("model.int8.onnx", "tokens.txt", "README.md", "LICENSE"),
-        languages=OMNILINGUAL_SA,
-        published_metric=OMNILINGUAL_METRIC,
-        published_figures=OMNILINGUAL_7B_CER,
+    "omnilingual-ctc-300m": _omnilingual(
+        "csukuangfj2/sherpa-onnx-omnilingual-asr-1600-languages-300M-ctc-int8-2025-11-12", "about 365 MB", "300M"
     ),
-    "omnilingual-ctc-1b": KnownModel(
-        "csukuangfj/sherpa-onnx-omnilingual-asr-1600-languages-1B-ctc-int8-2025-11-12",
-        "speech",
-        "Apache-2.0",
-        "about 1.03 GB (int8 ONNX, sherpa-onnx's export of omniASR_CTC_1B); 1,600+ languages, language-agnostic",
-        OMNILINGUAL_PUBLISHED,
-        backend="sherpa-onnx",
-        files=("model.int8.onnx", "tokens.txt", "README.md", "LICENSE"),
-        languages=OMNILINGUAL_SA,
-        published_metric=OMNILINGUAL_METRIC,
-        published_figures=OMNILINGUAL_7B_CER,
+    "omnilingual-ctc-1b": _omnilingual(
+        "csukuangfj/sherpa-onnx-omnilingual-asr-1600-languages-1B-ctc-int8-2025-11-12", "about 1.03 GB", "1B"
     ),
     "mms-1b-all": KnownModel(
         "facebook/mms-1b-all",

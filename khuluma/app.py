@@ -33,10 +33,11 @@ class DeploymentSpec:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-def bounds(ongoing: int, queued: int, retry_after_s: float) -> dict[str, Any]:
-    """Serve's bounded queue of a deployment: at most ``ongoing`` requests per replica, ``queued`` more waiting at
-    each caller; one more is refused at once (``BackPressureError``, which the typed handles turn into a 503 with
-    ``Retry-After: retry_after_s``). Sized from measured capacity: docs/operators.md, bounded queues."""
+def serve_queue(ongoing: int, queued: int, retry_after_s: float) -> dict[str, Any]:
+    """Serve's queue of a deployment: at most ``ongoing`` requests per replica, ``queued`` more waiting at each
+    caller; one more is refused at once (``BackPressureError``, which the typed handles turn into a 503 with
+    ``Retry-After: retry_after_s``, the one place that figure is set). Behind the edge's admission by capacity these
+    are a backstop: docs/operators.md, Serve's queues."""
     return {
         "max_ongoing_requests": ongoing,
         "max_queued_requests": queued,
@@ -51,7 +52,7 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "deployments.embeddings:Embeddings",
         "embeddings",
         ("embeddings",),
-        options={"ray_actor_options": {"num_cpus": 0.25}, **bounds(64, 128, 1)},
+        options={"ray_actor_options": {"num_cpus": 0.25}, **serve_queue(64, 128, 1)},
     ),
     DeploymentSpec(
         "TextAnalysis",
@@ -59,14 +60,14 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "text",
         ("text", "embeddings"),
         embeds=True,
-        options={"ray_actor_options": {"num_cpus": 0.25}, **bounds(64, 64, 1)},
+        options={"ray_actor_options": {"num_cpus": 0.25}, **serve_queue(64, 64, 1)},
     ),
     DeploymentSpec(
         "Translation",
         "deployments.translation:Translation",
         "translation",
         ("translation",),
-        options={"ray_actor_options": {"num_cpus": 0.25}, **bounds(64, 64, 2)},
+        options={"ray_actor_options": {"num_cpus": 0.25}, **serve_queue(64, 64, 2)},
     ),
     DeploymentSpec(
         "Speech",
@@ -74,7 +75,7 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "speech",
         ("speech", "whisper", "transcription", "s3", "translation"),
         uses=("translation",),
-        options={"ray_actor_options": {"num_cpus": 0.5}, **bounds(8, 16, 5)},
+        options={"ray_actor_options": {"num_cpus": 0.5}, **serve_queue(8, 16, 5)},
     ),
     DeploymentSpec(
         "Search",
@@ -82,7 +83,7 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "search",
         ("search", "s3", "embeddings"),
         embeds=True,
-        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2}, **bounds(16, 64, 1)},
+        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2}, **serve_queue(16, 64, 1)},
     ),
     # The language model (ask, chat completions): deployed only when a model is set (llm.deploy); CTranslate2 in
     # this replica, or vLLM in an LLMServer deployment bound to it (llm.engine).
@@ -91,7 +92,7 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "deployments.llm:LLM",
         "llm",
         ("llm",),
-        options={"ray_actor_options": {"num_cpus": 0.25}, **bounds(8, 16, 5)},
+        options={"ray_actor_options": {"num_cpus": 0.25}, **serve_queue(8, 16, 5)},
     ),
     DeploymentSpec(
         "Jobs",
@@ -99,21 +100,25 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "jobs",
         ("jobs", "webhooks", "s3"),
         uses=("speech",),  # without it, jobs wait and are retried within their budget
-        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.1}, **bounds(16, 64, 1)},
+        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.1}, **serve_queue(16, 64, 1)},
     ),
     DeploymentSpec(
         "BatchRunner",
         "deployments.batch:BatchRunner",
         "batch",
         ("batch", "s3", "speech", "whisper", "transcription"),
-        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.05}, **bounds(16, 64, 1)},
+        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.05}, **serve_queue(16, 64, 1)},
     ),
 )
 # The ingress validates requests, signs upload credentials and meters usage; it runs no model.
-INGRESS_SECTIONS = ("text", "translation", "search", "llm", "transcription", "webhooks", "s3", "batch", "limits")
-# The ingress only waits on the bounded model queues behind it (and live sessions, bounded per replica), so its own
-# bound is high: the health routes never wait for a slot (docs/operators.md, bounded queues).
-INGRESS_OPTIONS: dict[str, Any] = {"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.2}, **bounds(1024, 256, 1)}
+INGRESS_SECTIONS = ("text", "translation", "search", "llm", "transcription", "webhooks", "s3", "batch", "admission")
+# The ingress admits model-bound work by its own measured capacity and only waits on the model queues behind it, so
+# Serve's queue of the ingress is never the one reached: the health routes never wait for a slot.
+INGRESS_OPTIONS: dict[str, Any] = {
+    "num_replicas": 1,
+    "ray_actor_options": {"num_cpus": 0.2},
+    **serve_queue(1024, 256, 1),
+}
 
 
 def load_class(target: str) -> type:

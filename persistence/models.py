@@ -38,11 +38,12 @@ class Customer(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
-    # The customer's own limits (`khuluma token limits`): NULL takes the operator's default (KHULUMA_LIMITS_*),
+    # The customer's own limits (`khuluma token limits`): NULL takes the operator's default (KHULUMA_ADMISSION_*),
     # 0 is unlimited.
     requests_per_minute: Mapped[int | None] = mapped_column(Integer, nullable=True)
     audio_seconds_per_day: Mapped[int | None] = mapped_column(Integer, nullable=True)
     live_sessions: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    concurrent_share: Mapped[int | None] = mapped_column(Integer, nullable=True)  # percent of a kind's capacity
     projects: Mapped[list[Project]] = relationship(back_populates="customer")
 
 
@@ -192,8 +193,9 @@ class RealtimeClientSecret(Base):
 
 
 class RateWindow(Base):
-    """Requests a customer was admitted in one minute, across every ingress replica (``persistence/admission.py``:
-    replicas claim slices of the limit with one atomic UPSERT each). Rows of past minutes are deleted."""
+    """Requests a customer was admitted in one minute, across every ingress replica
+    (``persistence/admission_counts.py``: replicas claim slices of the limit with one atomic UPSERT each). Rows of
+    past minutes are deleted."""
 
     __tablename__ = "rate_windows"
     customer_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)

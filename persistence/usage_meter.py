@@ -7,7 +7,7 @@ fsync on SQLite, a round trip on PostgreSQL); one writer per process inserts eve
 Rows are plain mappings written with one multi-row INSERT, which costs a fraction of the CPU of an ORM object per
 request on the ingress's busiest path (docs/performance.md, usage metering).
 
-Refusals (requests refused at a customer limit or by load shedding, never billed) are counted in the same buffer
+Refusals (requests refused at a customer limit or at capacity, never billed) are counted in the same buffer
 per customer, minute and reason and written in the same transaction, as one UPSERT per flush: a flood of refused
 requests costs the database one row per customer and minute, not one per request.
 
@@ -30,7 +30,7 @@ from typing import TypedDict
 
 from sqlalchemy import insert
 
-from persistence.admission import RefusalKey, add_refusals
+from persistence.admission_counts import RefusalKey, add_refusals
 from persistence.models import UsageRecord, utcnow
 from persistence.session import Database
 

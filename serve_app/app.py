@@ -11,6 +11,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from contracts.settings import Settings
 from serve_app import __version__
+from serve_app.admission.capacity import Capacity
 from serve_app.errors import install_error_handlers
 from serve_app.lifecycle import Drain
 from serve_app.middleware import AdmissionMiddleware, BodyLimitMiddleware, MetricsMiddleware, WireCompatMiddleware
@@ -29,7 +30,6 @@ from serve_app.routers import (
     usage,
     utility,
 )
-from serve_app.shedding import InFlightBounds
 
 DESCRIPTION = """Khuluma: a self-hostable, Vulavula-compatible language, search and speech API.
 
@@ -45,10 +45,12 @@ the OpenAI-compatible routes (`/v1/audio/...`, `/v1/embeddings`, `/v1/chat/compl
 V1_BASE64_AUDIO_ROUTES = frozenset({"/api/v1/transcribe/sync", "/api/v1/transport/file-upload"})
 
 
-def create_app(settings: Settings | None = None, drain: Drain | None = None) -> FastAPI:
-    """The ingress's FastAPI app; ``settings`` give the CORS origins and the body limits (default: defaults);
-    ``drain`` is the replica's graceful-stop state (the context's, so routes and middleware share it; default: a
-    new one, on ``app.state.drain``)."""
+def create_app(
+    settings: Settings | None = None, drain: Drain | None = None, capacity: Capacity | None = None
+) -> FastAPI:
+    """The ingress's FastAPI app; ``settings`` give the CORS origins, the body limits and admission (default:
+    defaults); ``drain`` is the replica's graceful-stop state and ``capacity`` its admission by capacity (the
+    context's, so routes and middleware share them; default: new ones, ``drain`` on ``app.state.drain``)."""
     settings = settings or Settings(_env_file=None)
     app = FastAPI(title="Khuluma", version=__version__, description=DESCRIPTION)
     app.state.drain = drain = drain or Drain()
@@ -79,8 +81,9 @@ def create_app(settings: Settings | None = None, drain: Drain | None = None) -> 
         max_upload_bytes=int(settings.max_request_mb * 1024 * 1024),
         base64_paths=V1_BASE64_AUDIO_ROUTES,
     )
-    # refused while draining or past a capability's bound: before authentication and the body
-    app.add_middleware(AdmissionMiddleware, drain=drain, bounds=InFlightBounds(settings.limits))
     app.add_middleware(MetricsMiddleware)
-    app.add_middleware(WireCompatMiddleware)  # outermost: every answer, a 413 included, carries the request id
+    app.add_middleware(WireCompatMiddleware)  # every answer past admission, a 413 included, carries the request id
+    # outermost: refused while draining or past this server's capacity for the kind of work, before routing,
+    # authentication and the body, so a refusal costs as little as it can
+    app.add_middleware(AdmissionMiddleware, drain=drain, capacity=capacity or Capacity(settings.admission))
     return app

@@ -12,7 +12,8 @@
 Every credential is the same Khuluma token (``khuluma token create``); only the wording of a refusal differs, so
 each family's clients read a message in their own terms.
 
-Every authenticated route also passes admission: the customer's requests per minute (``serve_app/admission.py``).
+Every authenticated route also passes admission: the customer's requests per minute
+(``serve_app/admission/customers.py``).
 The request's :class:`~serve_app.admission.Admitted` goes into the ASGI scope's state, where the edge finds it to add
 ``RateLimit`` headers to the answer and to count a refusal for the customer. The live routes admit with
 :func:`admit_live_session` before they accept the WebSocket.
@@ -32,7 +33,8 @@ from fastapi.security import APIKeyHeader
 from starlette.requests import HTTPConnection
 
 from contracts.errors import Overloaded, Unauthenticated
-from serve_app.admission import STATE_KEY, Admitted, LiveSeat
+from serve_app.admission.customers import STATE_KEY, Admitted
+from serve_app.admission.live import LiveSeat
 from serve_app.context import AppContext, get_context
 from serve_app.lifecycle import REFUSAL, RETRY_AFTER_S
 from serve_app.tokens import Principal
@@ -130,7 +132,8 @@ async def admit_live_session(
 
 
 async def admit_live_principal(ctx: AppContext, connection: HTTPConnection, principal: Principal) -> LiveSeat:
-    """:func:`admit_live_session` for a caller already authenticated (the Live API's secret names its minter)."""
+    """:func:`admit_live_session` for a caller already authenticated (the Live API's secret names its minter). The
+    seat is taken only while speech keeps every open session at real time (``serve_app/admission/live.py``)."""
     await admit(ctx, connection, principal)
     if ctx.drain.draining:
         raise Overloaded(REFUSAL, RETRY_AFTER_S)

@@ -30,7 +30,7 @@ from contracts.errors import (
     find_domain_error,
     http_status,
 )
-from serve_app.admission import STATE_KEY, Admitted, rate_headers
+from serve_app.admission.customers import STATE_KEY, Admitted, rate_headers
 
 log = logging.getLogger(__name__)
 
@@ -110,13 +110,15 @@ def error_response(error: DomainError, path: str = "") -> JSONResponse:
 async def refuse_websocket(websocket: WebSocket, error: DomainError) -> None:
     """Refuse a WebSocket upgrade before it is accepted: the error's HTTP answer (status, ``{"detail"}`` and a
     refusal's headers) where the server can send one, else a close with 4429 at a limit or 1008 (the client then
-    sees a 403). A refusal at a limit is counted for the customer."""
+    sees a 403), 1013 (try again later) at capacity; the reason says when to retry. A refusal at a limit is counted
+    for the customer."""
     count_refusal(websocket.scope.get("state"), error)
     denial = error_response(error)
     try:
         await websocket.send_denial_response(denial)
     except RuntimeError:  # server without the denial-response extension
-        await websocket.close(code=4429 if denial.status_code == 429 else 1008, reason=error.detail[:120])
+        code = {429: 4429, 503: 1013}.get(denial.status_code, 1008)
+        await websocket.close(code=code, reason=error.detail[:120])
 
 
 def refusal_reason(error: DomainError) -> str | None:

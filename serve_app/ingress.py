@@ -50,7 +50,7 @@ class Ingress:
             context.usage.close()
 
     def __serve_build_asgi_app__(self) -> FastAPI:  # called by Serve after __init__
-        app = create_app(self.settings, drain=self.context.drain)
+        app = create_app(self.settings, drain=self.context.drain, capacity=self.context.admission.capacity)
         app.state.context = self.context
         return app
 

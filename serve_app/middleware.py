@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
 import uuid
+from collections import Counter
+from collections.abc import Callable
 from contextvars import ContextVar
 
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cluster.memory import release_freed_memory
-from cluster.metrics import record_request
+from cluster.metrics import record_refusals, record_request, set_admission
 from cluster.request_context import serve_request_id
-from contracts.errors import Overloaded
-from serve_app.admission import STATE_KEY, Admitted
-from serve_app.errors import error_body, error_response
+from contracts.errors import Overloaded, RateLimited, Unauthenticated, http_status
+from serve_app.admission.capacity import Capacity, audio_in_body, header_cost, kind_of
+from serve_app.admission.customers import STATE_KEY, Admitted, rate_headers
+from serve_app.auth import presented_token
+from serve_app.context import AppContext
+from serve_app.errors import error_body, refusal_reason
 from serve_app.lifecycle import REFUSAL, RETRY_AFTER_S, Drain
-from serve_app.shedding import InFlightBounds, capability_of
 
 _SLASHES = re.compile(r"/{2,}")
 # The id of the request being handled, for log lines (contracts.logs) written anywhere below the middleware.
@@ -185,48 +191,176 @@ HEALTH_PATHS = frozenset({"/health", "/api/v1/health"})  # answered while draini
 
 
 class AdmissionMiddleware:
-    """Admission at the edge, for every HTTP request and live session:
+    """Admission at the edge, the outermost of the app's middleware: for every HTTP request and live session, before
+    routing, authentication or the body:
 
     - while the replica drains (a graceful stop, ``serve_app/lifecycle.py``) a new HTTP request answers 503 at once
-      (``Retry-After``, ``Connection: close``) before anything reads its body, except the health routes;
-    - a model-bound request past its capability's bound on this replica answers 503 with ``Retry-After`` at once,
-      before authentication or its body (``serve_app/shedding.py``);
+      (``Retry-After``, ``Connection: close``), except the health routes;
+    - a model-bound request is sized from its headers and passes this server's capacity for its kind of work
+      (``serve_app/admission/capacity.py``), or answers 503 (429 past its customer's concurrent share) with
+      ``Retry-After`` at once; the customer is the one of a token the replica has verified (a token not seen yet
+      is sized as one anonymous customer), and a refusal is counted for it;
+    - a transcription's size is then the audio seconds its file's header states, from the first bytes of the body,
+      handed on to the route unchanged;
     - requests and sessions in flight are counted, so the drain knows when they are done;
     - the answer of a request admitted under a requests-per-minute limit carries its ``RateLimit-Policy`` and
       ``RateLimit`` headers (a 429 already has its own, rendered with the error: ``serve_app/errors.py``).
+
+    A customer that comes back before the ``Retry-After`` of its last refusal gets its next refusal only when that
+    time has come (:class:`Patience`): a flood that ignores ``Retry-After`` then sends one request per connection
+    per ``Retry-After``, not one per refusal's round trip.
+
+    A refusal here is answered before routing, so it is counted in ``khuluma_admission_refusals_total``, not per
+    route: reported with each kind's limit and cost in flight at most once a second, as requests pass
+    (``cluster/metrics.py``).
     """
 
-    def __init__(self, app: ASGIApp, drain: Drain, bounds: InFlightBounds) -> None:
+    def __init__(self, app: ASGIApp, drain: Drain, capacity: Capacity) -> None:
         self.app = app
         self.drain = drain
-        self.bounds = bounds
+        self.capacity = capacity
+        self.refused: Counter[tuple[str, int]] = Counter()
+        self.reported_at = 0.0
+        self.patience = Patience()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
+        scope.setdefault("state", {})  # one dict for the middleware's copies of the scope: the admission is in it
         path = scope.get("path", "")
+        if "//" in path:
+            path = _SLASHES.sub("/", path)  # as the wire-compat middleware, inside, collapses it
         if kind == "http" and self.drain.draining and path not in HEALTH_PATHS:
+            self._count("draining", 503)
             await _refuse_while_draining(send)
             return
-        capability = capability_of(scope.get("method", ""), path) if kind == "http" else None
-        if capability is not None:
+        work = kind_of(scope.get("method", ""), path) if kind == "http" else None
+        if work is None:
+            self.drain.in_flight += 1
             try:
-                self.bounds.enter(capability)
-            except Overloaded as refused:  # before authentication or the body: a refusal costs next to nothing
-                await error_response(refused, path)(scope, receive, send)
-                return
-        self.drain.in_flight += 1
+                await self.app(scope, receive, _with_rate_headers(scope, send) if kind == "http" else send)
+            finally:
+                self.drain.in_flight -= 1
+                self._report()
+            return
+        limiter = self.capacity[work.name]
+        headers = dict(scope.get("headers", ()))
+        customer, share, context = _customer(scope, headers)
         try:
-            if kind == "http":
-                await self.app(scope, receive, _with_rate_headers(scope, send))
-            else:
-                await self.app(scope, receive, send)
+            ticket = limiter.enter(customer, header_cost(work, headers, limiter.mean_cost), share)
+        except (Overloaded, RateLimited) as refused:  # nothing read: a refusal costs next to nothing
+            if context is not None and customer is not None:
+                context.usage.refused(customer, refusal_reason(refused) or "overloaded")
+            self._count(work.name, http_status(refused))
+            await self.patience.hold(customer, refused.retry_after)
+            await _refuse_at_once(send, path, refused)
+            return
+        self.drain.in_flight += 1
+        status = 500
+        try:
+            if work.audio:
+                seconds, receive = await audio_in_body(receive, headers)
+                if seconds is not None:
+                    limiter.resize(ticket, work.overhead + seconds)
+            answer = _with_rate_headers(scope, send)
+
+            async def answered(message: Message) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = int(message["status"])
+                    limiter.answered(ticket)
+                await answer(message)
+
+            await self.app(scope, receive, answered)
         finally:
             self.drain.in_flight -= 1
-            if capability is not None:
-                self.bounds.leave(capability)
+            limiter.leave(ticket, measured=200 <= status < 300)
+            self._report()
+
+    def _count(self, kind: str, status: int) -> None:
+        self.refused[(kind, status)] += 1
+        self._report()
+
+    def _report(self) -> None:
+        """The refusals counted since the last report, and each kind's limit, to the metrics: once a second."""
+        now = time.monotonic()
+        if now - self.reported_at < 1.0:
+            return
+        self.reported_at = now
+        for (kind, status), count in self.refused.items():
+            record_refusals(kind, status, count)
+        self.refused.clear()
+        for kind, limiter in self.capacity.limiters.items():
+            set_admission(kind, limiter.limit or 0.0, limiter.cost_in_flight)
+
+
+TARPIT_MAX_S = 2.0  # an impatient customer's refusal waits at most this long
+TARPIT_MAX_HELD = 512  # refusals held at once per replica; past this, answered at once
+
+
+class Patience:
+    """When each customer was told it may come back (its last refusal's ``Retry-After``). The refusal of a
+    customer back too early is held until then (at most :data:`TARPIT_MAX_S`; a sleeping coroutine, no CPU), so
+    clients that ignore ``Retry-After`` cost the replica one refusal per ``Retry-After`` and connection, not one per
+    round trip; a client that waits as told is answered at once."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.not_before: dict[int | None, float] = {}
+        self.held = 0
+
+    async def hold(self, customer: int | None, retry_after: float) -> None:
+        now = self.clock()
+        wait = min(self.not_before.get(customer, 0.0) - now, TARPIT_MAX_S)
+        if len(self.not_before) > 4096:
+            self.not_before = {key: at for key, at in self.not_before.items() if at > now}
+        self.not_before[customer] = max(self.not_before.get(customer, 0.0), now + retry_after)
+        if wait <= 0 or self.held >= TARPIT_MAX_HELD:
+            return
+        self.held += 1
+        try:
+            await asyncio.sleep(wait)
+        finally:
+            self.held -= 1
+
+
+def _customer(scope: Scope, headers: dict[bytes, bytes]) -> tuple[int | None, int, AppContext | None]:
+    """The customer of the token the request presents, if this replica has verified it (no database), with its
+    concurrent share; (None, 0, ...) otherwise."""
+    app = scope.get("app")
+    context: AppContext | None = getattr(getattr(app, "state", None), "context", None)
+    if context is None:
+        return None, 0, None
+    token: str | None = headers.get(b"x-client-token", b"").decode("latin-1")
+    if not token:
+        try:
+            token = presented_token(Headers(raw=list(headers.items())))
+        except Unauthenticated:
+            return None, 0, context
+    principal = context.tokens.known(token) if token else None
+    if principal is None:
+        return None, 0, context
+    limits = context.admission.cached_limits(principal.customer_id)
+    share = limits.concurrent_share if limits is not None else context.settings.admission.concurrent_share
+    return principal.customer_id, share, context
+
+
+async def _refuse_at_once(send: Send, path: str, error: Overloaded | RateLimited) -> None:
+    """The answer to a refusal at the edge, as ``serve_app/errors.py`` renders it, sent without a response object:
+    a flood is answered this way."""
+    status = http_status(error)
+    body = json.dumps(error_body(path, status, error.detail, error)).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(error.retry_after).encode()),
+    ]
+    if isinstance(error, RateLimited) and error.limit and error.window_s:
+        headers += rate_headers(error.limit, 0, error.retry_after, error.window_s)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _with_rate_headers(scope: Scope, send: Send) -> Send:

@@ -46,18 +46,19 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-LIMIT_FIELDS = ("requests_per_minute", "audio_seconds_per_day", "live_sessions")
+LIMIT_FIELDS = ("requests_per_minute", "audio_seconds_per_day", "live_sessions", "concurrent_share")
 
 
 @dataclass(frozen=True)
 class CustomerLimits:
-    """A customer's own limits (None: the operator's default, ``KHULUMA_LIMITS_*``; 0: unlimited)."""
+    """A customer's own limits (None: the operator's default, ``KHULUMA_ADMISSION_*``; 0: unlimited)."""
 
     customer_id: int
     customer: str
     requests_per_minute: int | None = None
     audio_seconds_per_day: int | None = None
     live_sessions: int | None = None
+    concurrent_share: int | None = None  # percent of a server's capacity for one kind of work
 
 
 def create_token(
@@ -142,6 +143,8 @@ def _apply_limits(customer: Customer, limits: dict[str, int | None]) -> None:
             raise ValueError(f"unknown limit {field!r}; known: {', '.join(LIMIT_FIELDS)}")
         if value is not None and value < 0:
             raise ValueError(f"{field} must be 0 (unlimited) or more")
+        if field == "concurrent_share" and value is not None and value > 100:
+            raise ValueError("concurrent_share is a percentage: 0 (no cap of its own) to 100")
         setattr(customer, field, value)
 
 
@@ -167,13 +170,7 @@ def customer_limits(db: Database, ident: str, changes: dict[str, int | None] | N
         if customer is None:
             return None
         _apply_limits(customer, changes or {})
-        return CustomerLimits(
-            customer.id,
-            customer.name,
-            customer.requests_per_minute,
-            customer.audio_seconds_per_day,
-            customer.live_sessions,
-        )
+        return CustomerLimits(customer.id, customer.name, *(getattr(customer, name) for name in LIMIT_FIELDS))
 
 
 def webhook_secret_for(db: Database, token_id: int) -> str | None:
@@ -197,6 +194,12 @@ class TokenVerifier:
         if hit and hit[0] > time.monotonic():
             return hit[1]
         return None
+
+    def known(self, token: str) -> Principal | None:
+        """The principal this replica last verified for ``token``, even past the cache time: who is asking, for a
+        fair share before authentication (never to authenticate: :meth:`cached` and :meth:`verify` do that)."""
+        hit = self._cache.get(hash_token(token))
+        return hit[1] if hit else None
 
     def verify(self, token: str) -> Principal | None:
         if not token or len(token) > 256:

@@ -77,7 +77,8 @@ def local_app(settings: Settings):
 def client_for(settings: Settings, handles: dict[str, Any]) -> TestClient:
     """A TestClient of the ingress app whose routes see these settings and deployment handles."""
     context = build_context(settings, Clients.from_handles(settings, **handles))
-    app = create_app(settings)
+    app = create_app(settings, drain=context.drain, capacity=context.admission.capacity)  # as the ingress builds it
+    app.state.context = context
     app.dependency_overrides[get_context] = lambda: context
     client = TestClient(app, raise_server_exceptions=False)
     client.context = context  # type: ignore[attr-defined]  # tests flush its usage meter before reading rows

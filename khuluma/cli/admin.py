@@ -33,7 +33,9 @@ def _location(url: str) -> str:
     return url.split("@")[-1]
 
 
-_LIMIT_HELP = "0: unlimited; `default`: the operator's default (KHULUMA_LIMITS_{}). The customer's, for all its tokens."
+_LIMIT_HELP = (
+    "0: unlimited; `default`: the operator's default (KHULUMA_ADMISSION_{}). The customer's, for all its tokens."
+)
 _RPM = typer.Option(
     None, "--requests-per-minute", metavar="N", help="Requests per minute. " + _LIMIT_HELP.format("REQUESTS_PER_MINUTE")
 )
@@ -46,6 +48,13 @@ _AUDIO = typer.Option(
 _LIVE = typer.Option(
     None, "--live-sessions", metavar="N", help="Live sessions open at once. " + _LIMIT_HELP.format("LIVE_SESSIONS")
 )
+_SHARE = typer.Option(
+    None,
+    "--concurrent-share",
+    metavar="PERCENT",
+    help="Percent of a server's capacity for one kind of work (text, search, speech, ...) the customer may hold in "
+    "flight at once, 1 to 100; past it 429. " + _LIMIT_HELP.format("CONCURRENT_SHARE"),
+)
 
 
 def _limit_changes(**given: str | None) -> dict[str, int | None]:
@@ -57,11 +66,12 @@ def _limit_changes(**given: str | None) -> dict[str, int | None]:
         text = value.strip().lower()
         if text == "default":
             changes[field] = None
-        elif text.isdigit():
+        elif text.isdigit() and (field != "concurrent_share" or int(text) <= 100):
             changes[field] = int(text)
         else:
             option = "--" + field.replace("_", "-")
-            raise typer.BadParameter(f"{value!r} is not a number >= 0 or `default`", param_hint=option)
+            most = " (a percentage: at most 100)" if field == "concurrent_share" else ""
+            raise typer.BadParameter(f"{value!r} is not a number >= 0{most} or `default`", param_hint=option)
     return changes
 
 
@@ -73,6 +83,7 @@ def token_create(
     requests_per_minute: str | None = _RPM,
     audio_seconds_per_day: str | None = _AUDIO,
     live_sessions: str | None = _LIVE,
+    concurrent_share: str | None = _SHARE,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the token."),
 ) -> None:
     """Create a token. It is shown once and stored only as a hash. Limits given here are set on the customer."""
@@ -80,6 +91,7 @@ def token_create(
         requests_per_minute=requests_per_minute,
         audio_seconds_per_day=audio_seconds_per_day,
         live_sessions=live_sessions,
+        concurrent_share=concurrent_share,
     )
     token, info = create_token(_db(), customer, project, name, limits)
     if quiet:
@@ -98,31 +110,34 @@ def token_limits(
     requests_per_minute: str | None = _RPM,
     audio_seconds_per_day: str | None = _AUDIO,
     live_sessions: str | None = _LIVE,
+    concurrent_share: str | None = _SHARE,
 ) -> None:
     """Show a customer's limits, changing those given first. Running services apply a change within
-    KHULUMA_LIMITS_CACHE_SECONDS (10 s)."""
+    KHULUMA_ADMISSION_CACHE_SECONDS (10 s)."""
     changes = _limit_changes(
         requests_per_minute=requests_per_minute,
         audio_seconds_per_day=audio_seconds_per_day,
         live_sessions=live_sessions,
+        concurrent_share=concurrent_share,
     )
     found = customer_limits(_db(), ident, changes)
     if found is None:
         console.print(f"[red]No token or customer matches {ident!r}.[/]")
         raise typer.Exit(1)
     table = Table("limit", "value", "applies")
-    defaults = get_settings().limits
+    defaults = get_settings().admission
     for field in LIMIT_FIELDS:
         own, default = getattr(found, field), getattr(defaults, field)
-        table.add_row(field, "default" if own is None else str(own), _effective(own if own is not None else default))
+        applies = _effective(own if own is not None else default, "%" if field == "concurrent_share" else "")
+        table.add_row(field, "default" if own is None else str(own), applies)
     console.print(
         f"Limits of customer [bold]{found.customer}[/] (id {found.customer_id}){' (changed)' if changes else ''}:"
     )
     console.print(table)
 
 
-def _effective(value: int) -> str:
-    return "unlimited" if value == 0 else str(value)
+def _effective(value: int, unit: str = "") -> str:
+    return "unlimited" if value == 0 else f"{value}{unit}"
 
 
 @token_app.command("list")

@@ -1,30 +1,37 @@
-"""Overload: the service at 4x its measured capacity, route by route (issue #30, bounded queues and load shedding).
+"""Overload: the service given more work than it can take (issues #30 and #39), each side of a comparison in one run.
 
-For each route (sentiment, knowledge-base query, sync transcription):
+Runs (``--runs``, default all three):
 
-1. **capacity**: a closed loop of ``--concurrency`` clients for ``--capacity-seconds``: the route's capacity is the
-   rate of 200 answers, and this unloaded run's p50/p99 is the baseline (``--capacity ROUTE=REQ_PER_S`` skips it);
-2. **overload**: an open loop for ``--duration`` seconds (2 minutes by default): requests arrive at ``--overload``
-   (4) times that capacity, evenly spaced, whether earlier ones were answered or not (at most ``--max-in-flight``
-   open at once: an arrival past it is counted as *not sent*, the load generator's own limit);
-3. the count of each status, timeouts (no answer within ``--timeout``) and connection errors, the p50/p99 of the
-   admitted (200) requests against the capacity run, how fast refusals (429/503) came back, and the health
-   route's worst latency and status while it ran (it must stay answerable).
+1. **mixes**: on one route (``--route``: sentiment or transcribe), for each payload mix (``--mixes``: light, heavy, and
+   mixed, one heavy in four), a closed loop at capacity (``--capacity-seconds``; clients that honour ``Retry-After``
+   as the SDKs do; its p50/p99 are the unloaded figures), then an open loop at ``--overload`` (4) times that
+   capacity for ``--duration`` s, arrivals evenly spaced whether earlier ones were answered or not: statuses,
+   timeouts, connection errors, admitted p50/p99 and the p99's ratio to the unloaded one, admitted requests over
+   30 s, how fast refusals came back, the health route's worst latency, and PSS warm (after the capacity run)
+   against 5 s after the overload.
+2. **noisy**: a quiet customer sends one light request every half second, alone for ``--quiet-seconds`` (its
+   unloaded p95), then while another customer floods the same route from ``--flood-connections`` (64) connections
+   that ignore ``Retry-After`` (each sends again the moment it has an answer): the quiet customer's share of 200s
+   and p95 against its unloaded p95, the flooder's 200s and refusals per second.
+3. **flood**: a steady load (a closed loop of light requests at capacity, honouring ``Retry-After``) alone, then
+   beside the same flood from another customer, then the flood alone: admitted throughput with the flood against
+   without, refusals per second (the service holds a refusal of a client back before its ``Retry-After`` until
+   then), the cores the ingress replica, HAProxy and the load generator used meanwhile, and, in this process, what
+   one refusal costs through the FastAPI app (refusals per CPU-second).
 
-The PSS (proportional set size: shared pages counted once) of the service's processes is measured fresh, at the end,
-and around each overload run: warm (after the route's capacity run, its models loaded and used) and 5 s after the
-overload (what overload costs in memory, apart from what a first use loads), with psutil as
-``scripts/bench/idle_memory.py`` does, but found from the ``khuluma serve`` command down (every process below it and
-every process of the sessions they lead: Ray's, the replicas, SeaweedFS, HAProxy) rather than by name, so another
-Ray cluster on the machine is not counted (and SeaweedFS and HAProxy are).
+The PSS (proportional set size: shared pages counted once) and CPU of the service's processes are found from the
+``khuluma serve`` command down (every process below it and every process of the sessions they lead: Ray's, the
+replicas, SeaweedFS, HAProxy) rather than by name, so another Ray cluster on the machine is not counted.
 
     .venv/bin/python scripts/bench/bench_overload.py                    # starts `khuluma serve` itself
-    .venv/bin/python scripts/bench/bench_overload.py --duration 20 --capacity-seconds 10 --routes sentiment
-    .venv/bin/python scripts/bench/bench_overload.py --url http://127.0.0.1:8000 --token khk_... [--pid PID]
+    .venv/bin/python scripts/bench/bench_overload.py --runs mixes --mixes heavy --duration 20 --capacity-seconds 10
+    .venv/bin/python scripts/bench/bench_overload.py --route transcribe --runs mixes
+    .venv/bin/python scripts/bench/bench_overload.py --url http://127.0.0.1:8000 --token khk_... \\
+        --quiet-token khk_... --flood-token khk_... [--pid PID]
 
-With ``--url`` the service is yours: ``--pid`` (its ``khuluma serve`` pid) lets the bench measure its PSS, without
-it PSS is not measured. The token's customer should have no limits (``khuluma token limits``), or its 429s mix
-with the service's own load shedding.
+With ``--url`` the service is yours: the three tokens must belong to three customers without limits (``khuluma
+token limits``), or their 429s mix with the service's own refusals; ``--pid`` (its ``khuluma serve`` pid) lets the
+bench measure PSS and CPU, without it they are not measured.
 """
 
 from __future__ import annotations
@@ -33,7 +40,6 @@ import argparse
 import asyncio
 import math
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -53,20 +59,28 @@ from _load import json_option, table, write_json  # noqa: E402
 
 MB = 1024 * 1024
 SETTLE_S = 5
-ROUTES = ("sentiment", "kb-query", "transcribe")
-CONCURRENCY = {"sentiment": 16, "kb-query": 8, "transcribe": 8}  # closed-loop clients that reach capacity
-KB = "/api/v1/search/knowledgebase"
+LONG_S = 30.0  # an admitted request slower than this counts against the goal
+RUNS = ("mixes", "noisy", "flood")
+MIXES = ("light", "heavy", "mixed")
+ROUTES = ("sentiment", "transcribe")
+# closed-loop clients of the capacity run, per route and mix: enough to keep the route busy, few enough that it is
+# not overloaded (its p99 is the unloaded one)
+CONCURRENCY = {
+    ("sentiment", "light"): 16,
+    ("sentiment", "heavy"): 2,
+    ("sentiment", "mixed"): 4,
+    ("transcribe", "light"): 4,
+    ("transcribe", "heavy"): 2,
+    ("transcribe", "mixed"): 2,
+}
 SENTENCES = [
     "The service was excellent. The staff were rude though! I will come back next week.",
     "Ngijabule kakhulu namuhla. Ukudla bekubi kakhulu.",
     "Die kos was heerlik. Die diens was verskriklik.",
     "Ke thabile haholo kajeno. Kopano e qala ka hora ya borobong.",
 ]
-DOCUMENT = (
-    "Minibus taxis carry most commuters in Johannesburg. The Drakensberg gets snow in winter. "
-    "Cape Town's winter rains fill the dams. The Kruger Park is home to the big five. "
-) * 20
-QUERIES = ["snow in winter", "how do commuters travel", "where are the big five", "rain in Cape Town"]
+HEAVY_SENTENCES = 60
+SPEECH = "good morning, the weather today is sunny and warm"
 
 
 # ------------------------------------------------------------------------------------------------ figures
@@ -90,7 +104,7 @@ def arrivals(rate: float, duration: float) -> list[float]:
 
 @dataclass
 class Outcomes:
-    """What one run of a route got back."""
+    """What one load (one customer, one phase) got back."""
 
     seconds: float = 0.0
     offered: int = 0  # requests the load asked for
@@ -119,14 +133,25 @@ class Outcomes:
     def admitted_per_s(self) -> float:
         return self.statuses[200] / self.seconds if self.seconds else 0.0
 
+    @property
+    def refused_per_s(self) -> float:
+        return len(self.refused_ms) / self.seconds if self.seconds else 0.0
+
+    @property
+    def server_errors(self) -> int:
+        return sum(n for code, n in self.statuses.items() if code >= 500 and code != 503)
+
     def row(self) -> dict[str, Any]:
         health_bad = sum(1 for status, _ in self.health if status != 200)
         return {
             "offered/s": round(self.offered / self.seconds, 1) if self.seconds else 0,
-            "200/s": round(self.admitted_per_s, 1),
+            "200/s": round(self.admitted_per_s, 2),
             "p50 ms": round(pct(self.admitted_ms, 50), 1),
+            "p95 ms": round(pct(self.admitted_ms, 95), 1),
             "p99 ms": round(pct(self.admitted_ms, 99), 1),
+            "over 30 s": sum(1 for ms in self.admitted_ms if ms > LONG_S * 1000),
             "statuses": " ".join(f"{code}:{n}" for code, n in sorted(self.statuses.items())) or "-",
+            "refused/s": round(self.refused_per_s, 1),
             "refusal p50 ms": round(pct(self.refused_ms, 50), 1),
             "timeouts": self.timeouts,
             "conn errors": self.connection_errors,
@@ -138,64 +163,63 @@ class Outcomes:
 
 # ------------------------------------------------------------------------------------------------ requests
 
-Request = Callable[[aiohttp.ClientSession, int], Awaitable[int]]
+Request = Callable[[aiohttp.ClientSession, int], Awaitable[tuple[int, float]]]  # (status, Retry-After seconds)
 
 
-class Routes:
-    """One request function per route (``i`` picks the body), after the knowledge base exists."""
+def _answer(r: aiohttp.ClientResponse) -> tuple[int, float]:
+    retry = r.headers.get("Retry-After", "")
+    return r.status, float(retry) if retry.isdigit() else 0.0
 
-    def __init__(self, url: str, token: str, speech: bytes | None) -> None:
-        self.url, self.headers, self.speech = url, {"X-CLIENT-TOKEN": token}, speech
-        self.kb_id = ""
 
-    async def setup(self, session: aiohttp.ClientSession, routes: list[str]) -> None:
-        if "kb-query" in routes:
-            async with session.post(
-                f"{self.url}{KB}", headers=self.headers, json={"knowledgebase_name": "overload"}
-            ) as r:
-                r.raise_for_status()
-                self.kb_id = (await r.json())["id"]
+def heavy_text(i: int) -> str:
+    """About 3,600 characters: sixty sentences, numbered so no two bodies are alike."""
+    return " ".join(f"{SENTENCES[(i + k) % len(SENTENCES)]} ({i}.{k})" for k in range(HEAVY_SENTENCES // 2))
+
+
+class Payloads:
+    """One request function per route and mix, for one customer's token."""
+
+    def __init__(self, url: str, speech: dict[str, bytes]) -> None:
+        self.url, self.speech = url, speech
+
+    def request(self, route: str, mix: str, token: str) -> Request:
+        headers = {"X-CLIENT-TOKEN": token}
+
+        def heavy_at(i: int) -> bool:
+            return mix == "heavy" or (mix == "mixed" and i % 4 == 0)
+
+        async def sentiment(session: aiohttp.ClientSession, i: int) -> tuple[int, float]:
+            text = heavy_text(i) if heavy_at(i) else f"{SENTENCES[i % len(SENTENCES)]} Order {i}."
+            url = f"{self.url}/api/v1/sentiment_analysis/process"
+            async with session.post(url, headers=headers, json={"encoded_text": text}) as r:
+                await r.read()
+                return _answer(r)
+
+        async def transcribe(session: aiohttp.ClientSession, i: int) -> tuple[int, float]:
             form = aiohttp.FormData()
-            form.add_field("file", DOCUMENT.encode(), filename="facts.txt", content_type="text/plain")
-            async with session.post(f"{self.url}{KB}/{self.kb_id}/document", headers=self.headers, data=form) as r:
-                r.raise_for_status()
+            audio = self.speech["heavy" if heavy_at(i) else "light"]
+            form.add_field("file", audio, filename=f"s{i}.wav", content_type="audio/wav")
+            url = f"{self.url}/api/v2alpha/transcribe/sync/file?lang_code=eng"
+            async with session.post(url, headers=headers, data=form) as r:
+                await r.read()
+                return _answer(r)
 
-    def request(self, route: str) -> Request:
-        return {"sentiment": self._sentiment, "kb-query": self._query, "transcribe": self._transcribe}[route]
-
-    async def _sentiment(self, session: aiohttp.ClientSession, i: int) -> int:
-        # a number in each text: distinct bodies, as real traffic (no cache answers them)
-        body = {"encoded_text": f"{SENTENCES[i % len(SENTENCES)]} Order {i}."}
-        url = f"{self.url}/api/v1/sentiment_analysis/process"
-        async with session.post(url, headers=self.headers, json=body) as r:
-            await r.read()
-            return r.status
-
-    async def _query(self, session: aiohttp.ClientSession, i: int) -> int:
-        body = {"query": f"{QUERIES[i % len(QUERIES)]} {i}", "top_k": 5}
-        async with session.post(f"{self.url}{KB}/{self.kb_id}/query", headers=self.headers, json=body) as r:
-            await r.read()
-            return r.status
-
-    async def _transcribe(self, session: aiohttp.ClientSession, i: int) -> int:
-        assert self.speech is not None
-        form = aiohttp.FormData()
-        form.add_field("file", self.speech, filename=f"s{i}.wav", content_type="audio/wav")
-        url = f"{self.url}/api/v2alpha/transcribe/sync/file?lang_code=eng"
-        async with session.post(url, headers=self.headers, data=form) as r:
-            await r.read()
-            return r.status
+        return {"sentiment": sentiment, "transcribe": transcribe}[route]
 
 
-async def _timed(send: Request, session: aiohttp.ClientSession, i: int, timeout: float) -> tuple[int | str, float]:
+async def _timed(
+    send: Request, session: aiohttp.ClientSession, i: int, timeout: float
+) -> tuple[int | str, float, float]:
+    """(status or "timeout" or "connection", milliseconds, Retry-After seconds)."""
     t0 = time.perf_counter()
+    retry = 0.0
     try:
-        status: int | str = await asyncio.wait_for(send(session, i), timeout)
+        status, retry = await asyncio.wait_for(send(session, i), timeout)
     except TimeoutError:
         status = "timeout"
     except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, ConnectionError):
         status = "connection"
-    return status, (time.perf_counter() - t0) * 1000
+    return status, (time.perf_counter() - t0) * 1000, retry
 
 
 async def _probe_health(url: str, stop: asyncio.Event, into: list[tuple[int, float]]) -> None:
@@ -216,25 +240,41 @@ async def _probe_health(url: str, stop: asyncio.Event, into: list[tuple[int, flo
                 pass
 
 
+def _session(connections: int) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(limit=connections)
+    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
+
+
+async def _closed(
+    session: aiohttp.ClientSession, send: Request, clients: int, until: float, out: Outcomes, polite: bool = True
+) -> None:
+    """``clients`` clients, each sending its next request when it has an answer, until ``until`` (monotonic). A
+    ``polite`` client refused with ``Retry-After`` waits that long first (as the SDKs do); the others (a flood)
+    send again at once."""
+    counter = iter(range(10**9))
+
+    async def client() -> None:
+        while time.monotonic() < until:
+            out.offered += 1
+            status, ms, retry = await _timed(send, session, next(counter), 120)
+            out.add(status, ms)
+            if polite and retry:
+                await asyncio.sleep(min(retry, max(0.0, until - time.monotonic())))
+
+    await asyncio.gather(*(client() for _ in range(clients)))
+
+
 async def closed_loop(url: str, send: Request, clients: int, seconds: float, timeout: float) -> Outcomes:
     """``clients`` clients, each sending its next request when the last is answered: the route at capacity."""
     out = Outcomes()
     counter = iter(range(10**9))
-    connector = aiohttp.TCPConnector(limit=clients)
-    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None)) as session:
+    async with _session(clients) as session:
         for _ in range(min(clients, 4)):  # warm-up: models loaded, connections open
             await _timed(send, session, next(counter), timeout)
-        stop_at = time.monotonic() + seconds
-        start = time.monotonic()
         stop = asyncio.Event()
         health = asyncio.ensure_future(_probe_health(url, stop, out.health))
-
-        async def client() -> None:
-            while time.monotonic() < stop_at:
-                out.offered += 1
-                out.add(*await _timed(send, session, next(counter), timeout))
-
-        await asyncio.gather(*(client() for _ in range(clients)))
+        start = time.monotonic()
+        await _closed(session, send, clients, start + seconds, out)
         out.seconds = time.monotonic() - start
         stop.set()
         await health
@@ -246,14 +286,14 @@ async def open_loop(
 ) -> Outcomes:
     """Requests arrive at ``rate`` per second for ``seconds``, answered or not (at most ``max_in_flight`` open)."""
     out = Outcomes()
-    connector = aiohttp.TCPConnector(limit=max_in_flight)
     in_flight: set[asyncio.Task[None]] = set()
-    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None)) as session:
+    async with _session(max_in_flight) as session:
         stop = asyncio.Event()
         health = asyncio.ensure_future(_probe_health(url, stop, out.health))
 
         async def one(i: int) -> None:
-            out.add(*await _timed(send, session, i, timeout))
+            status, ms, _ = await _timed(send, session, i, timeout)
+            out.add(status, ms)
 
         start = time.monotonic()
         for i, offset in enumerate(arrivals(rate, seconds)):
@@ -275,207 +315,440 @@ async def open_loop(
     return out
 
 
+async def paced(session: aiohttp.ClientSession, send: Request, every_s: float, until: float, out: Outcomes) -> None:
+    """One request every ``every_s`` seconds until ``until``, each on time whether the last was answered or not."""
+    tasks = []
+    i = 0
+    start = time.monotonic()
+    while (at := start + i * every_s) < until:
+        await asyncio.sleep(max(0.0, at - time.monotonic()))
+
+        async def one(n: int = i) -> None:
+            status, ms, _ = await _timed(send, session, n, 120)
+            out.add(status, ms)
+
+        out.offered += 1
+        tasks.append(asyncio.ensure_future(one()))
+        i += 1
+    await asyncio.gather(*tasks)
+
+
 # ------------------------------------------------------------------------------------------------ the service
 
 
 def service_processes(pid: int) -> list[Any]:
-    """``pid`` (the ``khuluma serve`` command), every process below it, and every process of the sessions those
-    lead (its service, SeaweedFS and HAProxy each run in a session of their own)."""
-    import psutil
+    """Every process ``khuluma serve`` (``pid``) started (``cluster.processes.started_processes``), by pid."""
+    from cluster.processes import started_processes
 
-    try:
-        root = psutil.Process(pid)
-        found = {root, *root.children(recursive=True)}
-    except psutil.NoSuchProcess:
-        return []
-    sessions = set()
-    for process in found:
-        try:
-            if os.getsid(process.pid) == process.pid:
-                sessions.add(process.pid)
-        except (ProcessLookupError, PermissionError):
-            continue
-    for process in psutil.process_iter():
-        try:
-            if os.getsid(process.pid) in sessions:
-                found.add(process)
-                found.update(process.children(recursive=True))
-        except (psutil.Error, ProcessLookupError, PermissionError):
-            continue
-    return sorted(found, key=lambda p: p.pid)
+    return sorted(started_processes(pid), key=lambda p: p.pid)
 
 
-def pss_mb(pid: int | None) -> float | None:
+def pss_by_process(pid: int | None) -> dict[int, tuple[str, float]]:
+    """MiB of PSS of each process of the service, with its title."""
     if pid is None:
-        return None
+        return {}
     import psutil
 
-    total = 0
+    out = {}
     for process in service_processes(pid):
         try:
-            total += process.memory_full_info().pss
+            title = " ".join(process.cmdline())[:60] or process.name()
+            out[process.pid] = (title, process.memory_full_info().pss / MB)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
-    return total / MB
-
-
-def start_service(work: Path) -> tuple[subprocess.Popen[bytes], str, str]:
-    """``khuluma serve`` on a free port with its own data directory (as scripts/bench/soak.py does)."""
-    from scripts.bench._plain import free_port, wait_healthy
-
-    port = free_port()
-    env = {**os.environ, "KHULUMA_DATA_DIR": str(work / "data"), "RAY_AUTH_MODE": "disabled"}
-    khuluma = str(Path(sys.executable).with_name("khuluma"))
-    created = subprocess.run(
-        [khuluma, "token", "create", "--customer", "overload", "-q"], env=env, capture_output=True, text=True
-    )
-    created.check_returncode()
-    proc = subprocess.Popen(
-        [khuluma, "serve", "--port", str(port), "--metrics-port", str(free_port())],
-        env=env,
-        stdout=(work / "serve.log").open("wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    wait_healthy(url, timeout=900)
-    return proc, url, created.stdout.strip()
-
-
-def stop_service(proc: subprocess.Popen[bytes]) -> None:
-    """A graceful stop (SIGTERM), then SIGKILL to the group if it does not end."""
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(180)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-def speech_sample(work: Path) -> bytes:
-    from tests.speechdata import espeak
-
-    return espeak("good morning, the weather today is sunny and warm", work / "speech.wav").read_bytes()
-
-
-# ------------------------------------------------------------------------------------------------ main
-
-
-def parse_capacity(values: list[str]) -> dict[str, float]:
-    """``ROUTE=REQ_PER_S`` pairs (``--capacity``)."""
-    out: dict[str, float] = {}
-    for value in values:
-        route, _, rate = value.partition("=")
-        if route not in ROUTES or not rate:
-            raise ValueError(f"--capacity {value!r}: expected ROUTE=REQ_PER_S with ROUTE one of {', '.join(ROUTES)}")
-        out[route] = float(rate)
     return out
 
 
-async def run_route(
-    routes: Routes, route: str, args: argparse.Namespace, known: dict[str, float], pss: Callable[[], float | None]
-) -> tuple[dict[str, Outcomes], tuple[float | None, float | None]]:
-    """The route's capacity run and its overload run, and the service's PSS just before the overload (warm: the
-    route's models loaded and used at capacity) and after it (once what it left behind settled)."""
-    send = routes.request(route)
-    clients = args.concurrency or CONCURRENCY[route]
-    runs: dict[str, Outcomes] = {}
-    if route in known:
-        capacity = known[route]
-    else:
-        print(f"{route}: measuring capacity ({clients} clients, {args.capacity_seconds:g} s) ...", flush=True)
-        runs["capacity"] = await closed_loop(routes.url, send, clients, args.capacity_seconds, args.timeout)
-        capacity = runs["capacity"].admitted_per_s
-        if refused := len(runs["capacity"].refused_ms):
-            print(f"{route}: {refused} refusals at capacity already: fewer --concurrency clients measure it unloaded")
-    if capacity <= 0:
-        raise RuntimeError(f"{route}: no request succeeded at capacity; is the route served?")
-    rate = args.overload * capacity
-    before = pss()
-    print(f"{route}: {rate:.1f} req/s ({args.overload:g}x {capacity:.1f}) for {args.duration:g} s ...", flush=True)
-    runs[f"{args.overload:g}x capacity"] = await open_loop(
-        routes.url, send, rate, args.duration, args.timeout, args.max_in_flight
-    )
-    await asyncio.sleep(SETTLE_S)  # what the load left behind settles (queues drain, memory is handed back)
-    return runs, (before, pss())
+def pss_mb(pid: int | None) -> float | None:
+    return sum(mb for _, mb in pss_by_process(pid).values()) if pid is not None else None
+
+
+def grew_most(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> str:
+    """The process whose PSS grew most between two readings, and the processes started meanwhile (a replica the
+    autoscaler added: configs/serve.yaml)."""
+    grown = [(mb - before[pid][1], title) for pid, (title, mb) in after.items() if pid in before]
+    new = [(mb, title) for pid, (title, mb) in after.items() if pid not in before]
+    said = f"{max(grown)[1].strip()} {max(grown)[0]:+.0f} MiB" if grown else ""
+    if new:
+        said += f"; started meanwhile: {', '.join(f'{t.strip()} {mb:.0f} MiB' for mb, t in new)}"
+    return said
+
+
+def pss_of_those_before(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> float:
+    """PSS after, of the processes that were there before (a replica started meanwhile left out)."""
+    return sum(mb for pid, (_, mb) in after.items() if pid in before)
+
+
+def cpu_seconds(pid: int | None) -> dict[str, float]:
+    """CPU seconds (user + system) so far of the ingress replica and of HAProxy, by the process title."""
+    if pid is None:
+        return {}
+    import psutil
+
+    out: dict[str, float] = {}
+    for process in service_processes(pid):
+        try:
+            title = " ".join(process.cmdline()) or process.name()
+            times = process.cpu_times()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        for name, marker in (("ingress", "Ingress"), ("haproxy", "haproxy")):
+            if marker in title:
+                out[name] = out.get(name, 0.0) + times.user + times.system
+    return out
+
+
+def cpu_share(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, float]:
+    """Cores used per second between two :func:`cpu_seconds` readings."""
+    return {name: (after[name] - before.get(name, 0.0)) / seconds for name in after} if seconds else {}
+
+
+CUSTOMERS = ("overload", "quiet", "flood")
+
+
+def start_service(work: Path) -> tuple[subprocess.Popen[bytes], str, dict[str, str]]:
+    """``khuluma serve`` on a free port with its own data directory (``scripts/bench/_service.py``), and a token for
+    each customer of :data:`CUSTOMERS`."""
+    from scripts.bench._service import start_service as started
+
+    proc, url, first = started(work, CUSTOMERS[0])
+    env = {**os.environ, "KHULUMA_DATA_DIR": str(work / "data"), "RAY_AUTH_MODE": "disabled"}
+    khuluma = str(Path(sys.executable).with_name("khuluma"))
+    tokens = {CUSTOMERS[0]: first}
+    for customer in CUSTOMERS[1:]:
+        created = subprocess.run(
+            [khuluma, "token", "create", "--customer", customer, "-q"], env=env, capture_output=True, text=True
+        )
+        created.check_returncode()
+        tokens[customer] = created.stdout.strip()
+    return proc, url, tokens
+
+
+def speech_samples(work: Path) -> dict[str, bytes]:
+    """A short clip (light) and one of about half a minute (heavy), spoken by espeak."""
+    from tests.speechdata import espeak
+
+    light = espeak(SPEECH, work / "light.wav").read_bytes()
+    heavy = espeak(", ".join([SPEECH] * 10), work / "heavy.wav").read_bytes()
+    return {"light": light, "heavy": heavy}
+
+
+def app_refusals_per_cpu_s(work: Path, refusals: int = 3000) -> float:
+    """Refusals per CPU-second of the ingress's FastAPI app alone, in this process (no uvicorn, no Serve): a
+    sentiment request refused at capacity, with a verified token, as the flood's are."""
+    from contracts.settings import Settings
+    from persistence.session import migrate
+    from serve_app.app import create_app
+    from serve_app.context import Clients, build_context
+    from serve_app.tokens import create_token
+
+    settings = Settings(data_dir=work / "app-alone", _env_file=None)
+    settings.ensure_dirs()
+    migrate(settings.db_url)
+    context = build_context(settings, Clients())
+    app = create_app(settings, drain=context.drain, capacity=context.admission.capacity)
+    app.state.context = context
+    token = create_token(context.db, "flood")[0]
+    context.tokens.verify(token)
+    text = context.admission.capacity["text"]
+    text.limit = 1000.0
+    text.enter("someone else", 10_000.0)  # in flight: the next request is refused
+    body = b'{"encoded_text": "The service was excellent. Order 1."}'
+    path = "/api/v1/sentiment_analysis/process"
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [*headers, (b"x-client-token", token.encode())],
+    }
+    statuses: Counter[int] = Counter()
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses[message["status"]] += 1
+
+    async def flood() -> float:
+        started = time.process_time()
+        for _ in range(refusals):
+            await app(dict(scope), receive, send)
+        return time.process_time() - started
+
+    seconds = asyncio.run(flood())
+    assert statuses == {503: refusals}, statuses
+    context.usage.close()
+    return refusals / seconds
+
+
+# ------------------------------------------------------------------------------------------------ runs
+
+
+@dataclass
+class Bench:
+    url: str
+    tokens: dict[str, str]
+    payloads: Payloads
+    pid: int | None
+    args: argparse.Namespace
+    rows: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def send(self, mix: str, customer: str = "overload", route: str | None = None) -> Request:
+        return self.payloads.request(route or self.args.route, mix, self.tokens[customer])
+
+    async def mix(self, mix: str) -> None:
+        """Capacity, then ``--overload`` times it, for one payload mix."""
+        args, route = self.args, self.args.route
+        send = self.send(mix)
+        clients = args.concurrency or CONCURRENCY[(route, mix)]
+        print(f"{route} {mix}: capacity ({clients} clients, {args.capacity_seconds:g} s) ...", flush=True)
+        unloaded = await closed_loop(self.url, send, clients, args.capacity_seconds, args.timeout)
+        capacity = unloaded.admitted_per_s
+        if capacity <= 0:
+            raise RuntimeError(f"{route} {mix}: no request succeeded at capacity; is the route served?")
+        before = pss_by_process(self.pid)
+        rate = args.overload * capacity
+        print(f"{route} {mix}: {rate:.2f} req/s ({args.overload:g}x) for {args.duration:g} s ...", flush=True)
+        loaded = await open_loop(self.url, send, rate, args.duration, args.timeout, args.max_in_flight)
+        await asyncio.sleep(SETTLE_S)  # what the load left behind settles (queues drain, memory is handed back)
+        after = pss_by_process(self.pid)
+        self.rows += [
+            (f"{route} {mix}, capacity", unloaded.row()),
+            (f"{route} {mix}, {args.overload:g}x", loaded.row()),
+        ]
+        self.summary[f"{route} {mix}"] = {
+            "capacity_per_s": capacity,
+            "unloaded_p99_ms": pct(unloaded.admitted_ms, 99),
+            "admitted_p99_ms": pct(loaded.admitted_ms, 99),
+            "p99_ratio": pct(loaded.admitted_ms, 99) / pct(unloaded.admitted_ms, 99),
+            "over_30_s": sum(1 for ms in loaded.admitted_ms if ms > LONG_S * 1000),
+            "server_errors": loaded.server_errors,
+            "timeouts": loaded.timeouts,
+            "connection_errors": loaded.connection_errors,
+            "health_max_ms": max((ms for _, ms in loaded.health), default=None),
+            "pss_warm_mb": sum(mb for _, mb in before.values()) or None,
+            "pss_after_mb": sum(mb for _, mb in after.values()) or None,
+            "pss_after_same_processes_mb": pss_of_those_before(before, after) or None,
+            "pss_grew_most": grew_most(before, after),
+        }
+
+    async def noisy(self) -> None:
+        """The quiet customer alone, then beside the flood."""
+        args = self.args
+        quiet, flood = self.send("light", "quiet", "sentiment"), self.send("light", "flood", "sentiment")
+        print(f"noisy: the quiet customer alone for {args.quiet_seconds:g} s ...", flush=True)
+        alone = Outcomes()
+        async with _session(4) as session:
+            await _timed(quiet, session, 0, args.timeout)  # warm
+            start = time.monotonic()
+            await paced(session, quiet, 0.5, start + args.quiet_seconds, alone)
+            alone.seconds = time.monotonic() - start
+        print(
+            f"noisy: beside a flood from {args.flood_connections} connections for {args.duration:g} s ...", flush=True
+        )
+        beside, flooder = Outcomes(), Outcomes()
+        stop = asyncio.Event()
+        health = asyncio.ensure_future(_probe_health(self.url, stop, beside.health))
+        async with _session(4) as quiet_session, _session(args.flood_connections) as flood_session:
+            start = time.monotonic()
+            until = start + args.duration
+            await asyncio.gather(
+                _closed(flood_session, flood, args.flood_connections, until, flooder, polite=False),
+                paced(quiet_session, quiet, 0.5, until, beside),
+            )
+            beside.seconds = flooder.seconds = time.monotonic() - start
+        stop.set()
+        await health
+        flooder.health = beside.health
+        self.rows += [
+            ("noisy: quiet customer alone", alone.row()),
+            ("noisy: quiet customer, flood beside", beside.row()),
+            ("noisy: the flooding customer", flooder.row()),
+        ]
+        answered = sum(beside.statuses.values()) + beside.timeouts + beside.connection_errors
+        self.summary["noisy"] = {
+            "quiet_200_share": beside.statuses[200] / answered if answered else None,
+            "quiet_unloaded_p95_ms": pct(alone.admitted_ms, 95),
+            "quiet_p95_ms": pct(beside.admitted_ms, 95),
+            "p95_ratio": pct(beside.admitted_ms, 95) / pct(alone.admitted_ms, 95),
+            "flood_200_per_s": flooder.admitted_per_s,
+            "flood_refused_per_s": flooder.refused_per_s,
+            "server_errors": beside.server_errors + flooder.server_errors,
+            "connection_errors": beside.connection_errors + flooder.connection_errors,
+            "health_max_ms": max((ms for _, ms in beside.health), default=None),
+        }
+
+    async def flood(self) -> None:
+        """A steady load alone, beside the flood, and the flood alone; the ingress's and HAProxy's CPU each time."""
+        args = self.args
+        steady, flood = self.send("light", "overload", "sentiment"), self.send("light", "flood", "sentiment")
+        clients = CONCURRENCY[("sentiment", "light")]
+        phases: dict[str, tuple[Outcomes, Outcomes, dict[str, float]]] = {}
+        for phase in ("steady alone", "steady and flood", "flood alone"):
+            print(f"flood: {phase} for {args.flood_seconds:g} s ...", flush=True)
+            kept, flooded = Outcomes(), Outcomes()
+            stop = asyncio.Event()
+            health = asyncio.ensure_future(_probe_health(self.url, stop, kept.health))
+            async with _session(clients) as steady_session, _session(args.flood_connections) as flood_session:
+                if phase == "steady alone":
+                    for i in range(4):
+                        await _timed(steady, steady_session, i, args.timeout)  # warm
+                cpu_before = cpu_seconds(self.pid)
+                client_before = time.process_time()
+                start = time.monotonic()
+                until = start + args.flood_seconds
+                loads = []
+                if phase != "flood alone":
+                    loads.append(_closed(steady_session, steady, clients, until, kept))
+                if phase != "steady alone":
+                    loads.append(_closed(flood_session, flood, args.flood_connections, until, flooded, polite=False))
+                await asyncio.gather(*loads)
+                kept.seconds = flooded.seconds = time.monotonic() - start
+                cpu = cpu_share(cpu_before, cpu_seconds(self.pid), kept.seconds)
+                cpu["load generator"] = (time.process_time() - client_before) / kept.seconds
+            stop.set()
+            await health
+            flooded.health = kept.health
+            phases[phase] = (kept, flooded, cpu)
+            cores = " ".join(f"{name} {share:.2f}" for name, share in cpu.items()) or "not measured"
+            if phase != "flood alone":
+                self.rows.append((f"flood: {phase}, steady customer", {**kept.row(), "cores": cores}))
+            if phase != "steady alone":
+                self.rows.append((f"flood: {phase}, flooding customer", {**flooded.row(), "cores": cores}))
+        alone, beside = phases["steady alone"], phases["steady and flood"]
+        only = phases["flood alone"]
+        total_beside = beside[0].admitted_per_s + beside[1].admitted_per_s
+        ingress = only[2].get("ingress")
+        self.summary["flood"] = {
+            "admitted_per_s_without": alone[0].admitted_per_s,
+            "admitted_per_s_with": total_beside,
+            "steady_per_s_with": beside[0].admitted_per_s,
+            "throughput_ratio": total_beside / alone[0].admitted_per_s if alone[0].admitted_per_s else None,
+            "refused_per_s": beside[1].refused_per_s,
+            "flood_alone_refused_per_s": only[1].refused_per_s,
+            "flood_alone_refusal_p50_ms": pct(only[1].refused_ms, 50),
+            "cores": {phase: cpu for phase, (_, _, cpu) in phases.items()},
+            "ingress_cores_flood_alone": ingress,
+            "server_errors": sum(o.server_errors for k, f, _ in phases.values() for o in (k, f)),
+            "connection_errors": sum(o.connection_errors for k, f, _ in phases.values() for o in (k, f)),
+            "health_max_ms": max((ms for k, _, _ in phases.values() for _, ms in k.health), default=None),
+        }
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    print("\nGoals (issue #39), from this run:")
+    for name, got in summary.items():
+        errors = f"5xx {got['server_errors']}, connection errors {got['connection_errors']}"
+        health = f"health worst {got['health_max_ms']:.0f} ms"
+        if name == "noisy":
+            share, p95, alone = 100 * (got["quiet_200_share"] or 0), got["quiet_p95_ms"], got["quiet_unloaded_p95_ms"]
+            print(
+                f"  noisy neighbour: quiet customer {share:.1f} % 200s (goal >= 95 %), p95 {p95:.0f} ms = "
+                f"{got['p95_ratio']:.2f}x its unloaded {alone:.0f} ms (goal <= 2x); flooder "
+                f"{got['flood_200_per_s']:.1f} 200/s, {got['flood_refused_per_s']:.0f} refused/s; {errors}; {health}"
+            )
+        elif name == "flood":
+            ratio = 100 * (got["throughput_ratio"] or 0)
+            with_, without = got["admitted_per_s_with"], got["admitted_per_s_without"]
+            alone, p50 = got["flood_alone_refused_per_s"], got["flood_alone_refusal_p50_ms"]
+            cores = "; ".join(
+                f"{phase}: " + ", ".join(f"{name} {share:.2f}" for name, share in shares.items())
+                for phase, shares in got["cores"].items()
+            )
+            print(
+                f"  flood: admitted {with_:.1f}/s beside it against {without:.1f}/s without = {ratio:.0f} % (goal >= "
+                f"80 %); {got['refused_per_s']:.0f} refused/s beside it, {alone:.0f}/s alone (each held to its "
+                f"Retry-After: p50 {p50:.0f} ms); a refusal costs {1000 / got['app_alone_refusals_per_cpu_s']:.2f} ms "
+                f"of CPU in the FastAPI app ({got['app_alone_refusals_per_cpu_s']:.0f} per CPU-second); cores used "
+                f"({cores}); {errors}; {health}"
+            )
+        else:
+            pss = ""
+            if got["pss_warm_mb"] and got["pss_after_mb"]:
+                change = 100 * (got["pss_after_mb"] / got["pss_warm_mb"] - 1)
+                same = 100 * (got["pss_after_same_processes_mb"] / got["pss_warm_mb"] - 1)
+                pss = (
+                    f", PSS {change:+.1f} %, of the processes there before {same:+.1f} % (goal within 5 %; grew most: "
+                    f"{got['pss_grew_most']})"
+                )
+            print(
+                f"  {name} at 4x: admitted p99 {got['admitted_p99_ms']:.0f} ms = {got['p99_ratio']:.2f}x the unloaded "
+                f"{got['unloaded_p99_ms']:.0f} ms (goal <= 2x), over 30 s: {got['over_30_s']}, timeouts "
+                f"{got['timeouts']}, {errors}, {health}{pss}"
+            )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", help="a running service (default: start `khuluma serve` on a free port)")
-    parser.add_argument("--token", default=os.environ.get("KHULUMA_TOKEN"), help="token for --url")
-    parser.add_argument("--pid", type=int, help="with --url: the service's `khuluma serve` pid, to measure its PSS")
-    parser.add_argument("--routes", default=",".join(ROUTES), help=f"some of {','.join(ROUTES)}")
-    parser.add_argument("--duration", type=float, default=120.0, help="seconds of overload per route")
-    parser.add_argument("--capacity-seconds", type=float, default=30.0, help="seconds of the capacity run")
-    parser.add_argument("--capacity", action="append", default=[], help="ROUTE=REQ_PER_S: skip measuring it")
+    parser.add_argument("--token", default=os.environ.get("KHULUMA_TOKEN"), help="with --url: the load's token")
+    parser.add_argument("--quiet-token", help="with --url: the quiet customer's token (noisy)")
+    parser.add_argument("--flood-token", help="with --url: the flooding customer's token (noisy, flood)")
+    parser.add_argument("--pid", type=int, help="with --url: the service's `khuluma serve` pid (PSS and CPU)")
+    parser.add_argument("--runs", default=",".join(RUNS), help=f"some of {','.join(RUNS)}")
+    parser.add_argument("--route", default="sentiment", choices=ROUTES, help="the route of the mixes run")
+    parser.add_argument("--mixes", default=",".join(MIXES), help=f"some of {','.join(MIXES)}")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of each overload and of noisy")
+    parser.add_argument("--capacity-seconds", type=float, default=20.0, help="seconds of each capacity run")
+    parser.add_argument("--quiet-seconds", type=float, default=20.0, help="seconds of the quiet customer alone")
+    parser.add_argument("--flood-seconds", type=float, default=20.0, help="seconds of each phase of the flood run")
+    parser.add_argument("--flood-connections", type=int, default=64, help="connections of the flooding customer")
     parser.add_argument("--overload", type=float, default=4.0, help="load as a multiple of capacity")
-    parser.add_argument("--concurrency", type=int, default=0, help="closed-loop clients (default: per route)")
+    parser.add_argument("--concurrency", type=int, default=0, help="closed-loop clients (default: per route, mix)")
     parser.add_argument("--max-in-flight", type=int, default=1024, help="open requests the load may hold")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds before a request counts as a timeout")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds before a request counts as a timeout")
     json_option(parser)
     args = parser.parse_args()
-    chosen = [r.strip() for r in args.routes.split(",") if r.strip()]
-    if unknown := set(chosen) - set(ROUTES):
-        parser.error(f"unknown routes {sorted(unknown)}; known: {', '.join(ROUTES)}")
-    known = parse_capacity(args.capacity)
+    runs = [r.strip() for r in args.runs.split(",") if r.strip()]
+    mixes = [m.strip() for m in args.mixes.split(",") if m.strip()]
+    if unknown := (set(runs) - set(RUNS)) | (set(mixes) - set(MIXES)):
+        parser.error(f"unknown runs or mixes {sorted(unknown)}")
 
     work = Path(tempfile.mkdtemp(prefix="khuluma-overload-"))
     proc = None
     if args.url:
-        if not args.token:
-            parser.error("--url needs --token (or KHULUMA_TOKEN)")
-        url, token, pid = args.url.rstrip("/"), args.token, args.pid
+        if not (args.token and args.quiet_token and args.flood_token):
+            parser.error("--url needs --token (or KHULUMA_TOKEN), --quiet-token and --flood-token")
+        url, pid = args.url.rstrip("/"), args.pid
+        tokens = {"overload": args.token, "quiet": args.quiet_token, "flood": args.flood_token}
     else:
         print("starting khuluma serve ...", flush=True)
-        proc, url, token = start_service(work)
+        proc, url, tokens = start_service(work)
         pid = proc.pid
-    results: dict[str, dict[str, Outcomes]] = {}
-    around: dict[str, tuple[float | None, float | None]] = {}
+    speech = speech_samples(work) if args.route == "transcribe" and "mixes" in runs else {}
+    bench = Bench(url, tokens, Payloads(url, speech), pid, args)
     try:
-        routes = Routes(url, token, speech_sample(work) if "transcribe" in chosen else None)
-
-        async def setup() -> None:
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300)) as session:
-                await routes.setup(session, chosen)
-
-        asyncio.run(setup())
         before = pss_mb(pid)
-        for route in chosen:
-            results[route], around[route] = asyncio.run(run_route(routes, route, args, known, lambda: pss_mb(pid)))
+        if "mixes" in runs:
+            for mix in mixes:
+                asyncio.run(bench.mix(mix))
+        if "noisy" in runs:
+            asyncio.run(bench.noisy())
+        if "flood" in runs:
+            asyncio.run(bench.flood())
+            bench.summary["flood"]["app_alone_refusals_per_cpu_s"] = app_refusals_per_cpu_s(work)
         after = pss_mb(pid)
     finally:
         if proc is not None:
+            from scripts.bench._service import stop_service
+
             stop_service(proc)
 
-    rows = [(f"{route}, {phase}", out.row()) for route, runs in results.items() for phase, out in runs.items()]
     print()
-    print(table(rows))
-    if before is None or after is None:
-        print("\nPSS: not measured (give --pid with --url)")
-    else:
+    print(table(bench.rows))
+    if before is not None and after is not None:
         print(
             f"\nPSS of the service: {before:,.0f} MiB fresh, {after:,.0f} MiB at the end ({after - before:+,.0f} MiB)"
         )
-        for route, (warm, loaded) in around.items():
-            if warm is not None and loaded is not None:
-                change = 100 * (loaded - warm) / warm
-                print(
-                    f"  {route}: {warm:,.0f} MiB warm (after its capacity run), {loaded:,.0f} MiB after its overload "
-                    f"({change:+.1f} %)"
-                )
+    _print_summary(bench.summary)
     write_json(
         args.json,
-        {
-            "pss_mb": {
-                "before": before,
-                "after": after,
-                "around_overload": {route: {"warm": w, "after": a} for route, (w, a) in around.items()},
-            },
-            "routes": {
-                route: {phase: {**out.row(), "statuses": dict(out.statuses)} for phase, out in runs.items()}
-                for route, runs in results.items()
-            },
-        },
+        {"pss_mb": {"fresh": before, "end": after}, "summary": bench.summary, "rows": dict(bench.rows)},
     )
 
 

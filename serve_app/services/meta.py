@@ -72,8 +72,9 @@ async def health(ctx: AppContext, timeout: float = PING_TIMEOUT_S) -> Health:
     ``draining`` (no probe) during a graceful stop.
 
     A capability whose deployment answered a call in the last :data:`ANSWERED_WITHIN_S` is healthy without a ping,
-    and one whose queue is full (the ping is shed with :class:`Overloaded`) is healthy too: it is alive and shedding
-    load, which is what it should do. Neither goes through the model's queue, so a loaded service stays answerable.
+    and one whose queue is full (the ping is refused with :class:`Overloaded`) is healthy too: it is alive and
+    refusing work past its capacity, which is what it should do. Neither goes through the model's queue, so a
+    loaded service stays answerable.
     """
     if ctx.drain.draining:
         return Health(status="draining", deployments=[])

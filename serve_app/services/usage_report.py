@@ -23,7 +23,7 @@ from sqlalchemy import select
 
 from contracts.errors import InvalidInput
 from contracts.usage import UsageBucket, UsageCounters, UsageReport
-from persistence.admission import refusals_between
+from persistence.admission_counts import refusals_between
 from persistence.models import UsageRecord
 from serve_app.context import AppContext
 from serve_app.tokens import Principal

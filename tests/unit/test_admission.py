@@ -1,7 +1,7 @@
-"""Admission control (issue #30): per-customer limits held across ingress replicas in the database, 429 with
-``Retry-After`` and ``RateLimit`` headers, refusals counted but never billed, load shedding (503 with
-``Retry-After``) from full queues, health that stays answerable, and a replica's drain. Real SQLite, the real
-FastAPI app; no Ray cluster."""
+"""Admission by the customer (issue #30): per-customer limits held across ingress replicas in the database, 429 with
+``Retry-After`` and ``RateLimit`` headers, refusals counted but never billed, 503 with ``Retry-After`` from full
+queues, health that stays answerable, and a replica's drain. Real SQLite, the real FastAPI app; no Ray cluster.
+Admission by capacity and of live sessions: tests/unit/test_admission_capacity.py."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ from sqlalchemy import select
 from starlette.testclient import WebSocketDenialResponse
 
 from contracts.errors import Overloaded, RateLimited, http_status
-from contracts.settings import LimitsSettings, Settings
-from persistence import admission as store
+from contracts.settings import AdmissionSettings, Settings
+from persistence import admission_counts as store
 from persistence.models import UsageRecord, UsageRefusal, utcnow
 from persistence.session import Database
 from persistence.usage_meter import UsageMeter
-from serve_app.admission import Admission
+from serve_app.admission.customers import Admission
 from serve_app.app import create_app
 from serve_app.context import Clients, build_context, get_context
 from serve_app.tokens import LIMIT_FIELDS, Principal, create_token, customer_limits, hash_token
@@ -74,7 +74,9 @@ def exercise_admission_store(db: Database) -> None:
     """The shared counters' statements on a real database (also run on PostgreSQL by
     tests/integration/test_tokens_db.py): claims never pass the limit, a lowered limit grants nothing, seats are
     held once, refusals add up."""
-    customer = create_token(db, f"store-{uuid.uuid4().hex[:8]}")[1].customer_id
+    customer = create_token(db, f"store-{uuid.uuid4().hex[:8]}", limits={"concurrent_share": 30})[1].customer_id
+    assert store.customer_limits(db, customer) == (None, None, None, 30)  # unset ones take the defaults
+    assert store.customer_limits(db, -1) == (None, None, None, None)
     minute = 1_700_000_040
     assert store.claim_requests(db, customer, minute, 4, 10) == (4, 4)  # a new minute: inserted
     assert store.claim_requests(db, customer, minute, 4, 10) == (4, 8)
@@ -125,7 +127,7 @@ def test_replicas_never_admit_more_than_the_limit_together(db: Database) -> None
     """Four replicas (each its own Admission, thread and event loop) admit 40 concurrent requests each for one
     customer with a limit of 50 per minute: exactly 50 are admitted, whatever the interleaving."""
     _, principal = _customer(db, requests_per_minute=50)
-    settings = LimitsSettings(cache_seconds=0)
+    settings = AdmissionSettings(cache_seconds=0)
     now = datetime.now(UTC).timestamp()
     admitted: list[int] = []
 
@@ -155,7 +157,7 @@ def test_replicas_never_admit_more_than_the_limit_together(db: Database) -> None
 def test_a_new_minute_admits_again_and_the_limits_cache_expires(db: Database) -> None:
     _, principal = _customer(db, requests_per_minute=2)
     t = [1_700_000_000.0]  # 20 s into a minute
-    admission = Admission(db, UsageMeter(db, 0.2), LimitsSettings(cache_seconds=0), clock=lambda: t[0])
+    admission = Admission(db, UsageMeter(db, 0.2), AdmissionSettings(cache_seconds=0), clock=lambda: t[0])
 
     async def go() -> None:
         first = await admission.admit_request(principal)
@@ -190,7 +192,7 @@ def test_refusal_errors_survive_pickling_and_map_to_their_status() -> None:
 
 
 def test_past_the_limit_429_with_retry_after_and_ratelimit_headers(local_app, db) -> None:
-    client = local_app(limits={"cache_seconds": 0})
+    client = local_app(admission={"cache_seconds": 0})
     token, principal = _customer(db, requests_per_minute=3)
     h = {"X-CLIENT-TOKEN": token}
     answers = [client.get(STREAM, headers=h) for _ in range(4)]
@@ -216,7 +218,7 @@ def test_past_the_limit_429_with_retry_after_and_ratelimit_headers(local_app, db
 
 
 def test_the_limit_holds_across_two_ingress_replicas(local_app, db) -> None:
-    first, second = local_app(limits={"cache_seconds": 0}), local_app(limits={"cache_seconds": 0})
+    first, second = local_app(admission={"cache_seconds": 0}), local_app(admission={"cache_seconds": 0})
     token, _ = _customer(db, requests_per_minute=40)  # replicas claim 2 at a time
     h = {"X-CLIENT-TOKEN": token}
     codes = [(first if i % 2 else second).get(STREAM, headers=h).status_code for i in range(50)]
@@ -225,7 +227,7 @@ def test_the_limit_holds_across_two_ingress_replicas(local_app, db) -> None:
 
 
 def test_refusals_are_reported_but_never_billed(local_app, db) -> None:
-    client = local_app(limits={"cache_seconds": 0})
+    client = local_app(admission={"cache_seconds": 0})
     token, principal = _customer(db, requests_per_minute=2)
     h = {"X-CLIENT-TOKEN": token}
     start = (utcnow() - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -245,7 +247,7 @@ def test_refusals_are_reported_but_never_billed(local_app, db) -> None:
 
 
 def test_audio_of_the_day_is_checked_before_a_transcription_starts(local_app, db) -> None:
-    client = local_app(limits={"cache_seconds": 0})
+    client = local_app(admission={"cache_seconds": 0})
     token, principal = _customer(db, audio_seconds_per_day=60)
     h = {"X-CLIENT-TOKEN": token}
     files = {"file": ("a.wav", b"RIFF0000WAVE", "audio/wav")}
@@ -279,7 +281,7 @@ def test_audio_of_the_day_is_checked_before_a_transcription_starts(local_app, db
 
 
 def test_live_sessions_are_refused_before_the_upgrade(local_app, db) -> None:
-    client = local_app(limits={"cache_seconds": 0, "live_sessions_per_replica": 3})
+    client = local_app(admission={"cache_seconds": 0, "live_sessions_per_replica": 3})
     token, principal = _customer(db, live_sessions=1)
     h = {"X-CLIENT-TOKEN": token}
     assert store.take_live_slot(db, principal.customer_id, 1, "elsewhere", 60)  # a session on another replica
@@ -295,6 +297,7 @@ def test_live_sessions_are_refused_before_the_upgrade(local_app, db) -> None:
     async def hold(n: int) -> list[Any]:
         return [await live.take(principal, 0) for _ in range(n)]
 
+    live.session_load = 0.0  # as if the sessions were measured far below real time: only the fixed ceiling refuses
     seats = asyncio.run(hold(3))
     other = _customer(db)[0]
     with (
@@ -302,7 +305,7 @@ def test_live_sessions_are_refused_before_the_upgrade(local_app, db) -> None:
         client.websocket_connect(STREAM, headers={"X-CLIENT-TOKEN": other}),
     ):
         pass
-    assert denied.value.status_code == 503 and "KHULUMA_LIMITS_LIVE_SESSIONS_PER_REPLICA" in denied.value.text
+    assert denied.value.status_code == 503 and "KHULUMA_ADMISSION_LIVE_SESSIONS_PER_REPLICA" in denied.value.text
     assert denied.value.headers["retry-after"] == "5"
     for seat in seats:
         asyncio.run(live.release(seat))
@@ -310,7 +313,7 @@ def test_live_sessions_are_refused_before_the_upgrade(local_app, db) -> None:
     assert _refusals(db, principal.customer_id) == {"live_sessions": 1}
 
 
-# ------------------------------------------------------------------------------------------------- load shedding
+# ------------------------------------------------------------------------------------------------- full queues
 
 
 class _Method:
@@ -343,7 +346,7 @@ def _backpressure(retry_after_s: float | None = 3.0, wrapped: bool = False) -> E
     return error
 
 
-def _shedding(error: Exception) -> _FakeHandle:
+def _refusing(error: Exception) -> _FakeHandle:
     async def answer(_name: str) -> Any:
         raise error
 
@@ -363,7 +366,7 @@ def test_a_full_deployment_queue_answers_503_at_once(db, settings, error: str | 
         asyncio.run(call(shed()))
     assert raised.value.retry_after == retry
 
-    client = _app(settings, text=_shedding(cause))
+    client = _app(settings, text=_refusing(cause))
     token, principal = _customer(db)
     answer = client.post(
         "/api/v1/sentiment_analysis/process", headers={"X-CLIENT-TOKEN": token}, json={"encoded_text": "Hello there"}
@@ -400,8 +403,8 @@ def test_the_ingress_text_queue_is_bounded() -> None:
 
 
 def test_health_stays_answerable_under_load(settings) -> None:
-    """A deployment whose queue is full is healthy (alive, shedding load); one that answered a moment ago is not
-    pinged at all, so the probe never queues behind its requests."""
+    """A deployment whose queue is full is healthy (alive, refusing work past its capacity); one that answered a
+    moment ago is not pinged at all, so the probe never queues behind its requests."""
 
     async def answer(name: str) -> Any:
         if name == "ping":
@@ -439,11 +442,10 @@ def test_a_draining_replica_refuses_new_work_and_says_so(settings, db) -> None:
 
 
 def test_drain_waits_for_requests_in_flight_and_closes_live_sessions(settings, db) -> None:
-    from serve_app.admission import LiveSeat
+    from serve_app.admission.live import LiveSeat
     from serve_app.ingress import drain_replica
     from serve_app.lifecycle import SHUTTING_DOWN
     from serve_app.middleware import AdmissionMiddleware
-    from serve_app.shedding import InFlightBounds
 
     context = build_context(settings, Clients())
     _, principal = _customer(db)
@@ -454,7 +456,7 @@ def test_drain_waits_for_requests_in_flight_and_closes_live_sessions(settings, d
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"done"})
 
-    middleware = AdmissionMiddleware(slow_app, context.drain, InFlightBounds(settings.limits))
+    middleware = AdmissionMiddleware(slow_app, context.drain, context.admission.capacity)
 
     async def request(path: str = "/x") -> int:
         sent: list[dict[str, Any]] = []
@@ -496,13 +498,16 @@ def test_token_create_and_limits(tmp_path, monkeypatch: pytest.MonkeyPatch) -> N
     from khuluma.cli import app
 
     monkeypatch.setenv("KHULUMA_DATA_DIR", str(tmp_path))
-    monkeypatch.setenv("KHULUMA_LIMITS_LIVE_SESSIONS", "4")
+    monkeypatch.setenv("KHULUMA_LIMITS_LIVE_SESSIONS", "4")  # the section's old name: still read
     get_settings.cache_clear()
     try:
         runner = CliRunner()
         created = runner.invoke(
             app,
-            ["token", "create", "--customer", "acme", "--requests-per-minute", "20", "--audio-seconds-per-day", "3600"],
+            [
+                *("token", "create", "--customer", "acme", "--requests-per-minute", "20"),
+                *("--audio-seconds-per-day", "3600", "--concurrent-share", "25"),
+            ],
         )
         assert created.exit_code == 0, created.output
         token = created.output.strip().splitlines()[-1]
@@ -513,6 +518,7 @@ def test_token_create_and_limits(tmp_path, monkeypatch: pytest.MonkeyPatch) -> N
         assert lines["requests_per_minute"] == ["20", "20"]
         assert lines["audio_seconds_per_day"] == ["3600", "3600"]
         assert lines["live_sessions"] == ["default", "4"]  # the operator's default applies
+        assert lines["concurrent_share"] == ["25", "25%"]
         changed = runner.invoke(app, ["token", "limits", token, "--requests-per-minute", "0", "--live-sessions", "2"])
         assert changed.exit_code == 0, changed.output
         db = Database(get_settings().db_url)
@@ -524,6 +530,8 @@ def test_token_create_and_limits(tmp_path, monkeypatch: pytest.MonkeyPatch) -> N
         assert customer_limits(db, "acme").audio_seconds_per_day is None  # type: ignore[union-attr]
         bad = runner.invoke(app, ["token", "limits", "acme", "--requests-per-minute", "lots"])
         assert bad.exit_code != 0 and "not a number" in bad.output
+        over = runner.invoke(app, ["token", "limits", "acme", "--concurrent-share", "150"])
+        assert over.exit_code != 0 and "at most 100" in over.output
         assert runner.invoke(app, ["token", "limits", "nobody"]).exit_code == 1
         with db.session() as s:  # the token was stored as a hash, the limits on the customer
             from persistence.models import ApiToken

@@ -19,7 +19,7 @@ from cluster.settings_env import (
     setting_warnings,
     unknown_variables,
 )
-from contracts.settings import Settings
+from contracts.settings import Settings, renamed_variable
 from deployments.common import configure_replica_logging
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +45,32 @@ def test_a_renamed_setting_names_its_new_name() -> None:
     assert setting_warnings({"KHULUMA_NER_MODEL": "/models/x"}) == [
         "KHULUMA_NER_MODEL is not a setting (renamed: KHULUMA_TEXT_NER_MODEL)"
     ]
+
+
+def test_a_renamed_section_is_still_read_under_its_old_name_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``limits`` became ``admission``: its variables, its dotenv lines and a Serve config's ``limits:`` keep
+    working, the new name wins where both are set, and each old name is reported with the name to use."""
+    monkeypatch.setenv("KHULUMA_LIMITS_REQUESTS_PER_MINUTE", "7")
+    monkeypatch.setenv("KHULUMA_LIMITS_TEXT_IN_FLIGHT", "3")
+    monkeypatch.setenv("KHULUMA_ADMISSION_TEXT_IN_FLIGHT", "5")
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("KHULUMA_LIMITS_LIVE_SESSIONS=2\n")
+    settings = Settings(data_dir=tmp_path, _env_file=dotenv)
+    assert (settings.admission.requests_per_minute, settings.admission.text_in_flight) == (7, 5)
+    assert settings.admission.live_sessions == 2
+    with caplog.at_level(logging.WARNING, logger="khuluma.settings"):
+        configured = Settings(data_dir=tmp_path, _env_file=None, limits={"concurrent_share": 30})
+        updated = settings.updated({"limits": {"max_wait_seconds": 2.5}})
+    assert configured.admission.concurrent_share == 30 and updated.admission.max_wait_seconds == 2.5
+    assert updated.admission.requests_per_minute == 7  # the rest of the section kept
+    assert any("'limits' is now 'admission'" in r.getMessage() for r in caplog.records)
+    assert setting_warnings({"KHULUMA_LIMITS_LIVE_SESSIONS": "4"}) == [
+        "KHULUMA_LIMITS_LIVE_SESSIONS is an old name of KHULUMA_ADMISSION_LIVE_SESSIONS: still read as that; rename it"
+    ]
+    assert renamed_variable("khuluma_limits") == "khuluma_admission"
+    assert renamed_variable("khuluma_limitsx") is None  # another name that starts alike
 
 
 def test_every_rename_leads_from_an_unknown_name_to_a_setting() -> None:
@@ -92,7 +118,8 @@ def test_unknown_variables_never_stop_the_settings(monkeypatch: pytest.MonkeyPat
 
 def test_every_khuluma_name_the_project_mentions_is_known() -> None:
     """The allow-list and the renames keep up with the code and the docs: every KHULUMA_* name written anywhere in
-    the repository is a setting, one of the project's other variables, or a renamed setting's old name."""
+    the repository is a setting, one of the project's other variables, or a renamed setting's or section's old
+    name."""
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     mentioned: dict[str, str] = {}
     for file in files:
@@ -106,6 +133,7 @@ def test_every_khuluma_name_the_project_mentions_is_known() -> None:
         name: file
         for name, file in mentioned.items()
         if name not in setting_variables() | NOT_SETTINGS.keys() | RENAMED_VARIABLES.keys() | made_up
+        and renamed_variable(name) not in setting_variables()
     }
     assert unknown == {}
 

@@ -1,11 +1,11 @@
-"""Admission control at the ingress: each customer's limits, held across every ingress replica and node.
+"""Admission by the customer: each customer's limits, held across every ingress replica and node.
 
-Three limits belong to a customer (``customers`` columns, set with ``khuluma token create|limits``; unset ones take
-the operator's defaults, ``KHULUMA_LIMITS_*``; 0 is unlimited):
+Five limits belong to a customer (``customers`` columns, set with ``khuluma token create|limits``; unset ones take
+the operator's defaults, ``KHULUMA_ADMISSION_*``; 0 is unlimited):
 
 - **requests per minute**, checked for every authenticated request (``serve_app/auth.py``). The count of a UTC
   minute lives in the database (``rate_windows``). A replica does not go there per request: it claims a *slice*
-  of the minute's limit with one atomic UPSERT (``persistence.admission.claim_requests``) and admits from the
+  of the minute's limit with one atomic UPSERT (``persistence.admission_counts.claim_requests``) and admits from the
   slice locally until it is spent, then claims again. The replicas together never admit more than the limit; a
   slice left unspent when the minute ends is lost (at most ``limit / 20`` per replica, and slices shrink to one
   request as the limit nears). When the database says the minute is used up, the replica refuses locally until
@@ -14,7 +14,9 @@ the operator's defaults, ``KHULUMA_LIMITS_*``; 0 is unlimited):
   metered seconds since UTC midnight (``usage_records``), read at most every ``limits.cache_seconds`` and counted
   on locally in between.
 - **live sessions** open at once: a seat per session in ``live_session_slots``, held under a lease that this
-  replica renews, so a replica that dies frees its seats (:class:`LiveSessions`).
+  replica renews, so a replica that dies frees its seats (``serve_app/admission/live.py``);
+- **concurrent share**: the percentage of a server's capacity for one kind of work the customer may hold in flight,
+  checked at the edge before the body is read (``serve_app/admission/capacity.py``, with the limits cached here).
 
 A refusal is a :class:`~contracts.errors.RateLimited` (429 with ``Retry-After`` and ``RateLimit`` headers, rendered
 at the edge: ``serve_app/errors.py``) and is counted per customer in ``usage_refusals``, never as a usage record.
@@ -25,17 +27,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-from contracts.errors import Overloaded, RateLimited
-from contracts.settings import LimitsSettings
-from persistence import admission as store
+from contracts.errors import RateLimited
+from contracts.settings import AdmissionSettings
+from persistence import admission_counts as store
 from persistence.session import Database
 from persistence.usage_meter import UsageMeter
-from serve_app.tokens import Principal
+from serve_app.admission.capacity import Capacity
+from serve_app.admission.live import LiveSessions
+from serve_app.tokens import LIMIT_FIELDS, Principal
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +46,6 @@ WINDOW_S = 60
 DAY_S = 24 * 3600
 SLICE_FRACTION = 20  # a claim takes at most 1/20 of the limit ...
 MAX_SLICE = 100  # ... and at most this many requests
-LIVE_RETRY_AFTER_S = 5  # when a live seat may free up (sessions have no schedule)
 STATE_KEY = "khuluma_admitted"  # the request's Admitted, in the ASGI scope's state (read by the edge)
 
 
@@ -54,6 +56,7 @@ class Limits:
     requests_per_minute: int = 0
     audio_seconds_per_day: int = 0
     live_sessions: int = 0
+    concurrent_share: int = 0
 
 
 @dataclass(frozen=True)
@@ -122,13 +125,14 @@ class _LoopLocks:
 
 
 class Admission:
-    """Per-customer limits for one ingress replica; the shared counts live in the database."""
+    """The admission of one ingress replica: its customers' limits (the shared counts live in the database), its
+    live sessions (:attr:`live`) and its capacity for each kind of work (:attr:`capacity`)."""
 
     def __init__(
         self,
         db: Database,
         usage: UsageMeter,
-        settings: LimitsSettings,
+        settings: AdmissionSettings,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.db, self.usage, self.settings = db, usage, settings
@@ -139,6 +143,7 @@ class Admission:
         self._locks = _LoopLocks()
         self._forgotten_before = 0
         self.live = LiveSessions(db, settings)
+        self.capacity = Capacity(settings)
 
     def now(self) -> float:
         return self._clock()
@@ -146,25 +151,32 @@ class Admission:
     # -------------------------------------------------------------------------------------------------- limits
 
     async def limits_for(self, customer_id: int) -> Limits:
-        """The customer's limits: its own where set, else the defaults; cached for ``limits.cache_seconds``."""
-        cached = self._limits.get(customer_id)
-        if cached and cached[0] > time.monotonic():
-            return cached[1]
+        """The customer's limits: its own where set, else the defaults; cached for ``admission.cache_seconds``."""
+        cached = self.cached_limits(customer_id)
+        if cached is not None:
+            return cached
         try:
             own = await asyncio.to_thread(store.customer_limits, self.db, customer_id)
         except Exception:  # the database is briefly unreachable: the defaults, and ask again soon
             log.warning("limits of customer %s not readable; using the defaults", customer_id, exc_info=True)
-            own = (None, None, None)
+            own = (None, None, None, None)
         defaults = self.settings
         limits = Limits(
-            own[0] if own[0] is not None else defaults.requests_per_minute,
-            own[1] if own[1] is not None else defaults.audio_seconds_per_day,
-            own[2] if own[2] is not None else defaults.live_sessions,
+            *(
+                value if value is not None else getattr(defaults, name)
+                for name, value in zip(LIMIT_FIELDS, own, strict=True)
+            )
         )
         if len(self._limits) > 100_000:
             self._limits.clear()
         self._limits[customer_id] = (time.monotonic() + self.settings.cache_seconds, limits)
         return limits
+
+    def cached_limits(self, customer_id: int) -> Limits | None:
+        """The customer's limits if read lately (the edge's check before the body, which never waits for the
+        database), else None."""
+        cached = self._limits.get(customer_id)
+        return cached[1] if cached and cached[0] > time.monotonic() else None
 
     # -------------------------------------------------------------------------------------------------- requests
 
@@ -268,102 +280,3 @@ class Admission:
         entry = self._audio.get(customer_id)
         if entry is not None and seconds > 0:
             entry.seconds += seconds
-
-
-# ----------------------------------------------------------------------------------------------- live sessions
-
-
-@dataclass
-class LiveSeat:
-    """One open live session of this replica. :meth:`close` asks the session to end (from any thread): the
-    stream service waits on :attr:`stop` beside the client's next message."""
-
-    customer_id: int
-    session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    held: bool = False  # holds a seat in the customer's count (the customer has a live-session limit)
-    reason: str = ""
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-    loop: asyncio.AbstractEventLoop | None = None
-
-    def close(self, reason: str) -> None:
-        self.reason = reason
-        if self.loop is not None and not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self.stop.set)
-
-
-class LiveSessions:
-    """The live sessions of one ingress replica: at most ``limits.live_sessions_per_replica`` (503 beyond), and the
-    customer's seats in the database (429 beyond the customer's limit)."""
-
-    def __init__(self, db: Database, settings: LimitsSettings) -> None:
-        self.db, self.settings = db, settings
-        self.open: dict[str, LiveSeat] = {}
-        self._renewer: asyncio.Task[None] | None = None
-
-    async def take(self, principal: Principal, limit: int) -> LiveSeat:
-        bound = self.settings.live_sessions_per_replica
-        if bound and len(self.open) >= bound:
-            raise Overloaded(
-                f"This server already holds its {bound} live sessions (KHULUMA_LIMITS_LIVE_SESSIONS_PER_REPLICA); "
-                f"retry in {LIVE_RETRY_AFTER_S} s or on another server.",
-                LIVE_RETRY_AFTER_S,
-            )
-        seat = LiveSeat(principal.customer_id, loop=asyncio.get_running_loop())
-        self.open[seat.session_id] = seat  # counted before the database is asked: concurrent opens see it
-        if not limit:
-            return seat
-        try:
-            got = await asyncio.to_thread(
-                store.take_live_slot,
-                self.db,
-                principal.customer_id,
-                limit,
-                seat.session_id,
-                self.settings.live_lease_seconds,
-            )
-        except Exception:  # the database is unreachable: admit without a seat (the limit waits)
-            log.warning("live seat of customer %s not claimable; admitting", principal.customer_id, exc_info=True)
-            return seat
-        if not got:
-            del self.open[seat.session_id]
-            raise RateLimited(
-                f"This customer already has {limit} live sessions open, its limit. Close one, or retry in "
-                f"{LIVE_RETRY_AFTER_S} s.",
-                LIVE_RETRY_AFTER_S,
-                limit=limit,
-                reason="live_sessions",
-            )
-        seat.held = True
-        self._ensure_renewer()
-        return seat
-
-    async def release(self, seat: LiveSeat) -> None:
-        self.open.pop(seat.session_id, None)
-        if seat.held:
-            try:
-                await asyncio.to_thread(store.release_live_slot, self.db, seat.session_id)
-            except Exception:  # the seat's lease runs out instead
-                log.warning("live seat %s not released; its lease will expire", seat.session_id, exc_info=True)
-
-    def close_all(self, reason: str) -> int:
-        """Ask every open session of this replica to end (a graceful stop); how many were asked."""
-        seats = list(self.open.values())
-        for seat in seats:
-            seat.close(reason)
-        return len(seats)
-
-    def _ensure_renewer(self) -> None:
-        if self._renewer is None or self._renewer.done():
-            self._renewer = asyncio.get_running_loop().create_task(self._renew(), name="live-seats")
-
-    async def _renew(self) -> None:
-        lease = self.settings.live_lease_seconds
-        while True:
-            await asyncio.sleep(lease / 3)
-            held = [seat.session_id for seat in self.open.values() if seat.held]
-            if not held:
-                return  # the next seat taken starts a renewer again
-            try:
-                await asyncio.to_thread(store.renew_live_slots, self.db, held, lease)
-            except Exception:  # retried at the next period, within the lease
-                log.warning("live seats not renewed", exc_info=True)

@@ -1,11 +1,12 @@
-"""Shared admission state, in the database every ingress replica on every node already uses.
+"""The counts admission shares, in the database every ingress replica on every node already uses.
 
 Each operation is one atomic statement (an UPSERT or UPDATE with RETURNING), the same on SQLite and PostgreSQL, so
 replicas never read-then-write in one transaction (on SQLite that can fail when another process wrote in between;
 on PostgreSQL two replicas could both pass a count):
 
 - :func:`claim_requests`: take up to N requests of a customer's minute, never past the limit. The ingress claims a
-  slice at a time and admits from it locally (``serve_app/admission.py``), so the hot path rarely reaches here.
+  slice at a time and admits from it locally (``serve_app/admission/customers.py``), so the hot path rarely reaches
+  here.
 - :func:`take_live_slot` / :func:`release_live_slot` / :func:`renew_live_slots`: a customer's live-session seats,
   each held under a lease, so a replica that dies frees its seats when the lease runs out.
 - :func:`audio_seconds_since`: the customer's metered audio of the day (``usage_records``).
@@ -39,15 +40,20 @@ def upsert(session: Session, table: Any) -> Any:
 # --------------------------------------------------------------------------------------------- limits of customers
 
 
-def customer_limits(db: Database, customer_id: int) -> tuple[int | None, int | None, int | None]:
-    """The customer's own (requests per minute, audio seconds per day, live sessions); None: the default."""
+LIMIT_COLUMNS = (
+    Customer.requests_per_minute,
+    Customer.audio_seconds_per_day,
+    Customer.live_sessions,
+    Customer.concurrent_share,
+)
+
+
+def customer_limits(db: Database, customer_id: int) -> tuple[int | None, ...]:
+    """The customer's own (requests per minute, audio seconds per day, live sessions, concurrent share); None:
+    the default."""
     with db.session() as s:
-        row = s.execute(
-            select(Customer.requests_per_minute, Customer.audio_seconds_per_day, Customer.live_sessions).where(
-                Customer.id == customer_id
-            )
-        ).first()
-    return (row[0], row[1], row[2]) if row else (None, None, None)
+        row = s.execute(select(*LIMIT_COLUMNS).where(Customer.id == customer_id)).first()
+    return tuple(row) if row else (None,) * len(LIMIT_COLUMNS)
 
 
 # --------------------------------------------------------------------------------------------- requests per minute

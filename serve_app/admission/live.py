@@ -1,0 +1,190 @@
+"""Admission of live sessions (``/ws/stream-transcribe``, ``/v1/realtime``), before the WebSocket is accepted.
+
+A new session is admitted only while speech keeps every open session at real time. Each session's streaming steps
+are timed against the audio they cover (:class:`TimedSpeechClient`, the ingress's speech handle: a step's time
+goes to the session whose task made the call, :data:`CURRENT_SEAT`), which gives the session's real-time factor:
+seconds of work per second of audio, over about the last :data:`RTF_WINDOW_S` seconds of its audio. When sessions
+share the speech capacity their factors grow together, so the load of one session is the mean factor of the
+measured sessions over their number; a new one is admitted while that load times the sessions open plus one stays
+within :data:`REALTIME_HEADROOM` (the sessions open keep their latency), else it is refused with 503 and
+``Retry-After``. Until a session has been measured on this replica, up to :data:`UNMEASURED_SESSIONS` are open at
+once.
+
+The customer's seats are counted across replicas in the database (``persistence/admission_counts.py``; 429 past
+the customer's ``live_sessions``), each under a lease this replica renews, so a replica that dies frees its seats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+import uuid
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+from contracts.errors import Overloaded, RateLimited
+from contracts.settings import AdmissionSettings
+from contracts.speech import SpeechClient, StreamRequest, StreamStep
+from persistence import admission_counts as store
+from persistence.session import Database
+from serve_app.tokens import Principal
+
+log = logging.getLogger(__name__)
+
+LIVE_RETRY_AFTER_S = 5  # when a live seat may free up (sessions have no schedule)
+REALTIME_HEADROOM = 0.8  # a session's steps may take this share of its audio's duration: a margin for variance
+RTF_WINDOW_S = 10.0  # a session's real-time factor weighs its last seconds of audio most
+MEASURED_AUDIO_S = 1.0  # a session counts as measured after its steps covered this much audio
+UNMEASURED_SESSIONS = 8  # open at once before any session has been measured on this replica
+
+# The live session the running task serves (set when it is admitted; its streaming steps are timed against it).
+CURRENT_SEAT: ContextVar[LiveSeat | None] = ContextVar("khuluma_live_seat", default=None)
+
+
+@dataclass
+class LiveSeat:
+    """One open live session of this replica. :meth:`close` asks the session to end (from any thread): the
+    stream service waits on :attr:`stop` beside the client's next message."""
+
+    customer_id: int
+    session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    held: bool = False  # holds a seat in the customer's count (the customer has a live-session limit)
+    reason: str = ""
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    loop: asyncio.AbstractEventLoop | None = None
+    # its streaming steps: seconds of work and of audio, each decaying with the audio that came after
+    busy_s: float = 0.0
+    audio_s: float = 0.0
+    heard_until: float = 0.0  # seconds into the stream the steps have covered
+
+    def close(self, reason: str) -> None:
+        self.reason = reason
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.stop.set)
+
+    def note_step(self, audio_end: float, seconds: float) -> None:
+        """A streaming step that took ``seconds`` and covered the stream up to ``audio_end`` seconds."""
+        new = max(0.0, audio_end - self.heard_until)
+        self.heard_until = max(self.heard_until, audio_end)
+        keep = math.exp(-new / RTF_WINDOW_S)
+        self.busy_s = self.busy_s * keep + seconds
+        self.audio_s = self.audio_s * keep + new
+
+    def realtime_factor(self) -> float | None:
+        """Seconds of step work per second of audio lately; None until enough audio was measured."""
+        if self.heard_until < MEASURED_AUDIO_S or self.audio_s <= 0:
+            return None
+        return self.busy_s / self.audio_s
+
+
+class LiveSessions:
+    """The live sessions of one ingress replica: admitted while speech keeps them all at real time (and within
+    ``admission.live_sessions_per_replica`` when set; 503 beyond), and the customers' seats in the database (429
+    beyond a customer's limit)."""
+
+    def __init__(self, db: Database, settings: AdmissionSettings) -> None:
+        self.db, self.settings = db, settings
+        self.open: dict[str, LiveSeat] = {}
+        self.session_load: float | None = None  # the real-time factor one open session adds, last measured
+        self._renewer: asyncio.Task[None] | None = None
+
+    def room(self) -> bool:
+        """Whether one more session keeps every open one at real time, by the latest measurements."""
+        factors = [f for seat in self.open.values() if (f := seat.realtime_factor()) is not None]
+        if factors:  # sessions sharing speech slow down together: each one's share of the load
+            self.session_load = sum(factors) / len(factors) ** 2
+        if self.session_load is None:  # nothing measured on this replica yet: a few, until one is
+            return len(self.open) < UNMEASURED_SESSIONS
+        return self.session_load * (len(self.open) + 1) <= REALTIME_HEADROOM
+
+    async def take(self, principal: Principal, limit: int) -> LiveSeat:
+        ceiling = self.settings.live_sessions_per_replica
+        if ceiling and len(self.open) >= ceiling:
+            raise Overloaded(
+                f"This server already holds its {ceiling} live sessions (KHULUMA_ADMISSION_LIVE_SESSIONS_PER_REPLICA); "
+                f"retry in {LIVE_RETRY_AFTER_S} s or on another server.",
+                LIVE_RETRY_AFTER_S,
+            )
+        if not self.room():
+            raise Overloaded(
+                f"Speech on this server is at capacity for live sessions: one more would put the {len(self.open)} "
+                f"open behind real time. Retry in {LIVE_RETRY_AFTER_S} s or on another server.",
+                LIVE_RETRY_AFTER_S,
+            )
+        seat = LiveSeat(principal.customer_id, loop=asyncio.get_running_loop())
+        self.open[seat.session_id] = seat  # counted before the database is asked: concurrent opens see it
+        CURRENT_SEAT.set(seat)  # the session runs in this task: its steps are timed against this seat
+        if not limit:
+            return seat
+        try:
+            got = await asyncio.to_thread(
+                store.take_live_slot,
+                self.db,
+                principal.customer_id,
+                limit,
+                seat.session_id,
+                self.settings.live_lease_seconds,
+            )
+        except Exception:  # the database is unreachable: admit without a seat (the limit waits)
+            log.warning("live seat of customer %s not claimable; admitting", principal.customer_id, exc_info=True)
+            return seat
+        if not got:
+            del self.open[seat.session_id]
+            CURRENT_SEAT.set(None)
+            raise RateLimited(
+                f"This customer already has {limit} live sessions open, its limit. Close one, or retry in "
+                f"{LIVE_RETRY_AFTER_S} s.",
+                LIVE_RETRY_AFTER_S,
+                limit=limit,
+                reason="live_sessions",
+            )
+        seat.held = True
+        self._ensure_renewer()
+        return seat
+
+    async def release(self, seat: LiveSeat) -> None:
+        self.open.pop(seat.session_id, None)
+        if seat.held:
+            try:
+                await asyncio.to_thread(store.release_live_slot, self.db, seat.session_id)
+            except Exception:  # the seat's lease runs out instead
+                log.warning("live seat %s not released; its lease will expire", seat.session_id, exc_info=True)
+
+    def close_all(self, reason: str) -> int:
+        """Ask every open session of this replica to end (a graceful stop); how many were asked."""
+        seats = list(self.open.values())
+        for seat in seats:
+            seat.close(reason)
+        return len(seats)
+
+    def _ensure_renewer(self) -> None:
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.get_running_loop().create_task(self._renew(), name="live-seats")
+
+    async def _renew(self) -> None:
+        lease = self.settings.live_lease_seconds
+        while True:
+            await asyncio.sleep(lease / 3)
+            held = [seat.session_id for seat in self.open.values() if seat.held]
+            if not held:
+                return  # the next seat taken starts a renewer again
+            try:
+                await asyncio.to_thread(store.renew_live_slots, self.db, held, lease)
+            except Exception:  # retried at the next period, within the lease
+                log.warning("live seats not renewed", exc_info=True)
+
+
+class TimedSpeechClient(SpeechClient):
+    """The ingress's speech handle: each streaming step is timed against the live session that made it."""
+
+    async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
+        seat = CURRENT_SEAT.get()
+        started = time.monotonic()
+        try:
+            return await super().transcribe_pcm(request)
+        finally:
+            if seat is not None:
+                audio_end = request.offset + len(request.pcm) / (2 * request.sample_rate)
+                seat.note_step(audio_end, time.monotonic() - started)
