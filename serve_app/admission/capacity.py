@@ -29,11 +29,12 @@ in flight (its cost over the cost completed per busy second).
 
 **Fair share.** When the limit is reached, a customer with nothing in flight of the kind, or below an equal share of
 the limit among the customers seen in the last :data:`RECENT_S`, is still admitted (up to twice the limit in all,
-counting no customer past its share); and while another customer asks for less than an equal share of what the
-kind drains (a light customer), the others may keep the kind busy (its measured capacity times a typical request's
-unloaded latency) but not queue work for that one to wait behind. So one customer flooding cannot lock the others
-out. A customer's own cap (``concurrent_share``: a percentage of the limit it may hold at once, whatever the load)
-answers 429.
+counting no customer past its share); and while another customer that asks for less than an equal share of what
+the kind drains (a light customer) has work in flight or sent some in the last :data:`PRESENT_S`, the customers
+asking for more may keep the kind busy (its measured capacity times a typical request's unloaded latency) but not
+queue work for that one to wait behind; a light customer itself is held only to the limit. So one customer
+flooding cannot lock the others out, and customers gone quiet hold nobody back. A customer's own cap
+(``concurrent_share``: a percentage of the limit it may hold at once, whatever the load) answers 429.
 """
 
 from __future__ import annotations
@@ -184,6 +185,7 @@ def _multipart_file(head: bytes) -> int | None:
 OWN_WAIT = 0.5  # a request whose own work is long may wait this share of it (beyond the target)
 UNMEASURED_REQUESTS = 8  # in flight at once before the first request of the kind has been measured
 RECENT_S = 10.0  # a customer that sent work of the kind this recently counts for the fair share
+PRESENT_S = 1.0  # a light customer with nothing in flight that sent work this recently is still waiting on its answers
 DEMAND_S = 5.0  # a customer's demand is the cost it asked for over about this long
 RECOUNT_S = 0.01  # the customers seen recently are counted again at most this often
 MAX_CUSTOMERS = 1024  # customers remembered per kind before those not seen recently are forgotten
@@ -274,7 +276,7 @@ class Limiter:
                 reason="concurrent_share",
             )
         recent, light, fair_in_flight = self._customers(now, limit)
-        if not light - {key}:
+        if key in light or not light - {key}:
             shared = limit
             fits = self.cost_in_flight + cost <= limit
         else:  # another customer asks for less than its share: keep the kind busy, with no queue for it to wait behind
@@ -376,11 +378,18 @@ class Limiter:
             recent = {key: asked for key, (seen, asked) in self.seen.items() if now - seen <= RECENT_S}
             count = max(1, len(recent))
             rate = self.capacity_rate or self.drain_rate
-            light = frozenset(key for key, asked in recent.items() if rate and asked / DEMAND_S < rate / count)
+            light = frozenset(
+                key
+                for key, asked in recent.items()
+                if rate and asked / DEMAND_S < rate / count and (key in self.held or self._present(key, now))
+            )
             fair = sum(min(held, limit / count) for held in self.held.values())
             self._counted = (count, light if count > 1 else frozenset(), fair)
             self._counted_at = now
         return self._counted
+
+    def _present(self, key: Hashable, now: float) -> bool:
+        return now - self.seen[key][0] <= PRESENT_S
 
     def _in_service(self) -> float:
         """The cost in flight that keeps the kind busy without a queue: the rate it drains at when saturated

@@ -68,7 +68,11 @@ async function errorOf(response) {
   return new ApiError(response.status, detail);
 }
 
-/** Calls the API with the session's token; resolves to the JSON answer, rejects with an ApiError. */
+const RETRIES_WHEN_BUSY = 3;
+const MAX_RETRY_AFTER_S = 15;
+
+/** Calls the API with the session's token; resolves to the JSON answer, rejects with an ApiError. A 503 that
+ * says when to come back (Retry-After) is retried then, a few times. */
 async function api(path, { method = "GET", json, form, params, authenticated = true } = {}) {
   if (authenticated && !token()) throw new ApiError(401, "No token yet");
   const url = new URL(path, window.location.origin);
@@ -83,7 +87,14 @@ async function api(path, { method = "GET", json, form, params, authenticated = t
   } else if (form !== undefined) {
     body = form;
   }
-  const response = await fetch(url, { method, headers, body });
+  let response = await fetch(url, { method, headers, body });
+  // a 503 with Retry-After was refused before any work (the server is at capacity): wait as told and try again
+  for (let retry = 0; retry < RETRIES_WHEN_BUSY && response.status === 503; retry++) {
+    const seconds = Number(response.headers.get("Retry-After"));
+    if (!Number.isFinite(seconds) || seconds <= 0 || seconds > MAX_RETRY_AFTER_S) break;
+    await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+    response = await fetch(url, { method, headers, body });
+  }
   if (!response.ok) throw await errorOf(response);
   const text = await response.text();
   return text ? JSON.parse(text) : null;

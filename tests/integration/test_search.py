@@ -8,6 +8,8 @@ import uuid
 import httpx
 import pytest
 
+from tests.admitted import post_admitted
+
 pytestmark = pytest.mark.integration
 
 KB = "/api/v1/search/knowledgebase"
@@ -31,7 +33,7 @@ def test_knowledge_base_lifecycle_through_serve(serve_url, make_token):
 
         def upload(item: tuple[str, str]) -> dict:
             name, text = item
-            r = httpx.post(
+            r = post_admitted(
                 f"{serve_url}{KB}/{kb_id}/document",
                 headers=alice,
                 timeout=300,

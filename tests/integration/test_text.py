@@ -7,6 +7,8 @@ import concurrent.futures
 import httpx
 import pytest
 
+from tests.admitted import post_admitted
+
 pytestmark = pytest.mark.integration
 
 
@@ -19,7 +21,7 @@ def test_concurrent_text_requests_through_serve(serve_url, headers):
     texts = [f"Thandi Nkosi moved to Durban in {2000 + i}. She is very happy there!" for i in range(12)]
 
     def ner(text: str) -> tuple[str, list[dict]]:
-        r = httpx.post(
+        r = post_admitted(
             f"{serve_url}/api/v1/entity_recognition/process", json={"encoded_text": text}, headers=headers, timeout=120
         )
         assert r.status_code == 200, r.text

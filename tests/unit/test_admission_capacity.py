@@ -312,6 +312,27 @@ def test_one_customer_flooding_cannot_lock_another_out() -> None:
     assert flood_ok / 40 >= 0.7 * 2 / 0.07  # the flooder still gets most of the server
 
 
+def test_customers_gone_quiet_do_not_hold_back_a_new_customers_burst() -> None:
+    """After a flood, and a few light customers that were served and went quiet, a new customer's burst of light
+    requests (8 at a time, the next sent as each is answered) is admitted whole on a server that takes it in time."""
+    clock = Clock()
+    limiter = Limiter("text", 1.0, clock=clock)
+    # customer 0 floods heavy texts (1.76 s each) on a 1-worker server
+    simulate(1, 7e-4, [2500.0], 4 / 1.76, 30, limiter, warm_s=0, clock=clock)
+    for customer in (1, 2, 3):  # quick light requests (language detection, say), one at a time, then quiet
+        ticket = limiter.enter(customer, 150.0)
+        clock.now += 0.02
+        limiter.leave(ticket, measured=True)
+        clock.now += 0.3
+    clock.now += 1.5
+    in_flight: list[Any] = []
+    for _ in range(12):
+        if len(in_flight) == 8:  # a client with 8 workers: the next goes once the oldest is answered (0.1 s each)
+            clock.now += 0.1
+            limiter.leave(in_flight.pop(0), measured=True)
+        in_flight.append(limiter.enter(4, 150.0))
+
+
 def _two_customers(
     limiter: Limiter, clock: Clock, rate: float, seconds: float, quiet: set[int]
 ) -> dict[int, tuple[int, int, list[float]]]:
