@@ -123,7 +123,19 @@ def trace_routes() -> dict[str, list[str]]:
             answer = client.post("/api/v2alpha/transcribe/sync/file?lang_code=eng", headers=headers, files=files)
         assert answer.status_code == 200, answer.text
 
-    routes = {"ner": ner, "knowledge-base query": query, "sync transcription": transcribe}
+    with wav.open("rb") as audio:
+        pcm = audio.read()[44:] + bytes(16000)  # the tone, then half a second of silence: a segment ends
+
+    def live() -> None:
+        with client.websocket_connect("/ws/stream-transcribe?lang_code=eng", headers=headers) as ws:
+            assert ws.receive_json()["type"] == "ready"
+            for i in range(0, len(pcm), 3200):  # 100 ms frames
+                ws.send_bytes(pcm[i : i + 3200])
+            ws.send_text("EOS")
+            while ws.receive_json()["type"] != "final":
+                pass
+
+    routes = {"ner": ner, "knowledge-base query": query, "sync transcription": transcribe, "live session": live}
     out = {}
     for name, send in routes.items():
         send()  # warm: models loaded, caches filled
@@ -132,10 +144,14 @@ def trace_routes() -> dict[str, list[str]]:
     return out
 
 
+HTTP_ROUTES = ("ner", "knowledge-base query", "sync transcription")
+
+
 def summary(traces: dict[str, list[str]]) -> dict[str, Any]:
-    """The files every traced route runs (the edge: authentication, admission, metrics, usage) and, per route,
-    the files of its own, with the counts docs/architecture.md states."""
-    shared = [f for f in next(iter(traces.values())) if all(f in files for files in traces.values())]
+    """The files every traced HTTP route runs (the edge: authentication, admission, metrics, usage) and, per route
+    (the live session's WebSocket included), the files of its own: those not in that edge."""
+    http = [traces[name] for name in HTTP_ROUTES]
+    shared = [f for f in http[0] if all(f in files for files in http)]
     routes = {
         name: {"total": len(files), "own": [f for f in files if f not in shared]} for name, files in traces.items()
     }
@@ -150,7 +166,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"\nshared by every route: {len(result['shared'])} files")
+    print(f"\nshared by every HTTP route: {len(result['shared'])} files")
     for file in result["shared"]:
         print(f"  {file}")
     for name, route in result["routes"].items():

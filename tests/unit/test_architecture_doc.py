@@ -14,7 +14,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
-HEADINGS = {"ner": "NER", "knowledge-base query": "Knowledge-base query", "sync transcription": "Sync transcription"}
+HEADINGS = {
+    "ner": "NER",
+    "knowledge-base query": "Knowledge-base query",
+    "sync transcription": "Sync transcription",
+    "live session": "Live session",
+}
 
 
 def test_the_traced_counts_are_the_codes() -> None:
@@ -29,7 +34,7 @@ def test_the_traced_counts_are_the_codes() -> None:
     assert run.returncode == 0, run.stderr[-4000:]
     traced = json.loads(run.stdout)
     doc = DOC.read_text()
-    shared = re.search(r"\*\*The edge every route shares: (\d+) files\.\*\*", doc)
+    shared = re.search(r"\*\*The edge every HTTP route shares: (\d+) files\.\*\*", doc)
     assert shared, "docs/architecture.md no longer states the shared edge's count"
     assert int(shared.group(1)) == len(traced["shared"]), traced["shared"]
     for name, heading in HEADINGS.items():
