@@ -310,8 +310,8 @@ class Limiter:
         """The request is over. ``measured``: it did its work (a 2xx answer), so its latency teaches the limit;
         a refusal, an invalid request or a failure only gives its cost back."""
         now = self.clock()
-        self._account_busy(now)
         self.count -= 1
+        self._account_busy(now)  # busy until now; idle from now if nothing is left
         self.cost_in_flight = max(0.0, self.cost_in_flight - ticket.cost) if self.count else 0.0
         left = self.held.get(ticket.key, 0.0) - ticket.cost
         if left > 1e-9:
@@ -353,9 +353,9 @@ class Limiter:
     # ------------------------------------------------------------------------------------------------ inside
 
     def _start(self, key: Hashable, cost: float, now: float, alone: bool) -> Ticket:
-        self._account_busy(now)
         self.cost_in_flight += cost
         self.count += 1
+        self._account_busy(now)  # busy from now (a gap with nothing in flight is not busy time)
         self.held[key] = self.held.get(key, 0.0) + cost
         self.mean_cost = cost if not self.mean_cost else 0.9 * self.mean_cost + 0.1 * cost
         return Ticket(self, key, cost, now, alone)
@@ -377,7 +377,8 @@ class Limiter:
         if now - self._counted_at > RECOUNT_S or now < self._counted_at:
             recent = {key: asked for key, (seen, asked) in self.seen.items() if now - seen <= RECENT_S}
             count = max(1, len(recent))
-            rate = self.capacity_rate or self.drain_rate
+            unit = self.unloaded_unit_s()  # before a rate is measured: what one request alone drains
+            rate = self.capacity_rate or self.drain_rate or (1 / unit if unit else None)
             light = frozenset(
                 key
                 for key, asked in recent.items()

@@ -333,6 +333,46 @@ def test_customers_gone_quiet_do_not_hold_back_a_new_customers_burst() -> None:
         in_flight.append(limiter.enter(4, 150.0))
 
 
+def test_a_flood_that_starts_beside_a_quiet_customer_does_not_queue_ahead_of_it() -> None:
+    """A quiet customer alone for 20 s (one light request every half second: the limiter has only seen requests
+    alone), then 64 connections of another customer flood, each sending again at once: from the flood's first
+    moment the quiet customer's requests wait for at most what is in service, never for a queue of the flood."""
+    clock = Clock()
+    limiter = Limiter("text", 1.0, clock=clock)
+    service_s, alone_s, flood_s = 0.1, 20.0, 20.0
+    rnd = random.Random(3)
+    events: list[tuple[float, int, str, Any]] = []
+    order = iter(range(10**9))
+    for n in range(64):
+        heapq.heappush(events, (alone_s + 0.001 * n, next(order), "send", 0))
+    heapq.heappush(events, (0.0, next(order), "send", 1))
+    queue: list[tuple[Any, float, int]] = []
+    busy, quiet = 0, []
+    while events and clock.now < alone_s + flood_s:
+        clock.now, _, what, data = heapq.heappop(events)
+        if what == "send":
+            try:
+                queue.append((limiter.enter(data, 150.0), clock.now, data))
+            except (Overloaded, RateLimited):
+                heapq.heappush(events, (clock.now + (0.01 if data == 0 else 0.5), next(order), "send", data))
+        else:
+            ticket, arrived, who = data
+            busy -= 1
+            limiter.leave(ticket, measured=True)
+            if who == 1:
+                quiet.append((arrived, clock.now - arrived))
+            pause = 0.0 if who == 0 else max(0.0, 0.5 - (clock.now - arrived))
+            heapq.heappush(events, (clock.now + pause, next(order), "send", who))
+        while busy < 2 and queue:  # a 2-worker server
+            ticket, arrived, who = queue.pop(0)
+            busy += 1
+            done_at = clock.now + service_s * rnd.uniform(0.8, 1.2)
+            heapq.heappush(events, (done_at, next(order), "done", (ticket, arrived, who)))
+    during = [latency for arrived, latency in quiet if arrived >= alone_s]
+    assert len(during) >= 0.9 * flood_s * 2
+    assert max(during) <= 2.5 * service_s, sorted(during)[-5:]
+
+
 def _two_customers(
     limiter: Limiter, clock: Clock, rate: float, seconds: float, quiet: set[int]
 ) -> dict[int, tuple[int, int, list[float]]]:
