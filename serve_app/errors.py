@@ -99,12 +99,20 @@ def error_response(error: DomainError, path: str = "") -> JSONResponse:
     status = http_status(error)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 and is_openai_path(path) else None
     response = JSONResponse(error_body(path, status, error.detail, error), status_code=status, headers=headers)
-    if isinstance(error, RateLimited | Overloaded):
-        response.headers["Retry-After"] = str(error.retry_after)
-    if isinstance(error, RateLimited) and error.limit and error.window_s:
-        for name, value in rate_headers(error.limit, 0, error.retry_after, error.window_s):
-            response.headers[name.decode()] = value.decode()
+    for name, value in refusal_headers(error):
+        response.headers[name.decode()] = value.decode()
     return response
+
+
+def refusal_headers(error: DomainError) -> list[tuple[bytes, bytes]]:
+    """A refusal's headers: ``Retry-After`` (whole seconds) and, at a limit with a window, ``RateLimit-Policy`` and
+    ``RateLimit``; none for any other error."""
+    if not isinstance(error, RateLimited | Overloaded):
+        return []
+    headers = [(b"retry-after", str(error.retry_after).encode())]
+    if isinstance(error, RateLimited) and error.limit and error.window_s:
+        headers += rate_headers(error.limit, 0, error.retry_after, error.window_s)
+    return headers
 
 
 async def refuse_websocket(websocket: WebSocket, error: DomainError) -> None:

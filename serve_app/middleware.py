@@ -19,10 +19,10 @@ from cluster.metrics import record_refusals, record_request, set_admission
 from cluster.request_context import serve_request_id
 from contracts.errors import Overloaded, RateLimited, Unauthenticated, http_status
 from serve_app.admission.capacity import Capacity, audio_in_body, header_cost, kind_of
-from serve_app.admission.customers import STATE_KEY, Admitted, rate_headers
+from serve_app.admission.customers import STATE_KEY, Admitted
 from serve_app.auth import presented_token
 from serve_app.context import AppContext
-from serve_app.errors import error_body, refusal_reason
+from serve_app.errors import error_body, refusal_headers, refusal_reason
 from serve_app.lifecycle import REFUSAL, RETRY_AFTER_S, Drain
 
 _SLASHES = re.compile(r"/{2,}")
@@ -352,14 +352,8 @@ async def _refuse_at_once(send: Send, path: str, error: Overloaded | RateLimited
     a flood is answered this way."""
     status = http_status(error)
     body = json.dumps(error_body(path, status, error.detail, error)).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"retry-after", str(error.retry_after).encode()),
-    ]
-    if isinstance(error, RateLimited) and error.limit and error.window_s:
-        headers += rate_headers(error.limit, 0, error.retry_after, error.window_s)
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers + refusal_headers(error)})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -1,6 +1,6 @@
 """Admission by the customer: each customer's limits, held across every ingress replica and node.
 
-Five limits belong to a customer (``customers`` columns, set with ``khuluma token create|limits``; unset ones take
+Four limits belong to a customer (``customers`` columns, set with ``khuluma token create|limits``; unset ones take
 the operator's defaults, ``KHULUMA_ADMISSION_*``; 0 is unlimited):
 
 - **requests per minute**, checked for every authenticated request (``serve_app/auth.py``). The count of a UTC
@@ -159,7 +159,7 @@ class Admission:
             own = await asyncio.to_thread(store.customer_limits, self.db, customer_id)
         except Exception:  # the database is briefly unreachable: the defaults, and ask again soon
             log.warning("limits of customer %s not readable; using the defaults", customer_id, exc_info=True)
-            own = (None, None, None, None)
+            own = (None,) * len(LIMIT_FIELDS)
         defaults = self.settings
         limits = Limits(
             *(
