@@ -195,6 +195,7 @@ RATE_WINDOW_S = 1.0  # the drain rate is measured over at least this much busy t
 OVER_FRACTION = 0.1  # more than this share of an interval's requests waited too long: the limit shrinks
 DECREASE = 0.8  # ... by at least this factor (at most by half)
 MIN_INTERVAL_S = 0.05
+CAPACITY_MAX_AGE_S = 60.0  # a capacity measured longer ago than this no longer decides
 
 
 @dataclass(eq=False)
@@ -228,6 +229,7 @@ class Limiter:
     alone: dict[int, deque[float]] = field(default_factory=dict)  # seconds per unit alone, by size (log2 of cost)
     drain_rate: float | None = None  # cost completed per busy second (EWMA)
     capacity_rate: float | None = None  # the same, over the windows in which the kind was saturated
+    capacity_at: float = 0.0  # when the kind was last saturated (the capacity measured then)
     latency: float = 0.0  # typical latency (EWMA), seconds
     mean_cost: float = 0.0  # typical cost (EWMA)
     slow_start: bool = True
@@ -289,7 +291,7 @@ class Limiter:
         if (held == 0 or held + cost <= shared / recent) and fair_in_flight + cost <= OVERBOOK * max(limit, cost):
             return self._start(key, cost, now, alone=False)
         # the limit turned it away (or, shared, the part of it that keeps the kind busy, until that is measured)
-        self._limited = self._limited or self.cost_in_flight + cost > limit or self.capacity_rate is None
+        self._limited = self._limited or self.cost_in_flight + cost > limit or self._capacity() is None
         raise self._overloaded("a new request would wait longer than its target")
 
     def resize(self, ticket: Ticket, cost: float) -> None:
@@ -378,7 +380,7 @@ class Limiter:
             recent = {key: asked for key, (seen, asked) in self.seen.items() if now - seen <= RECENT_S}
             count = max(1, len(recent))
             unit = self.unloaded_unit_s()  # before a rate is measured: what one request alone drains
-            rate = self.capacity_rate or self.drain_rate or (1 / unit if unit else None)
+            rate = self._capacity() or self.drain_rate or (1 / unit if unit else None)
             light = frozenset(
                 key
                 for key, asked in recent.items()
@@ -401,8 +403,9 @@ class Limiter:
         if not unit:
             return limit
         own = self.mean_cost * unit
-        if self.capacity_rate:
-            return self.capacity_rate * own
+        capacity = self._capacity()
+        if capacity:
+            return capacity * own
         return limit * own / (self._allowed_wait(own) + own)
 
     def _idle_limit(self) -> float:
@@ -412,13 +415,20 @@ class Limiter:
         unit = self.unloaded_unit_s()
         if not unit:
             return UNMEASURED_REQUESTS * self.mean_cost
-        rate = self.capacity_rate or self.drain_rate or 1 / unit
+        rate = self._capacity() or self.drain_rate or 1 / unit
         own = self.mean_cost * unit
         return rate * (self._allowed_wait(own) + own)
 
     def _allowed_wait(self, own: float) -> float:
         """How long a request whose own work takes ``own`` seconds may wait: the target, or half its own work."""
         return max(self.max_wait_s, OWN_WAIT * own)
+
+    def _capacity(self) -> float | None:
+        """The capacity measured when the kind was last saturated, while that is recent (:data:`CAPACITY_MAX_AGE_S`):
+        an old one (the cores shared with a job that has ended since) no longer decides."""
+        if self.capacity_rate is None or self.clock() - self.capacity_at > CAPACITY_MAX_AGE_S:
+            return None
+        return self.capacity_rate
 
     def _account_busy(self, now: float) -> None:
         if self._busy_since is not None:
@@ -501,7 +511,9 @@ class Limiter:
         rate = self._done_cost / self._busy_s
         self.drain_rate = rate if self.drain_rate is None else (self.drain_rate + rate) / 2
         if 2 * self._done_queued > self._done:  # what drained is what the kind can do
-            self.capacity_rate = rate if self.capacity_rate is None else (self.capacity_rate + rate) / 2
+            known = self._capacity()
+            self.capacity_rate = rate if known is None else (known + rate) / 2
+            self.capacity_at = self.clock()
         self._done_cost = self._busy_s = 0.0
         self._done = self._done_queued = 0
 

@@ -3,12 +3,20 @@
 A new session is admitted only while speech keeps every open session at real time. Each session's streaming steps
 are timed against the audio they cover (:class:`TimedSpeechClient`, the ingress's speech handle: a step's time
 goes to the session whose task made the call, :data:`CURRENT_SEAT`), which gives the session's real-time factor:
-seconds of work per second of audio, over about the last :data:`RTF_WINDOW_S` seconds of its audio. When sessions
-share the speech capacity their factors grow together, so the load of one session is the mean factor of the
-measured sessions over their number; a new one is admitted while that load times the sessions open plus one stays
-within :data:`REALTIME_HEADROOM` (the sessions open keep their latency), else it is refused with 503 and
-``Retry-After``. Until a session has been measured on this replica, up to :data:`UNMEASURED_SESSIONS` are open at
-once.
+seconds of steps per second of audio, over about the last :data:`RTF_WINDOW_S` seconds of its audio. Sessions that
+share the speech capacity wait on each other's steps, so their factors grow together: the load one session adds
+is the mean factor of the open measured sessions over their number. A new one is admitted while that load times
+the sessions open plus one stays within :data:`REALTIME_HEADROOM`, else it is refused with 503 and a
+``Retry-After`` of when an open session is expected to end (the sessions that ended here: their typical length).
+
+Only what is open decides, so no session's past can lock the others out:
+
+- with no session open, one is always admitted;
+- the load is measured on the sessions open now; a closed session (one ended for its language, say) forecasts
+  nothing. While the open ones are not measured yet, the last load measured decides for
+  :data:`LOAD_MAX_AGE_S` after it was measured, then none does: up to :data:`UNMEASURED_SESSIONS` are open at once;
+- when the measured load says no, one session at a time is still admitted as a probe (:attr:`LiveSeat.probe`):
+  its own steps measure the load again.
 
 The customer's seats are counted across replicas in the database (``persistence/admission_counts.py``; 429 past
 the customer's ``live_sessions``), each under a lease this replica renews, so a replica that dies frees its seats.
@@ -21,6 +29,7 @@ import logging
 import math
 import time
 import uuid
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -33,11 +42,13 @@ from serve_app.tokens import Principal
 
 log = logging.getLogger(__name__)
 
-LIVE_RETRY_AFTER_S = 5  # when a live seat may free up (sessions have no schedule)
 REALTIME_HEADROOM = 0.8  # a session's steps may take this share of its audio's duration: a margin for variance
 RTF_WINDOW_S = 10.0  # a session's real-time factor weighs its last seconds of audio most
 MEASURED_AUDIO_S = 1.0  # a session counts as measured after its steps covered this much audio
-UNMEASURED_SESSIONS = 8  # open at once before any session has been measured on this replica
+UNMEASURED_SESSIONS = 8  # open at once while none of them is measured and no recent load decides
+LOAD_MAX_AGE_S = 30.0  # a load measured on sessions that have all closed decides this long, then no more
+UNMEASURED_RETRY_S = 5.0  # a customer's sessions all on other replicas, none ended here: when to try again
+LENGTH_WEIGHT = 0.2  # the typical session length: an average of the lengths of ended sessions, this much the newest
 
 # The live session the running task serves (set when it is admitted; its streaming steps are timed against it).
 CURRENT_SEAT: ContextVar[LiveSeat | None] = ContextVar("khuluma_live_seat", default=None)
@@ -51,6 +62,8 @@ class LiveSeat:
     customer_id: int
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     held: bool = False  # holds a seat in the customer's count (the customer has a live-session limit)
+    probe: bool = False  # admitted although the measured load said no, to measure it again
+    opened: float = field(default_factory=time.monotonic)
     reason: str = ""
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     loop: asyncio.AbstractEventLoop | None = None
@@ -84,36 +97,72 @@ class LiveSessions:
     ``admission.live_sessions_per_replica`` when set; 503 beyond), and the customers' seats in the database (429
     beyond a customer's limit)."""
 
-    def __init__(self, db: Database, settings: AdmissionSettings) -> None:
-        self.db, self.settings = db, settings
+    def __init__(self, db: Database, settings: AdmissionSettings, clock: Callable[[], float] = time.monotonic) -> None:
+        self.db, self.settings, self.clock = db, settings, clock
         self.open: dict[str, LiveSeat] = {}
-        self.session_load: float | None = None  # the real-time factor one open session adds, last measured
+        # the real-time factor one open session adds, and when it was measured (on sessions open then)
+        self.session_load: float | None = None
+        self.measured_at = 0.0
+        self.typical_length_s: float | None = None  # of the sessions that ended on this replica
         self._renewer: asyncio.Task[None] | None = None
 
-    def room(self) -> bool:
-        """Whether one more session keeps every open one at real time, by the latest measurements."""
+    def load(self) -> float | None:
+        """The real-time factor one more session would add, by the open sessions' measurements; while none of
+        them is measured, the last load measured if it is recent (:data:`LOAD_MAX_AGE_S`); else None."""
+        now = self.clock()
         factors = [f for seat in self.open.values() if (f := seat.realtime_factor()) is not None]
         if factors:  # sessions sharing speech slow down together: each one's share of the load
-            self.session_load = sum(factors) / len(factors) ** 2
-        if self.session_load is None:  # nothing measured on this replica yet: a few, until one is
-            return len(self.open) < UNMEASURED_SESSIONS
-        return self.session_load * (len(self.open) + 1) <= REALTIME_HEADROOM
+            self.session_load, self.measured_at = sum(factors) / len(factors) ** 2, now
+            return self.session_load
+        if self.open and self.session_load is not None and now - self.measured_at <= LOAD_MAX_AGE_S:
+            return self.session_load
+        return None
+
+    def room(self) -> bool | None:
+        """Whether one more session keeps every open one at real time by the measurements that still decide; None
+        when no measurement decides and :data:`UNMEASURED_SESSIONS` are open already."""
+        if not self.open:
+            return True  # nothing open: nothing to keep at real time, and nothing past decides
+        load = self.load()
+        if load is None:  # nothing measured lately: a few, until one is
+            return True if len(self.open) < UNMEASURED_SESSIONS else None
+        return load * (len(self.open) + 1) <= REALTIME_HEADROOM
+
+    def retry_after(self, seats: list[LiveSeat] | None = None) -> float:
+        """Seconds until one of ``seats`` (default: every open one) is expected to end: the typical length of the
+        sessions that ended here less its age; before any ended, as long again as the oldest has run."""
+        now = self.clock()
+        ages = [now - seat.opened for seat in (self.open.values() if seats is None else seats)]
+        if not ages:
+            return 1.0
+        if self.typical_length_s is None:
+            return min(60.0, max(1.0, max(ages)))
+        return max(1.0, min(self.typical_length_s - age for age in ages))
 
     async def take(self, principal: Principal, limit: int) -> LiveSeat:
         ceiling = self.settings.live_sessions_per_replica
         if ceiling and len(self.open) >= ceiling:
+            retry = self.retry_after()
             raise Overloaded(
                 f"This server already holds its {ceiling} live sessions (KHULUMA_ADMISSION_LIVE_SESSIONS_PER_REPLICA); "
-                f"retry in {LIVE_RETRY_AFTER_S} s or on another server.",
-                LIVE_RETRY_AFTER_S,
+                f"retry in {math.ceil(retry)} s or on another server.",
+                retry,
             )
-        if not self.room():
+        room = self.room()
+        probe = room is False and not any(seat.probe for seat in self.open.values())
+        if not room and not probe:  # a probe measures the load again; none while one is open, or none measured
+            retry = self.retry_after()
+            why = (
+                f"it is measuring the {len(self.open)} open"
+                if room is None
+                else f"one more would put the {len(self.open)} open behind real time"
+            )
             raise Overloaded(
-                f"Speech on this server is at capacity for live sessions: one more would put the {len(self.open)} "
-                f"open behind real time. Retry in {LIVE_RETRY_AFTER_S} s or on another server.",
-                LIVE_RETRY_AFTER_S,
+                f"Speech on this server is at capacity for live sessions: {why}. Retry in {math.ceil(retry)} s or "
+                "on another server.",
+                retry,
             )
-        seat = LiveSeat(principal.customer_id, loop=asyncio.get_running_loop())
+        seat = LiveSeat(principal.customer_id, loop=asyncio.get_running_loop(), probe=probe, opened=self.clock())
         self.open[seat.session_id] = seat  # counted before the database is asked: concurrent opens see it
         CURRENT_SEAT.set(seat)  # the session runs in this task: its steps are timed against this seat
         if not limit:
@@ -133,10 +182,12 @@ class LiveSessions:
         if not got:
             del self.open[seat.session_id]
             CURRENT_SEAT.set(None)
+            own = [s for s in self.open.values() if s.customer_id == principal.customer_id]
+            retry = self.retry_after(own) if own else self.typical_length_s or UNMEASURED_RETRY_S
             raise RateLimited(
                 f"This customer already has {limit} live sessions open, its limit. Close one, or retry in "
-                f"{LIVE_RETRY_AFTER_S} s.",
-                LIVE_RETRY_AFTER_S,
+                f"{math.ceil(retry)} s.",
+                retry,
                 limit=limit,
                 reason="live_sessions",
             )
@@ -145,7 +196,10 @@ class LiveSessions:
         return seat
 
     async def release(self, seat: LiveSeat) -> None:
-        self.open.pop(seat.session_id, None)
+        if self.open.pop(seat.session_id, None) is not None:
+            length = self.clock() - seat.opened
+            typical = self.typical_length_s
+            self.typical_length_s = length if typical is None else typical + LENGTH_WEIGHT * (length - typical)
         if seat.held:
             try:
                 await asyncio.to_thread(store.release_live_slot, self.db, seat.session_id)

@@ -547,12 +547,15 @@ def test_a_live_session_is_admitted_only_while_every_open_one_keeps_real_time() 
             first.note_step(float(second), 0.2)
         assert first.realtime_factor() == pytest.approx(0.2, rel=0.01)
         seats = [first, *[await live.take(principal, 0) for _ in range(3)]]  # 0.2 per session: four fit
+        assert live.session_load is not None and live.session_load * 5 > REALTIME_HEADROOM
+        probe = await live.take(principal, 0)  # the load says no: one probe at a time measures it again
+        assert probe.probe and not any(seat.probe for seat in seats)
         with pytest.raises(Overloaded) as refused:
             await live.take(principal, 0)
         assert refused.value.retry_after >= 1 and "real time" in refused.value.detail
-        assert live.session_load is not None and live.session_load * 5 > REALTIME_HEADROOM
+        await live.release(probe)
         await live.release(seats.pop())
-        await live.take(principal, 0)  # one left: room again
+        assert not (await live.take(principal, 0)).probe  # one left: room again
 
     asyncio.run(scenario())
 
