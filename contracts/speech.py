@@ -179,6 +179,11 @@ class StreamStep(BaseModel):
     language_settled: bool = Field(
         default=True, description="False: too little speech yet to decide the language; ask again with more."
     )
+    candidate: list[Segment] = Field(
+        default_factory=list,
+        description="While the language is not settled: the speech decoded in the language it most likely is, never "
+        "shown; the partial of the step that settles it is compared with it (append-only deltas agree on two).",
+    )
     cut_seconds: float = Field(description="Where the caller may drop audio (0: keep it all).")
     final: list[Segment] = Field(default_factory=list)
     pending: list[Segment] = Field(default_factory=list)

@@ -76,7 +76,7 @@ async def live(client: Direct, pcm: bytes, name: str) -> Session:
 
     def show(advanced: Any, final: bool) -> None:
         if not final:
-            out.deltas += transcript.agree(advanced.hypothesis)
+            out.deltas += transcript.agree(advanced.hypothesis, advanced.shown)
         for piece in transcript.commit(advanced.committed, final=final):
             out.deltas += piece.delta
             out.completed.append((piece.segment.language_code or state.lang_code or "?", piece.text))

@@ -107,11 +107,8 @@ class LanguageChoice:
 
     # ------------------------------------------------------------------ a file's (or a stream's) language
 
-    def decide(
-        self, speech: np.ndarray, warnings: list[str], *, settled: bool = True
-    ) -> tuple[Detection | None, Route]:
-        """The served language of ``speech``, or :class:`LanguageNotServed` (see the module docstring).
-        ``settled=False`` (a live stream's first seconds) never refuses: the caller asks again with more audio."""
+    def decide(self, speech: np.ndarray, warnings: list[str]) -> tuple[Detection | None, Route]:
+        """The served language of ``speech``, or :class:`LanguageNotServed` (see the module docstring)."""
         recognizer = self.recognizer
         detection = recognizer.detect(speech)
         routes = recognizer.routes()
@@ -119,15 +116,15 @@ class LanguageChoice:
         low = detection is None or detection.served < self.floor
         # a decode in the likeliest served language that reads as fluent text keeps the audio with Whisper: a model
         # of a language Whisper lacks is asked only about audio Whisper can neither place nor read
-        fluent_served = low and settled and detection is not None and self.reads_as(speech, routes[detection.code])
-        if tokenless and low and settled and not fluent_served:
+        fluent_served = low and detection is not None and self.reads_as(speech, routes[detection.code])
+        if tokenless and low and not fluent_served:
             guess = self.probe_tokenless(speech, tokenless, routes)
             if guess is not None:
                 return self.probed(*guess, routes[guess[0]]), routes[guess[0]]
         if detection is None:
             warnings.append("The language could not be detected; English was assumed.")
             return None, routes["eng"]
-        unserved = low and settled and not fluent_served
+        unserved = low and not fluent_served
         # a few seconds are too little for Whisper base to tell languages apart (docs/speech.md, language
         # detection). Short audio is refused only on very low scores, else it is transcribed with the warning below
         short = speech.size < SHORT_SPEECH_SECONDS * SAMPLE_RATE and detection.served >= self.floor / 4

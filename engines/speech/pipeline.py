@@ -50,6 +50,7 @@ from engines.model_registry import catalogued
 from engines.speech import diarise as diarisation
 from engines.speech import music as music_detection
 from engines.speech.audio import SAMPLE_RATE, iter_audio, load_audio, load_pcm16, probe
+from engines.speech.first_language import Evidence, FirstLanguage
 from engines.speech.language_choice import (
     JUDGE_MIN_SECONDS,
     LANGID_CONFIDENCE,
@@ -106,7 +107,7 @@ class _Decoded:
 
     segments: list[SpeechSegment] = field(default_factory=list)
     verdict: Verdict | None = None
-    judged: bool = False
+    labelled: bool = False  # each segment carries its language (the stream's language was detected, not given)
 
     @property
     def text(self) -> str:
@@ -115,7 +116,7 @@ class _Decoded:
     def out(self) -> list[Segment]:
         out = [segment(s) for s in self.segments]
         for s in out:
-            if self.judged and self.verdict is not None and self.verdict.route is not None:
+            if self.labelled and self.verdict is not None and self.verdict.route is not None:
                 s.language_code = self.verdict.route.code
             if self.verdict is not None and self.verdict.message:
                 s.warnings.append(self.verdict.message)
@@ -127,9 +128,16 @@ class _Step:
     the stream's language was detected (``judge``), judged segment by segment (``LanguageChoice.judge``)."""
 
     def __init__(
-        self, pipeline: TranscriptionPipeline, audio: np.ndarray, route: Route, offset: float, judge: bool
+        self,
+        pipeline: TranscriptionPipeline,
+        audio: np.ndarray,
+        route: Route,
+        offset: float,
+        judge: bool,
+        labelled: bool,
     ) -> None:
         self.pipeline, self.audio, self.route, self.offset, self.judge = pipeline, audio, route, offset, judge
+        self.labelled = labelled  # segments carry their language (the stream's was detected)
         self.withheld: list[Withheld] = []
         self.warnings: list[str] = []
 
@@ -149,17 +157,17 @@ class _Step:
             if verdict.route is None:
                 if committed:
                     self._withhold(chunks, verdict)
-                return _Decoded(verdict=verdict, judged=True)
+                return _Decoded(verdict=verdict, labelled=self.labelled)
             if verdict.route != self.route:  # clearly another served language: decoded in it, on its own
                 result = decode(route=verdict.route)
         return self._screened(result, verdict)
 
-    def quick(self, start: int, chunks: list[dict[str, int]]) -> _Decoded:
-        """The partial of ``chunks`` (the buffer from sample ``start``); where judged, only of speech long enough to
-        judge that is in the stream's language."""
+    def quick(self, start: int, chunks: list[dict[str, int]], ready: Heard | None = None) -> _Decoded:
+        """The partial of ``chunks`` (the buffer from sample ``start``; ``ready``: that partial, decoded already);
+        where judged, only of speech long enough to judge that is in the stream's language."""
         if not chunks:
             return _Decoded()
-        result = self.pipeline.models.quick_segments(
+        result = ready or self.pipeline.models.quick_segments(
             self.audio[start:],
             self.route,
             _shift(chunks, -start),
@@ -176,7 +184,7 @@ class _Step:
     def _screened(self, result: Heard, verdict: Verdict) -> _Decoded:
         kept, found = self.pipeline.models.screen(verdict.route or self.route, result.segments)
         self.warnings += [w for w in found if w not in self.warnings]
-        return _Decoded(kept, verdict, self.judge)
+        return _Decoded(kept, verdict, self.labelled)
 
     def _withhold(self, chunks: list[dict[str, int]], verdict: Verdict) -> None:
         self.withheld.append(
@@ -211,6 +219,7 @@ class TranscriptionPipeline:
         self.commit_silence_ms = transcription.stream_commit_silence_ms
         self._whisper = recognizer
         self._models: SpeechModels | None = None
+        self._first: FirstLanguage | None = None
         self._lock = threading.Lock()
         self.choice = LanguageChoice(lambda: self.models, transcription, self.model_name)
 
@@ -229,6 +238,26 @@ class TranscriptionPipeline:
         return self._models
 
     @property
+    def first_language(self) -> FirstLanguage:
+        """A live stream's first-language evidence and the rule that settles it early (``first_language.py``)."""
+        if self._first is None:
+            self._first = FirstLanguage(self.models)
+        return self._first
+
+    def _early(self, evidence: Evidence) -> tuple[Detection, Route]:
+        """The detection and route of speech the early rule found unmistakable."""
+        assert evidence.code is not None
+        detection = Detection(
+            evidence.code,
+            evidence.probability,
+            [(evidence.code, evidence.probability)],
+            served=evidence.served,
+            heard=evidence.heard,
+            signal="whisper + transcript text language id",
+        )
+        return detection, self.models.routes()[evidence.code]
+
+    @property
     def recognizer(self) -> WhisperRecognizer:
         """Whisper's models (the default one, and the per-language Whisper models)."""
         return self.models.whisper
@@ -243,6 +272,8 @@ class TranscriptionPipeline:
         self.recognizer.model(DEFAULT_MODEL)
         self.recognizer.live_model(DEFAULT_MODEL)
         self.models.warm_up()
+        # a live stream's first look runs on an encoding of its own length: its first call sets up the decoder
+        self.first_language.evidence(np.random.default_rng(0).normal(0, 0.05, 2 * SAMPLE_RATE).astype(np.float32))
 
     def languages(self) -> list[LanguageSupport]:
         """Per-language truth for ``GET /api/v1/models``: the spec's languages and the other South African ones,
@@ -456,24 +487,28 @@ class TranscriptionPipeline:
         detection = None
         warnings: list[str] = []
         settled, confident = True, True
+        early: Heard | None = None  # the decode that settled the language early, in it
         if route is None:
             speech = speech_only(audio, chunks) if chunks else np.zeros(0, np.float32)
-            settled = final or speech.size >= STREAM_DETECT_SECONDS * SAMPLE_RATE
-            detection, route = self.choice.decide(speech, warnings, settled=settled)
-            unheard = detection is not None and detection.served < self.served_floor
-            if not settled and (unheard or speech.size < JUDGE_MIN_SECONDS * SAMPLE_RATE):
-                return StreamStep(
-                    language_code=route.code,
-                    language_probability=round(detection.probability, 4) if detection else None,
-                    language_settled=False,
-                    cut_seconds=0.0,
-                )
-            # Whisper's detection on all this speech placed it in a served language: not judged again here
-            confident = settled and detection is not None and not unheard
+            if not final and speech.size < STREAM_DETECT_SECONDS * SAMPLE_RATE:
+                evidence = self.first_language.evidence(speech)
+                if not self.first_language.decides(evidence):  # unsure: nothing shown, ask again with more speech
+                    return StreamStep(
+                        language_code="",
+                        language_settled=False,
+                        cut_seconds=0.0,
+                        candidate=_candidate(evidence, chunks, offset),
+                    )
+                detection, route = self._early(evidence)
+                early = Heard(_candidate_segments(evidence, chunks, offset), detection, evidence.speech_s)
+            else:
+                detection, route = self.choice.decide(speech, warnings)
+                # Whisper's detection on all this speech placed it in a served language: not judged again here
+                confident = detection is not None and detection.served >= self.served_floor
         # a step that settled the language on Whisper's detection of this very speech does not judge it again; one
         # that settled it on weaker evidence (a fluent-looking decode, a short clip), or a partial before it settles,
         # is judged segment by segment
-        step = _Step(self, audio, route, offset, judge and (language is not None or not confident))
+        step = _Step(self, audio, route, offset, judge and (language is not None or not confident), judge)
         context = int(context_seconds * SAMPLE_RATE)  # the buffer's committed head, heard again as context
         chunks = _split_at(chunks, context)  # it ended in a pause, which the VAD may not find again on this buffer
         cut = 0
@@ -498,7 +533,7 @@ class TranscriptionPipeline:
                 if pending.verdict is None or pending.verdict.route is not None:  # the last step may return it
                     exact_until = round(offset + audio.size / SAMPLE_RATE, 3)
             else:
-                pending = step.quick(max(cut, context), tail)
+                pending = step.quick(max(cut, context), tail, early)
             pending_out, pending_text = pending.out(), pending.text
         poor = self._quality_warning(route) if final_segments or pending_out else None
         return StreamStep(
@@ -629,6 +664,19 @@ def _split_at(chunks: list[dict[str, int]], sample: int) -> list[dict[str, int]]
         else:
             out.append(c)
     return out
+
+
+def _candidate_segments(evidence: Evidence, chunks: list[dict[str, int]], offset: float) -> list[SpeechSegment]:
+    """The first-language decode as the partial of the speech ``chunks`` (one segment, no word times)."""
+    if not evidence.text or not chunks:
+        return []
+    start, end = offset + chunks[0]["start"] / SAMPLE_RATE, offset + chunks[-1]["end"] / SAMPLE_RATE
+    return [SpeechSegment(round(start, 3), round(end, 3), evidence.text, [], evidence.logprob)]
+
+
+def _candidate(evidence: Evidence, chunks: list[dict[str, int]], offset: float) -> list[Segment]:
+    """What an unsettled step decoded, for the next step's agreement only (``StreamStep.candidate``)."""
+    return [segment(s) for s in _candidate_segments(evidence, chunks, offset)]
 
 
 def _shift(chunks: list[dict[str, int]], by: int) -> list[dict[str, int]]:

@@ -148,6 +148,14 @@ class SpeechModels:
     def detect_short(self, speech: np.ndarray) -> Detection | None:
         return self.whisper.detect_short(speech)
 
+    def first_look(self, speech: np.ndarray) -> tuple[Detection | None, str, float]:
+        return self.whisper.first_look(speech)
+
+    def whisper_token(self, code: str) -> str | None:
+        """Whisper's own language token for ``code``'s route (None: no route, or one Whisper has no token for)."""
+        route = self.routes().get(code)
+        return route.whisper_language if route else None
+
     def detection_of(self, heard: Languages) -> Detection | None:
         return self.whisper.detection_of(heard)
 

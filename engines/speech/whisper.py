@@ -332,6 +332,30 @@ class WhisperRecognizer:
             return None
         return self.detection_of(fw.short_window_languages(model, speech[: 30 * SAMPLE_RATE]))
 
+    def first_look(self, speech: np.ndarray) -> tuple[Detection | None, str, float]:
+        """A live stream's first look at ``speech`` (at most :data:`QUICK_MAX_SECONDS`, packed) before its language
+        is known: one encoding of its short window (``whisper_adapter.decode_short_window``) on the live instance
+        gives Whisper's detection and a greedy decode in the likeliest served language (its text and mean
+        log-probability per token). None and "" when there is too
+        little speech, no multilingual model or no served language Whisper can name."""
+        model = self.live_model(DEFAULT_MODEL)
+        if speech.size < SAMPLE_RATE // 4 or not fw.is_multilingual(model):
+            return None, "", float("-inf")
+        speech = speech[: int(QUICK_MAX_SECONDS * SAMPLE_RATE)]
+        tokens = {code: route.whisper_language for code, route in self.routes().items() if route.whisper_language}
+        found: list[Detection | None] = [None]
+
+        def likeliest(heard: fw.Languages) -> str:
+            found[0] = self.detection_of(heard)
+            return tokens[found[0].code] if found[0] is not None else heard[0][0]
+
+        decoded = fw.decode_short_window(
+            model, speech, likeliest, max_tokens=int(8 + QUICK_TOKENS_PER_SECOND * speech.size / SAMPLE_RATE)
+        )
+        if found[0] is None:
+            return None, "", float("-inf")
+        return found[0], decoded.text, decoded.avg_logprob
+
     def _shares_detection(self, route: Route) -> bool:
         """Whether a decode for ``route`` runs on the multilingual default model, whose encoding can also say the
         language (a configured model may be a fine-tune whose detector is not to be trusted)."""

@@ -36,7 +36,7 @@ faster-whisper that changes one fails there, naming it, before it fails a transc
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,14 +203,37 @@ class QuickDecode:
 
 
 def decode_unpadded(
-    model: Any, speech: np.ndarray, language: str, max_tokens: int, *, detect: bool = False
+    model: Any,
+    speech: np.ndarray,
+    language: str | Callable[[Languages], str],
+    max_tokens: int,
+    *,
+    detect: bool = False,
 ) -> QuickDecode:
     """Greedy decode of ``speech`` encoded at its own length (not padded to 30 s), without timestamps, at most
     ``max_tokens`` tokens and no repeated 3-gram (Whisper may loop on a short window). ``detect``: Whisper's
-    language detection on the same encoding too (:func:`languages_of`)."""
+    language detection on the same encoding too (:func:`languages_of`). ``language``: a Whisper token, or a
+    choice of one from that detection (then always made): one encoding says the language and is decoded in it."""
     features = model.feature_extractor(np.ascontiguousarray(speech, dtype=np.float32))
     features = features[:, : max(2, features.shape[-1] // 2 * 2)]  # the encoder halves the frames
-    encoded = model.encode(features)
+    return _greedy(model, model.encode(features), language, max_tokens, detect)
+
+
+def decode_short_window(
+    model: Any, speech: np.ndarray, language: str | Callable[[Languages], str], max_tokens: int
+) -> QuickDecode:
+    """:func:`decode_unpadded` on the short window of ``speech`` (:func:`encode_short_window`: its speech and 5 s
+    of silence), with the languages Whisper hears in it: on a short window Whisper places a language surer than on
+    the speech alone, and ends its text."""
+    return _greedy(model, encode_short_window(model, speech)[0], language, max_tokens, True)
+
+
+def _greedy(
+    model: Any, encoded: Any, language: str | Callable[[Languages], str], max_tokens: int, detect: bool
+) -> QuickDecode:
+    heard = languages_of(model, encoded) if detect or callable(language) else []
+    if callable(language):
+        language = language(heard)
     tokenizer = model.hf_tokenizer
     prompt = [
         tokenizer.token_to_id(t)
@@ -226,7 +249,6 @@ def decode_unpadded(
         return_no_speech_prob=True,
         suppress_blank=True,
     )[0]
-    heard = languages_of(model, encoded) if detect else []
     ids = [t for t in result.sequences_ids[0] if t < tokenizer.token_to_id("<|endoftext|>")]
     text = str(tokenizer.decode(ids)).strip()
     if not text:

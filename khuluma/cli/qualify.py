@@ -31,6 +31,10 @@ from rich.console import Console
 from khuluma.cli.qualification import Outcome, Status, Thresholds, at_most, exit_code, failed, summary, table
 
 SAMPLE_TEXT = "The weather in Johannesburg is sunny and warm today. Please call me back after the meeting."
+# espeak's received-pronunciation English: Whisper base places it as English within its first 3 s, as it does real
+# English (espeak's default English voice it places only at 0.5 to 0.75, so a session without a language would wait
+# for 6 s of speech: docs/speech.md#live-sessions-without-a-language)
+SAMPLE_VOICE = "en-gb-x-rp"
 TRANSLATE_BODY = {"text": "Ngiyabonga kakhulu", "src_lang": "zul_Latn", "tgt_lang": "eng_Latn"}
 NOT_INSTALLED = "No translation model is installed"
 USER = "khuluma"  # the HTTP Basic user name (any name works: the password is the token)
@@ -54,7 +58,7 @@ def sample(audio: Path | None, reference: str | None, lang: str | None) -> Itera
     with tempfile.TemporaryDirectory(prefix="khuluma-qualify-") as tmp:
         wav = Path(tmp) / "sample.wav"
         subprocess.run(
-            ["espeak-ng", "-v", "en", "-s", "140", "-w", str(wav), SAMPLE_TEXT],
+            ["espeak-ng", "-v", SAMPLE_VOICE, "-s", "140", "-w", str(wav), SAMPLE_TEXT],
             check=True,
             capture_output=True,
             timeout=60,

@@ -11,8 +11,10 @@ recordings; docs/speech.md#live-sessions-without-a-language has the figures on r
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +24,9 @@ import numpy as np
 import pytest
 from starlette.websockets import WebSocketDisconnect
 
+from contracts.handles import call
 from scripts.eval_wer import word_errors
+from serve_app.admission.live import CURRENT_SEAT, REALTIME_HEADROOM
 from tests.speechdata import silence, speech_16k
 
 ENGLISH = "Good morning, thank you for calling the bank. How can I help you with your account today?"
@@ -44,9 +48,12 @@ class Outcome:
         return [e for e in self.events if e["type"] == kind]
 
 
-def vendor_client(client, token: str, pcm: bytes, rate: int = 16_000, source: str = "", target: str = "eng") -> Outcome:  # type: ignore[no-untyped-def]
+def vendor_client(  # type: ignore[no-untyped-def]
+    client, token: str, pcm: bytes, rate: int = 16_000, source: str = "", target: str = "eng", paced: bool = True
+) -> Outcome:
     """The vendor's Python example: its settings are ``SOURCE_LANGUAGE`` (blank by default) and
-    ``TARGET_LANGUAGE`` ("eng" by default); it paces the audio at real time and ends on the first error."""
+    ``TARGET_LANGUAGE`` ("eng" by default); it paces the audio at real time and ends on the first error.
+    ``paced=False``: as the vendor's post-install qualification sends it, as fast as the socket allows."""
     session: dict[str, Any] = {"audio": {"input": {"format": {"type": "audio/pcm", "rate": rate}}}}
     if source:
         session["audio"]["input"]["transcription"] = {"language": source}
@@ -65,7 +72,8 @@ def vendor_client(client, token: str, pcm: bytes, rate: int = 16_000, source: st
         started = time.monotonic()
         for n, i in enumerate(range(0, len(pcm), step)):
             ws.send_text(json.dumps({"type": "session.input_audio_buffer.append", "audio": _b64(pcm[i : i + step])}))
-            time.sleep(max(0.0, started + (n + 1) * CHUNK_MS / 1000 - time.monotonic()))
+            if paced:
+                time.sleep(max(0.0, started + (n + 1) * CHUNK_MS / 1000 - time.monotonic()))
         ws.send_text(json.dumps({"type": "session.close"}))
         while True:
             try:
@@ -83,8 +91,11 @@ def vendor_client(client, token: str, pcm: bytes, rate: int = 16_000, source: st
     return out
 
 
-def stream_client(client, token: str, pcm: bytes, lang_code: str | None = None) -> tuple[list[dict[str, Any]], int]:  # type: ignore[no-untyped-def]
-    """``/ws/stream-transcribe`` the same way: binary frames at real time, "EOS", every message to the close."""
+def stream_client(  # type: ignore[no-untyped-def]
+    client, token: str, pcm: bytes, lang_code: str | None = None, paced: bool = True
+) -> tuple[list[dict[str, Any]], int]:
+    """``/ws/stream-transcribe`` the same way: binary frames at real time (or as fast as the socket allows),
+    "EOS", every message to the close."""
     query = f"?lang_code={lang_code}" if lang_code else ""
     events: list[dict[str, Any]] = []
     with client.websocket_connect(f"/ws/stream-transcribe{query}", headers={"X-CLIENT-TOKEN": token}) as ws:
@@ -92,7 +103,8 @@ def stream_client(client, token: str, pcm: bytes, lang_code: str | None = None) 
         started, step = time.monotonic(), 16_000 * 2 * CHUNK_MS // 1000
         for n, i in enumerate(range(0, len(pcm), step)):
             ws.send_bytes(pcm[i : i + step])
-            time.sleep(max(0.0, started + (n + 1) * CHUNK_MS / 1000 - time.monotonic()))
+            if paced:
+                time.sleep(max(0.0, started + (n + 1) * CHUNK_MS / 1000 - time.monotonic()))
         ws.send_text("EOS")
         while True:
             try:
@@ -208,3 +220,83 @@ def test_the_stream_route_flags_switched_speech_and_refuses_a_language_without_a
     events, code = stream_client(client, token, pcm16(voices["setswana"]))
     assert code == 1008 and events[-1]["type"] == "error" and "KHULUMA_SPEECH_LANGUAGE_MODELS" in events[-1]["detail"]
     assert not any(e.get("text") for e in events if e["type"] in ("partial", "segment"))
+
+
+# ------------------------------------------------------------------------------------------------ the lock-out
+
+
+class SlowSteps:
+    """The Speech handle with its live steps slower than real time: each takes ``factor`` times the new audio it
+    covers on top of its decode, as steps that judged a language without a model did on 2 cores."""
+
+    def __init__(self, handle: Any, factor: float) -> None:
+        self._handle, self.factor = handle, factor
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handle, name)
+
+    @property
+    def transcribe_pcm(self) -> Any:
+        handle, factor = self._handle, self.factor
+
+        class Method:
+            @staticmethod
+            def remote(request: Any) -> Any:
+                async def step() -> Any:
+                    seat = CURRENT_SEAT.get()
+                    heard = seat.heard_until if seat is not None else 0.0
+                    end = request.offset + len(request.pcm) / (2 * request.sample_rate)
+                    result = await call(handle.transcribe_pcm.remote(request))
+                    await asyncio.sleep(factor * max(0.0, end - heard))
+                    return result
+
+                return step()
+
+        return Method
+
+
+@pytest.mark.parametrize("endpoint", ["realtime", "stream"])
+def test_sessions_ended_for_their_language_lock_nobody_out(local_app, make_token, voices, endpoint: str) -> None:
+    """The reported lock-out, replayed: sessions in a language without a model, two at a time (the second arrives
+    while the first is open), each slower than real time and each ended for its language; then, with none open,
+    a session with its language given is admitted at once."""
+    client = local_app(capabilities=["speech"])
+    speech = client.context.clients.speech
+    speech._handle = SlowSteps(speech._handle, 1.3)
+    setswana = pcm16(voices["setswana"])
+    outcomes: list[Any] = [None, None]
+
+    def unserved(index: int) -> None:
+        token = make_token("lockout", f"{endpoint}-{index}")
+        if endpoint == "realtime":
+            outcomes[index] = vendor_client(client, token, setswana, target="", paced=False)
+        else:
+            outcomes[index] = stream_client(client, token, setswana, paced=False)
+
+    first = threading.Thread(target=unserved, args=(0,))
+    first.start()
+    deadline = time.monotonic() + 30
+    while not any(seat.realtime_factor() for seat in client.context.admission.live.open.values()):
+        assert time.monotonic() < deadline and first.is_alive(), "the first session was never measured"
+        time.sleep(0.05)
+    unserved(1)  # arrives while the first is open, measured slower than real time
+    first.join(60)
+    for outcome in outcomes:
+        if endpoint == "realtime":
+            assert outcome.minted == 200 and outcome.events[-1]["error"]["code"] == "language_not_served", outcome
+            assert not outcome.transcript
+        else:
+            events, code = outcome
+            assert code == 1008 and "KHULUMA_SPEECH_LANGUAGE_MODELS" in events[-1]["detail"], events[-1]
+    live = client.context.admission.live
+    assert not live.open and live.session_load is not None and live.session_load > REALTIME_HEADROOM
+    started = time.monotonic()
+    token = make_token("lockout", f"{endpoint}-english")
+    if endpoint == "realtime":
+        opened = vendor_client(client, token, b"", source="eng", target="")
+        assert opened.minted == 200 and opened.events[0]["type"] == "session.created", opened
+        assert opened.events[-1]["type"] == "session.closed"
+    else:
+        events, code = stream_client(client, token, b"", lang_code="eng")
+        assert code == 1000 and events[-1]["type"] == "final"
+    assert time.monotonic() - started < 5.0

@@ -15,12 +15,14 @@ Both protocols step the same way:
 
 - buffer the client's PCM (signed 16-bit little-endian mono, at the stream's own rate) and run a step
   (``steps.advance``) after every ``state.PARTIAL_EVERY_SECONDS`` of new audio (every
-  ``FIRST_STEPS_EVERY_SECONDS`` in the first ``FIRST_STEPS_SECONDS``, so the first words, which the Live
-  API sends once two successive partials agree on them, come sooner) and once at the end;
-- without a language from the client, settle the stream's language on about 6 s of
-  speech (the engine's rule, never sooner) and then judge every committed segment's language on its own speech
-  (``StreamRequest.judge``): a segment in a language without a speech model is withheld (``StreamStep.withheld``,
-  sent as a notice, never as an error) and counted, once, in the session's warnings;
+  ``FIRST_STEPS_EVERY_SECONDS`` until the first words are committed, so the first words, which the Live
+  API sends once two successive partials agree on them, come sooner), when the client pauses
+  (``state.QUIET_STEP_SECONDS``), and once at the end;
+- without a language from the client, settle the stream's language as soon as its speech is unmistakably in a
+  served language, else on about 6 s of speech (the engine's rule), showing nothing before; then judge every
+  committed segment's language on its own speech (``StreamRequest.judge``): a segment in a language without a
+  speech model is withheld (``StreamStep.withheld``, sent as a notice, never as an error) and counted, once, in
+  the session's warnings;
 - once the language is known, commit at every pause the VAD finds (``stream_commit_silence_ms``): the segment
   before it is decoded exactly and its audio dropped, so a partial decodes only the uncommitted tail (greedily)
   and the end of a stream has only its last segment left; everything pending is committed when no pause came for

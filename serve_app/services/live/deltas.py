@@ -5,9 +5,11 @@ the next. The Live API promises deltas that only append: joined with no separato
 nothing sent is ever taken back. So only stable text is sent:
 
 - **agreement** (LocalAgreement, as in whisper_streaming): the words two successive hypotheses of the same audio
-  agree on, from its start, beyond the words already sent. Words are compared exactly, so a word whose
-  punctuation is still moving ("you?" then "you today?") waits a step; words already sent are compared without
-  case and punctuation, so a comma that appears later on one of them does not hold back the rest.
+  agree on, from its start, beyond the words already sent, each in the newer hypothesis's spelling. Words are
+  compared without case and punctuation ("However" then "However, due"), except the last word agreed on, which
+  must be written the same in both: a word whose punctuation is still moving ("you?" then "you today?") waits a
+  step. Words already sent are compared without case and punctuation, so a comma that appears later on one of
+  them does not hold back the rest.
 - **commit**: when the stream commits a segment (it ended in a pause, or the stream ended), its words beyond those
   sent are sent. The segment's text as the client has it (the words sent for it, in order) is what its completed
   event carries, so the deltas joined are always the completed segments' texts joined with spaces.
@@ -38,9 +40,13 @@ def _key(word: str) -> str:
 
 
 def _common_prefix(a: list[str], b: list[str]) -> list[str]:
+    """The words ``b`` agrees on with ``a`` from the start (without case and punctuation), in ``b``'s spelling; the
+    last of them only where both spell it alike (its punctuation may still move)."""
     n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
+    while n < min(len(a), len(b)) and _key(a[n]) == _key(b[n]):
         n += 1
+    while n and a[n - 1] != b[n - 1]:
+        n -= 1
     return b[:n]
 
 
@@ -63,12 +69,13 @@ class AppendOnlyTranscript:
         self._previous: list[str] | None = None  # the last hypothesis of the uncommitted audio
         self._last_end = 0.0
 
-    def agree(self, hypothesis: list[Segment]) -> str:
+    def agree(self, hypothesis: list[Segment], shown: bool = True) -> str:
         """The delta for a new hypothesis of the uncommitted audio (committed and pending segments of one step,
-        before its commit): the words it and the previous one agree on, beyond those sent ("" when none)."""
+        before its commit): the words it and the previous one agree on, beyond those sent ("" when none).
+        ``shown=False`` (a decode before the stream's language is settled): kept to agree with, never sent."""
         words = words_of(hypothesis)
         previous, self._previous = self._previous, words
-        if previous is None:
+        if previous is None or not shown:
             return ""
         agreed = _common_prefix(previous, words)
         sent = len(self._sent)

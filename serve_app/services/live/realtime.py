@@ -35,7 +35,7 @@ from contracts.translation import TranslationRequest
 from serve_app.context import AppContext, required
 from serve_app.services.live.client_secrets import consume_secret, mint_secret, unix_seconds
 from serve_app.services.live.deltas import AppendOnlyTranscript, Completed
-from serve_app.services.live.socket import ProtocolError, guard, receive, send
+from serve_app.services.live.socket import QUIET, ProtocolError, guard, receive, send
 from serve_app.services.live.state import StreamState
 from serve_app.services.live.steps import advance
 from serve_app.services.usage import count_tokens, record_usage
@@ -239,7 +239,10 @@ class _Run:
             session["warnings"] = list(self.advice)
         await self._send({"type": "session.created", "session": session})
         while True:
-            message = await receive(self.websocket, limits.stream_idle_seconds, ends_at)
+            message = await receive(self.websocket, limits.stream_idle_seconds, ends_at, quiet_s=self.state.quiet_s)
+            if message == QUIET:  # the client paused: what it sent is decoded now, not when more comes
+                await self._step(client, final=False)
+                continue
             kind, event = _event(message)
             if kind == "session.close":
                 break
@@ -267,7 +270,7 @@ class _Run:
             language = self.state.lang_code
         else:
             advanced = await advance(client, self.state, final)
-            delta = "" if final else self.transcript.agree(advanced.hypothesis)
+            delta = "" if final else self.transcript.agree(advanced.hypothesis, advanced.shown)
             if delta:
                 await self._send({"type": "session.input_transcript.delta", "delta": delta})
             completed = self.transcript.commit(advanced.committed, final=final)

@@ -53,18 +53,29 @@ class StreamClosing(Exception):
     """The server asked the session to end (a graceful stop): it gets its last results and a 1001 close."""
 
 
+QUIET = {"type": "khuluma.quiet"}  # what :func:`receive` answers when the client paused (``quiet_s``)
+
+
 async def receive(
-    websocket: WebSocket, idle_s: float, ends_at: float, stop: asyncio.Event | None = None
+    websocket: WebSocket,
+    idle_s: float,
+    ends_at: float,
+    stop: asyncio.Event | None = None,
+    quiet_s: float | None = None,
 ) -> dict[str, Any]:
     """The next message, within the idle limit and the session's end (monotonic time). A client that went away
     raises WebSocketDisconnect; :class:`StreamClosing` as soon as ``stop`` is set (the server is shutting down),
-    even while the client sends nothing."""
+    even while the client sends nothing. ``quiet_s``: :data:`QUIET` when nothing came for that long (the client
+    paused, or sent its audio faster than real time and is done), so the session can step on what it has."""
     left = ends_at - time.monotonic()
+    limit = min(idle_s, left)
+    quiet = quiet_s is not None and quiet_s < limit
     receiving = asyncio.ensure_future(websocket.receive())
     stopping = asyncio.ensure_future(stop.wait()) if stop is not None else None
     waiting = {receiving} if stopping is None else {receiving, stopping}
     try:
-        done, _ = await asyncio.wait(waiting, timeout=max(0.0, min(idle_s, left)), return_when=asyncio.FIRST_COMPLETED)
+        timeout = max(0.0, quiet_s if quiet and quiet_s is not None else limit)
+        done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
         if stopping is not None:
             stopping.cancel()
@@ -72,6 +83,8 @@ async def receive(
         receiving.cancel()
         if stopping is not None and stopping in done:
             raise StreamClosing
+        if quiet:
+            return dict(QUIET)
         if left <= idle_s:
             raise StreamTimeout(
                 "The stream reached its longest session (KHULUMA_TRANSCRIPTION_STREAM_MAX_SECONDS).", "session_expired"

@@ -9,8 +9,12 @@ from contracts.speech import Segment, Withheld
 
 SAMPLE_RATE = 16_000  # the rate of /ws/stream-transcribe; the Live API declares its own
 PARTIAL_EVERY_SECONDS = 1.0  # a step (a partial, and a commit when a pause came) per this much new audio
-FIRST_STEPS_EVERY_SECONDS = 0.5  # in the stream's first FIRST_STEPS_SECONDS: the first words come sooner
-FIRST_STEPS_SECONDS = 1.0
+# until the stream's first words are committed (its language settled, a first pause), within its first
+# FIRST_STEPS_SECONDS, a step per this much: the language is settled, and the first words agreed on, sooner (a
+# step before the language is settled is one short decode)
+FIRST_STEPS_EVERY_SECONDS = 0.5
+FIRST_STEPS_SECONDS = 8.0
+QUIET_STEP_SECONDS = 0.25  # a client that sent audio and then nothing for this long gets a step on what it sent
 
 
 _NUMBERS = re.compile(r"\d+(?:[.:]\d+)*")
@@ -88,6 +92,15 @@ class StreamState:
             )
         return out
 
+    @property
+    def quiet_s(self) -> float | None:
+        """How long to wait for more audio before stepping on what came since the last step (None: nothing came)."""
+        return QUIET_STEP_SECONDS if self.since_partial else None
+
+    def stepped(self) -> None:
+        """A step covered everything received so far."""
+        self.since_partial = 0
+
     def add_audio(self, data: bytes, limit_bytes: int) -> bool:
         """Buffer ``data``; True when a step is due. More than ``limit_bytes`` in all -> TooLarge (1009)."""
         self.buffer += data
@@ -95,7 +108,8 @@ class StreamState:
         self.since_partial += len(data)
         if self.total_bytes > limit_bytes:
             raise TooLarge(f"The stream exceeds the limit of {limit_bytes // (1024 * 1024)} MB of audio.")
-        every = FIRST_STEPS_EVERY_SECONDS if self.audio_seconds <= FIRST_STEPS_SECONDS else PARTIAL_EVERY_SECONDS
+        first_words = not self.segments and self.audio_seconds <= FIRST_STEPS_SECONDS
+        every = FIRST_STEPS_EVERY_SECONDS if first_words else PARTIAL_EVERY_SECONDS
         if self.since_partial >= every * self.bytes_per_second:
             self.since_partial = 0
             return True

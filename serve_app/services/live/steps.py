@@ -16,22 +16,24 @@ CONTEXT_SECONDS = 4.0  # at most this much committed audio stays at the buffer's
 class Advance:
     """One step's outcome: the segments committed by it (already in ``state.segments``, their audio dropped),
     the whole hypothesis of the buffer it decoded (committed and pending segments, in order) and the text that
-    may still change."""
+    may still change. ``shown``: False while the stream's language is not settled: the hypothesis is then the
+    step's candidate decode, to agree with later, never to show."""
 
     step: StreamStep
     committed: list[Segment]
     hypothesis: list[Segment]
     pending_text: str
     withheld: list[Withheld]
+    shown: bool = True
 
 
 async def advance(client: SpeechClient, state: StreamState, final: bool) -> Advance:
     """Decode the buffer once: keep the language once it is settled, commit what ended in a pause (once the
-    language is known; everything at the end of the stream, or after :data:`MAX_PENDING_SECONDS` without a
+    language is settled; everything at the end of the stream, or after :data:`MAX_PENDING_SECONDS` without a
     pause) and drop the committed audio."""
-    commit_before = None
-    if not final and state.lang_code is not None:
-        commit_before = state.pending_seconds
+    state.stepped()
+    # what ended in a pause is committed once the language is settled (given, or settled by this very step)
+    commit_before = None if final else state.pending_seconds
     # the last step may return the step before's exact decode, if made in the language still asked for
     reuse = final and state.exact_language == state.lang_code
     step = await client.transcribe_pcm(
@@ -49,7 +51,9 @@ async def advance(client: SpeechClient, state: StreamState, final: bool) -> Adva
             judge=state.judge,
         )
     )
-    if state.lang_code is None and step.language_code and step.language_settled:
+    if not step.language_settled:  # nothing to show yet: the candidate decode is kept for the next agreement
+        return Advance(step, [], list(step.candidate), "", list(step.withheld), shown=False)
+    if state.lang_code is None and step.language_code:
         state.lang_code = step.language_code  # the stream's language; each segment is still judged on its own
     state.warn(step.warnings)
     state.withheld += step.withheld

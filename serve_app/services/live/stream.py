@@ -19,7 +19,7 @@ from contracts.speech import SpeechClient
 from serve_app.admission import LiveSeat
 from serve_app.context import AppContext, required
 from serve_app.lifecycle import GOING_AWAY
-from serve_app.services.live.socket import StreamTimeout, guard, receive, send
+from serve_app.services.live.socket import QUIET, StreamTimeout, guard, receive, send
 from serve_app.services.live.state import SAMPLE_RATE, StreamState
 from serve_app.services.live.steps import advance
 from serve_app.services.usage import record_usage
@@ -175,7 +175,10 @@ async def _stream_session(
         await client.check_language(state.lang_code)
     await send(websocket, state, {"type": "ready", "sample_rate": SAMPLE_RATE, "encoding": "pcm_s16le", "channels": 1})
     while True:
-        message = await receive(websocket, limits.stream_idle_seconds, ends_at, stop)
+        message = await receive(websocket, limits.stream_idle_seconds, ends_at, stop, quiet_s=state.quiet_s)
+        if message == QUIET:  # the client paused: what it sent is decoded now, not when more comes
+            await _stream_step(client, state, websocket, final=False)
+            continue
         data, text = message.get("bytes"), message.get("text")
         if data:
             if state.add_audio(data, limit):
