@@ -4,7 +4,7 @@ without a language has after each second of audio, and the ROC of the rule that 
 For every recording and every buffer a live step sees before its language is settled (every 0.5 s of audio from
 1 s to 6.5 s, as a stream steps; steps with 6 s of speech or more are decided by the file's rule instead), the
 step's own evidence is computed the way the service computes it (``engines.speech.first_language``): the speech
-the VAD finds, Whisper's language detection on the encoding of its short window, a greedy decode in the likeliest
+the VAD finds, Whisper's language detection on its unpadded encoding, a greedy decode in the likeliest
 served language from the same encoding, and the text language identifier's reading of that decode.
 Folders as ``scripts/eval_real.py`` reads them (``<iso639-3>-<source>/<stem>.wav``); a folder whose language is
 not served here (isiZulu, German, ...) holds negatives: any early decision on it would write invented words::

@@ -1,7 +1,7 @@
 """A live stream's first language, decided on evidence sized to the speech.
 
 Before a stream's language is known, each step looks at the speech it has (:meth:`FirstLanguage.evidence`): one
-encoding of its short window (the speech and 5 s of silence) gives Whisper's language detection and a greedy decode in the likeliest served language,
+unpadded encoding of it gives Whisper's language detection and a greedy decode in the likeliest served language,
 and the text language identifier reads that decode. Speech is **unmistakable** (:class:`EarlyRule`) when Whisper's
 likeliest language is a served one's own token (not a kin's: Whisper hears German as Afrikaans's kin), at least
 ``detection`` probability, the decode reads as fluent text in it

@@ -334,9 +334,8 @@ class WhisperRecognizer:
 
     def first_look(self, speech: np.ndarray) -> tuple[Detection | None, str, float]:
         """A live stream's first look at ``speech`` (at most :data:`QUICK_MAX_SECONDS`, packed) before its language
-        is known: one encoding of its short window (``whisper_adapter.decode_short_window``) on the live instance
-        gives Whisper's detection and a greedy decode in the likeliest served language (its text and mean
-        log-probability per token). None and "" when there is too
+        is known: one unpadded encoding on the live instance gives Whisper's detection and a greedy decode in the
+        likeliest served language (its text and mean log-probability per token). None and "" when there is too
         little speech, no multilingual model or no served language Whisper can name."""
         model = self.live_model(DEFAULT_MODEL)
         if speech.size < SAMPLE_RATE // 4 or not fw.is_multilingual(model):
@@ -349,7 +348,7 @@ class WhisperRecognizer:
             found[0] = self.detection_of(heard)
             return tokens[found[0].code] if found[0] is not None else heard[0][0]
 
-        decoded = fw.decode_short_window(
+        decoded = fw.decode_unpadded(
             model, speech, likeliest, max_tokens=int(8 + QUICK_TOKENS_PER_SECOND * speech.size / SAMPLE_RATE)
         )
         if found[0] is None:

@@ -219,15 +219,6 @@ def decode_unpadded(
     return _greedy(model, model.encode(features), language, max_tokens, detect)
 
 
-def decode_short_window(
-    model: Any, speech: np.ndarray, language: str | Callable[[Languages], str], max_tokens: int
-) -> QuickDecode:
-    """:func:`decode_unpadded` on the short window of ``speech`` (:func:`encode_short_window`: its speech and 5 s
-    of silence), with the languages Whisper hears in it: on a short window Whisper places a language surer than on
-    the speech alone, and ends its text."""
-    return _greedy(model, encode_short_window(model, speech)[0], language, max_tokens, True)
-
-
 def _greedy(
     model: Any, encoded: Any, language: str | Callable[[Languages], str], max_tokens: int, detect: bool
 ) -> QuickDecode:
