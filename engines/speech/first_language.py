@@ -3,13 +3,13 @@
 Before a stream's language is known, each step looks at the speech it has (:meth:`FirstLanguage.evidence`): one
 unpadded encoding of it gives Whisper's language detection and a greedy decode in the likeliest served language,
 and the text language identifier reads that decode. Speech is **unmistakable** (:class:`EarlyRule`) when Whisper's
-likeliest language is a served one's own token (not a kin's: Whisper hears German as Afrikaans's kin), at least
-``detection`` probability, the decode reads as fluent text in it
-(``min_words`` words or more, no loop, a mean token log-probability of at least ``logprob``) and the text language
-identifier names the same language with at least ``text`` confidence: the stream's language is then settled on
-that step. Anything less waits for more speech, up to ``STREAM_DETECT_SECONDS`` (``engines.speech.pipeline``),
-where the file's rule decides or refuses as before. The thresholds come from an ROC on real recordings
-(``scripts/eval_first_language.py``, docs/speech.md#live-sessions-without-a-language).
+likeliest language is a served one's own token (not a kin's: Whisper hears German as Afrikaans's kin) at
+``detection`` probability or more, the decode reads as fluent text (``min_words`` words or more, no loop or
+stutter, a mean token log-probability of ``logprob`` or more) and the text language identifier names the same
+language at ``text`` confidence or more: the stream's language is then settled on that step. Anything less waits
+for more speech, up to ``STREAM_DETECT_SECONDS`` (``engines.speech.pipeline``), where the file's rule decides or
+refuses as before. The thresholds come from an ROC on real recordings (``scripts/eval_first_language.py``,
+docs/speech.md#live-sessions-without-a-language).
 
 Languages Whisper has no token for (isiZulu routed to a CTC model) are never decided early: their own model's
 transcript decides them once the stream has enough speech, as for files.
@@ -26,6 +26,8 @@ from engines.speech import guards
 from engines.speech.audio import SAMPLE_RATE
 from engines.speech.language_choice import TextLanguage
 from engines.speech.routing import SpeechModels
+
+PUNCTUATION = "\"'.,;:!?()[]-"
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,15 @@ class EarlyRule:
             and e.logprob >= self.logprob
             and len(e.text.split()) >= self.min_words
             and not guards.repeats(e.text)
+            and not stutters(e.text)
         )
+
+
+def stutters(text: str) -> bool:
+    """Whether a word comes three times in a row ("by gay gay gay"): a decoder that has lost the speech, as Whisper
+    base does on Afrikaans it hears as English."""
+    words = [w.strip(PUNCTUATION).casefold() for w in text.split()]
+    return any(words[i] and words[i] == words[i + 1] == words[i + 2] for i in range(len(words) - 2))
 
 
 class FirstLanguage:

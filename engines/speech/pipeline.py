@@ -75,7 +75,7 @@ STREAM_PAD_MS = 100  # a live stream's VAD chunks are padded this much (files: 2
 # last step returns it without decoding again (StreamStep.exact_until).
 STREAM_ENDING_SILENCE_MS = 150
 STREAM_ENDING_LOOK_SECONDS = 1.0  # how much of the buffer's end the VAD looks at for that silence
-STREAM_DETECT_SECONDS = SHORT_SPEECH_SECONDS  # speech a live stream's language is decided on, never sooner
+STREAM_DETECT_SECONDS = SHORT_SPEECH_SECONDS  # speech the file's rule decides a live stream's language on
 # South African languages beyond the spec's that /api/v1/models lists too (served, or how to add a model)
 OTHER_SA_CODES = ("xho", "nso", "tsn", "tso", "ssw", "ven", "nbl")
 
@@ -467,13 +467,14 @@ class TranscriptionPipeline:
         buffer's head that the previous step committed, as ``context_text``: the exact decode hears it first and
         starts with its text, so a segment cut at a short pause keeps its sentence; it is never committed again.
 
-        Without ``language``, the language is detected as for files, and refused the same way
-        (:class:`LanguageNotServed`) once there are :data:`STREAM_DETECT_SECONDS` of speech or the stream ended
-        (``final``), never sooner: a call that opens with "Hello" and goes on in isiZulu is not English. Before
-        that the step is not ``language_settled``, and audio that does not sound like a served language, or less
-        than ``JUDGE_MIN_SECONDS`` of speech, is not decoded. ``judge`` (the stream's language was detected, not
-        given): every committed segment's language is checked on its own speech (``LanguageChoice.judge``): one in
-        a language without a speech model is ``withheld``, one clearly in another served language is decoded in
+        Without ``language``, the step settles the language when its speech is unmistakably in a served language
+        (``first_language.EarlyRule``), else once there are :data:`STREAM_DETECT_SECONDS` of speech or the stream
+        ended (``final``), as for files, and refused the same way (:class:`LanguageNotServed`). Until then the
+        step is not ``language_settled``: nothing is shown, and its decode in the likeliest served language is
+        handed back only as the ``candidate`` the next step agrees with. ``judge`` (the stream's language was
+        detected, not given): every committed segment's language is checked on its own speech
+        (``LanguageChoice.judge``): one in a language without a speech model is ``withheld``, one clearly in
+        another served language is decoded in
         it, and a partial is shown only of speech judged to be in the stream's language. The hallucination guards
         run on every step, partials included.
 

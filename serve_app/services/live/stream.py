@@ -49,7 +49,9 @@ server -> client (JSON text frames)
   {"type": "ready", "sample_rate": 16000, "encoding": "pcm_s16le", "channels": 1}
   {"type": "partial", "text": ..., "pending_text": ..., "language_code": ..., "audio_seconds": ...,
    "warnings": [...]}
-      after every ~2 s of new audio: everything so far; the pending part may still change
+      after every second of new audio (every half second until the first words are committed), and when the
+      client pauses: everything so far; the pending part may still change. Without lang_code, language_code is ""
+      and nothing is shown until the stream's language is settled
   {"type": "segment", "start_time", "end_time", "text", "words": [...], "confidence", "language_code", "warnings"}
       a segment that will not change any more (ended in a pause); without lang_code each segment's language is
       checked on its own speech: language_code says which it was transcribed in
