@@ -534,7 +534,8 @@ class TranscriptionPipeline:
                 if pending.verdict is None or pending.verdict.route is not None:  # the last step may return it
                     exact_until = round(offset + audio.size / SAMPLE_RATE, 3)
             else:
-                pending = step.quick(max(cut, context), tail, early)
+                # the step's first-language decode is the partial when it covers the tail alone (nothing cut)
+                pending = step.quick(max(cut, context), tail, early if not cut and not context else None)
             pending_out, pending_text = pending.out(), pending.text
         poor = self._quality_warning(route) if final_segments or pending_out else None
         return StreamStep(
