@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from engines.speech import guards
 from engines.speech.audio import SAMPLE_RATE
 from engines.speech.language_choice import TextLanguage
 from engines.speech.routing import SpeechModels
+from engines.speech.whisper import guards
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,12 @@ from contracts.installs import install_hint
 from contracts.languages import CODE_SWITCHED_ZULU
 from contracts.languages import speech_name as language_name
 from contracts.settings import TranscriptionSettings
-from engines.speech import ctc_guards, guards
 from engines.speech.audio import SAMPLE_RATE
+from engines.speech.ctc import guards as ctc_guards
 from engines.speech.recognition import CTC, Detection, Heard, Route
 from engines.speech.routing import SpeechModels
-from engines.speech.whisper import whisper_language_name
+from engines.speech.whisper import guards
+from engines.speech.whisper.recognizer import whisper_language_name
 
 log = logging.getLogger(__name__)
 

@@ -63,8 +63,8 @@ from engines.speech.recognition import CTC, WHISPER, Detection, Heard, Route, Sp
 from engines.speech.routing import SETTING as ROUTE_SETTING
 from engines.speech.routing import SpeechModels, resolve
 from engines.speech.timeline import assign_speakers, build_timeline, join_text, outside, segment, word
-from engines.speech.whisper import DEFAULT_MODEL, LISTED_CODES, WhisperRecognizer
-from engines.speech.whisper_layout import BASE_MODEL_NAME, build_recognizer
+from engines.speech.whisper.placement import BASE_MODEL_NAME, build_recognizer
+from engines.speech.whisper.recognizer import DEFAULT_MODEL, LISTED_CODES, WhisperRecognizer
 from engines.speech.windows import Window, array_blocks, last_pause, speech_only, windows
 
 log = logging.getLogger(__name__)

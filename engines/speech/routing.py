@@ -11,7 +11,7 @@ from its cache):
 model decodes, and Whisper keeps what only it does (the VAD, spoken-language detection on its 99 languages, the
 beam-searched exact decode of a live segment). A CTC model decodes a live partial and a committed segment alike
 (one forward pass over the speech: no beam, no prefix), and its segments are screened by its own guards
-(``engines.speech.ctc_guards``), never Whisper's.
+(``engines.speech.ctc.guards``), never Whisper's.
 """
 
 from __future__ import annotations
@@ -30,12 +30,13 @@ from contracts.errors import Unavailable, UnsupportedLanguage
 from contracts.installs import MODEL_SETTING, install_hint
 from contracts.languages import CODE_SWITCHED_ZULU, TRANSCRIPTION_CODES, transcription_code
 from engines.model_registry import ModelError, ModelRegistry, catalogued, model_format
-from engines.speech import ctc_guards, guards
-from engines.speech.ctc import CTCRecognizer
+from engines.speech.ctc import guards as ctc_guards
+from engines.speech.ctc.recognizer import CTCRecognizer
 from engines.speech.recognition import CTC, Detection, Heard, Route, SpeechSegment
-from engines.speech.whisper import SETTING as WHISPER_SETTING
-from engines.speech.whisper import WhisperRecognizer
-from engines.speech.whisper_adapter import Languages
+from engines.speech.whisper import guards
+from engines.speech.whisper.adapter import Languages
+from engines.speech.whisper.recognizer import SETTING as WHISPER_SETTING
+from engines.speech.whisper.recognizer import WhisperRecognizer
 
 log = logging.getLogger(__name__)
 

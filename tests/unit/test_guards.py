@@ -1,4 +1,4 @@
-"""Hallucination guards (engines.speech.guards): pure checks on Whisper-like segments, no model."""
+"""Hallucination guards (engines.speech.whisper.guards): pure checks on Whisper-like segments, no model."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from engines.speech import guards
+from engines.speech.whisper import guards
 
 
 @dataclass

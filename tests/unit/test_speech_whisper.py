@@ -16,11 +16,12 @@ import pytest
 from contracts.errors import InvalidInput, LanguageNotServed, TimedOut, Unavailable
 from contracts.settings import Settings
 from contracts.speech import TranscriptionResult, build_record
-from engines.speech import guards, whisper_weights
 from engines.speech.audio import SAMPLE_RATE
 from engines.speech.pipeline import TranscriptionPipeline, get_pipeline
 from engines.speech.routing import SETTING as SPEECH_SETTING
-from engines.speech.whisper import SETTING, WhisperRecognizer
+from engines.speech.whisper import guards
+from engines.speech.whisper import weights as whisper_weights
+from engines.speech.whisper.recognizer import SETTING, WhisperRecognizer
 from engines.speech.windows import silence_cut, windows
 from scripts.eval_wer import word_errors
 from tests.speechdata import silence, speech_16k, tone_music, write_audio

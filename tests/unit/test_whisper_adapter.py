@@ -1,4 +1,4 @@
-"""The faster-whisper internals engines/speech/whisper_adapter.py relies on: their signatures, fields and behaviour.
+"""The faster-whisper internals engines/speech/whisper/adapter.py relies on: their signatures, fields and behaviour.
 
 An upgrade of faster-whisper that renames, moves or changes one fails here with the internal's name, not as a
 wrong transcript later. The real Whisper base model (shipped offline) answers the model-level checks."""
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from contracts.settings import Settings
-from engines.speech import whisper_adapter as fw
-from engines.speech.whisper_weights import ensure_whisper_base
+from engines.speech.whisper import adapter as fw
+from engines.speech.whisper.weights import ensure_whisper_base
 from tests.speechdata import silence, speech_16k
 
 SR = fw.SAMPLE_RATE

@@ -32,10 +32,10 @@ Long audio: :meth:`speech_chunks` runs Silero VAD (faster-whisper's bundled ONNX
 :meth:`transcribe` decodes only the speech, packed into 30 s windows, mapping times back to the original audio.
 
 faster-whisper's documented API is used here (``WhisperModel``, its ``transcribe`` and ``detect_language``);
-everything below it goes through :mod:`engines.speech.whisper_adapter`, which says why.
+everything below it goes through :mod:`engines.speech.whisper.adapter`, which says why.
 
 Batching (``batch_size`` > 1): the windows of concurrent calls that share a model and a language are decoded
-together (:mod:`engines.speech.whisper_batching`, faster-whisper's batched decoder). Each 30 s window is then
+together (:mod:`engines.speech.whisper.batching`, faster-whisper's batched decoder). Each 30 s window is then
 decoded on its own, without Whisper's seek across windows; with the sampling fallback on, decoding stays
 sequential (the batched decoder has one temperature).
 """
@@ -55,9 +55,9 @@ import numpy as np
 from contracts import languages
 from contracts.errors import TimedOut, Unavailable, UnsupportedLanguage
 from contracts.languages import CODE_SWITCHED_ZULU, TRANSCRIPTION_CODES, transcription_code
-from engines.speech import whisper_adapter as fw
 from engines.speech.recognition import Detection, Heard, Route, SpeechSegment, WordTiming
-from engines.speech.whisper_batching import WindowBatcher
+from engines.speech.whisper import adapter as fw
+from engines.speech.whisper.batching import WindowBatcher
 
 log = logging.getLogger(__name__)
 

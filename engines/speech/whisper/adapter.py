@@ -14,7 +14,7 @@ Internals, and why the documented API does not serve:
 - ``BatchedInferencePipeline.forward`` and its ``last_speech_timestamp``, ``faster_whisper.tokenizer.Tokenizer``,
   ``faster_whisper.audio.pad_or_trim``, ``WhisperModel.feature_extractor``, the ``Segment`` / ``Word`` dataclasses
   and ``TranscriptionInfo.transcription_options`` (:class:`BatchedDecoder`, :func:`window_features`,
-  :func:`segments_of_windows`): cross-request batching (``engines.speech.whisper_batching``) decodes in one batch the
+  :func:`segments_of_windows`): cross-request batching (``engines.speech.whisper.batching``) decodes in one batch the
   windows of concurrent requests. ``BatchedInferencePipeline.transcribe`` batches the windows of one audio only,
   so the step below it is needed: features of given windows in, segments out. Its options are faster-whisper's
   own (suppressed tokens, punctuation, this version's defaults), asked of ``transcribe`` on 1 s of silence that it

@@ -9,17 +9,17 @@ The interface the transcription pipeline calls, the same for every runtime::
     recognizer.agnostic  # True: `language` may be None and the transcript is language-agnostic
     segments = recognizer.transcribe(audio, chunks, language="zul", offset=0.0)  # list[SpeechSegment]
     text, logprob = recognizer.quick_transcript(speech)  # cheap look for auto-detection (text language ID)
-    kept, warnings = ctc_guards.screen(segments)  # letter-soup guards (engines/speech/ctc_guards.py)
+    kept, warnings = ctc_guards.screen(segments)  # letter-soup guards (engines/speech/ctc/guards.py)
 
 ``audio`` is 16 kHz mono float32 and ``chunks`` its VAD speech chunks in samples (``WhisperRecognizer.speech_chunks``,
 as ``WhisperRecognizer.transcribe`` takes them). Only the speech is decoded: chunks are split where longer than
 ``max_seconds`` (at their quietest 20 ms) and packed into pieces of at most ``max_seconds`` with 0.2 s of silence
-between them (:mod:`engines.speech.ctc_decoding`); each piece is one forward pass. One segment per speech chunk,
+between them (:mod:`engines.speech.ctc.decoding`); each piece is one forward pass. One segment per speech chunk,
 its words timed by the CTC alignment and mapped back to the audio, each with a probability; the segment's
 ``avg_logprob`` is the mean log-probability of its letters. ``no_speech_prob`` is 0: CTC has no such estimate.
 
 Models load lazily on first use, once, from local files only (never downloaded);
-:func:`engines.speech.ctc_layout.inspect` checks the directory at construction, so a missing or malformed one
+:func:`engines.speech.ctc.layout.inspect` checks the directory at construction, so a missing or malformed one
 raises :class:`Unavailable` at once, naming what the directory must hold. Thread-safe: concurrent calls run side
 by side (an MMS model's calls in different languages take turns, ``ctc_runtimes.AdapterGate``).
 """
@@ -36,9 +36,9 @@ import numpy as np
 
 from contracts.errors import TimedOut, UnsupportedLanguage
 from contracts.languages import CODE_SWITCHED_ZULU, transcription_code
-from engines.speech import ctc_decoding as ctc
-from engines.speech.ctc_layout import SHERPA_ONNX, Layout, inspect
-from engines.speech.ctc_runtimes import OnnxCTC, Runtime, TransformersCTC
+from engines.speech.ctc import decoding as ctc
+from engines.speech.ctc.layout import SHERPA_ONNX, Layout, inspect
+from engines.speech.ctc.runtimes import OnnxCTC, Runtime, TransformersCTC
 from engines.speech.recognition import SpeechSegment
 
 log = logging.getLogger(__name__)
