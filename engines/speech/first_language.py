@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from engines.speech import screening
 from engines.speech.audio import SAMPLE_RATE
 from engines.speech.language_choice import TextLanguage
 from engines.speech.routing import SpeechModels
-from engines.speech.whisper import guards
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class EarlyRule:
             and e.text_confidence >= self.text
             and e.logprob >= self.logprob
             and len(e.text.split()) >= self.min_words
-            and not guards.repeats(e.text)
+            and not screening.repeats(e.text)
         )
 
 
@@ -92,7 +92,7 @@ class FirstLanguage:
         seconds = speech.size / SAMPLE_RATE
         if seconds < self.rule.min_speech_s:  # too little to decide on: not decoded
             return Evidence(speech_s=round(seconds, 3))
-        detection, text, logprob = self.models.first_look(speech)
+        detection, text, logprob = self.models.detector.first_look(speech)
         if detection is None:
             return Evidence(speech_s=round(seconds, 3))
         identifier = TextLanguage.get()
@@ -100,7 +100,7 @@ class FirstLanguage:
         return Evidence(
             speech_s=round(seconds, 3),
             code=detection.code,
-            own_token=bool(detection.heard) and detection.heard[0][0] == self.models.whisper_token(detection.code),
+            own_token=bool(detection.heard) and detection.heard[0][0] == self.models.language_token(detection.code),
             probability=round(detection.probability, 4),
             served=round(detection.served, 4),
             heard=detection.heard[:3],

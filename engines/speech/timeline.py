@@ -14,7 +14,7 @@ from contracts.speech import Segment, TimelineItem, Word
 from engines.speech.diarise import Turn
 from engines.speech.diarise import assign_speakers as speakers_of
 from engines.speech.recognition import SpeechSegment, WordTiming
-from engines.speech.whisper.guards import confidence
+from engines.speech.screening import confidence
 
 MIN_SILENCE_ITEM = 0.3  # seconds; shorter gaps between timeline items are not listed as silence
 Span = tuple[float, float]

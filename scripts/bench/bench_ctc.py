@@ -142,7 +142,7 @@ def make_audio(seconds: float, workdir: Path) -> tuple[np.ndarray, list[dict[str
     import soundfile as sf
     import soxr
 
-    from engines.speech.whisper.recognizer import WhisperRecognizer
+    from engines.speech.vad import speech_chunks
 
     parts: list[np.ndarray] = []
     total = 0.0
@@ -155,7 +155,7 @@ def make_audio(seconds: float, workdir: Path) -> tuple[np.ndarray, list[dict[str
         total += samples.size / SR + 0.6
         index += 1
     audio = np.concatenate(parts)[: int(seconds * SR)]
-    return audio, WhisperRecognizer.speech_chunks(audio)
+    return audio, speech_chunks(audio)
 
 
 # --------------------------------------------------------------------------- running

@@ -11,8 +11,8 @@ Systems:
   bare       faster_whisper.WhisperModel.transcribe in this process (threads for concurrency), its defaults: one
              decode at a time on every core
   bare-parallel  the same model with the service's decode placement on CPU
-             (engines.speech.whisper.placement.decode_placement: one CTranslate2 worker per core, decodes side by side), so
-             service / bare-parallel is what Serve and the service add
+             (engines.speech.whisper.placement.decode_placement: one CTranslate2 worker per core, decodes side by
+             side), so service / bare-parallel is what Serve and the service add
   pipeline   engines.speech.pipeline.TranscriptionPipeline in this process (our engine, no HTTP, no Ray)
   service    POST /api/v2alpha/transcribe/sync/file on a Ray Serve app started here (configs/serve.yaml), with
              the default settings (on CPU: decodes side by side, each request's windows alone)

@@ -76,7 +76,7 @@ def main() -> None:
         np.savez_compressed(args.save_features, features=np.stack(features), durations=np.array(durations))
         print(f"{len(features)} windows saved to {args.save_features}")
         return
-    key = (route.model_key, route.whisper_language)
+    key = (route.model_key, route.language_token)
     sizes = [int(s) for s in args.sizes.split(",")]
 
     recognizer._decode_batch(key, np.stack(features[:1]), metadata[:1])  # warm-up

@@ -15,6 +15,7 @@ import numpy as np
 
 from contracts.settings import Settings
 from engines.speech.audio import SAMPLE_RATE
+from engines.speech.vad import speech_chunks
 from engines.speech.whisper.batching import WindowBatcher
 from engines.speech.whisper.recognizer import WhisperRecognizer, split_long_chunks
 from engines.speech.whisper.weights import ensure_whisper_base
@@ -142,7 +143,7 @@ def test_concurrent_transcriptions_are_decoded_in_one_batch_with_their_own_words
     start = threading.Barrier(len(audios))
 
     def transcribe(audio: np.ndarray) -> list[Any]:
-        chunks = recognizer.speech_chunks(audio)
+        chunks = speech_chunks(audio)
         start.wait()
         return list(recognizer.transcribe(audio, route, chunks, offset=7.0))
 
@@ -226,7 +227,7 @@ def test_live_steps_decode_on_a_second_instance_with_their_own_threads(settings:
     assert live is not own.model(route.model_key) and live is own.live_model(route.model_key)
     assert (own.live_threads, own.cpu_threads) == (1, 2) and live.model.num_workers == own.live_decodes >= 1
     audio = speech_16k(SENTENCES[0], tmp_path, "live")
-    chunks = own.speech_chunks(audio)
+    chunks = speech_chunks(audio)
     texts = {
         name: (
             [s.text for s in r.exact_segments(audio, route, chunks).segments],
@@ -258,7 +259,7 @@ def test_concurrent_transcriptions_decode_side_by_side_with_the_same_words(setti
     def words(
         recognizer: WhisperRecognizer, audio: np.ndarray, together: bool = False
     ) -> list[tuple[str, float, float]]:
-        chunks = recognizer.speech_chunks(audio)
+        chunks = speech_chunks(audio)
         if together:
             start.wait()  # both callers reach the model at the same moment
         return [(w.word, w.start, w.end) for s in recognizer.transcribe(audio, route, chunks) for w in s.words]

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from engines.speech.whisper.guards import LOW_CONFIDENCE, Judged, spans
+from engines.speech.screening import LOW_CONFIDENCE, Judged, spans
 
 LETTER_SOUP = "letter soup"
 SOUP_LOGPROB = -2.0

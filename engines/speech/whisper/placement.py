@@ -80,6 +80,7 @@ def build_recognizer(whisper: WhisperSettings, data_dir: Path) -> WhisperRecogni
         model,
         whisper.language_models,
         default_model_name=whisper.model or BASE_MODEL_NAME,
+        offline_base=not whisper.model,
         device=whisper.device,
         compute_type=whisper.compute_type,
         cpu_threads=threads,

@@ -1,35 +1,13 @@
-"""Speech recognition: faster-whisper (CTranslate2, int8 on CPU) with per-language models and honest languages.
+"""Whisper (faster-whisper, CTranslate2, int8 on CPU), one speech-model family: its default model and
+per-language models (``engines.speech.whisper.models``), the languages they serve
+(``engines.speech.whisper.languages``), Whisper's language detector (``engines.speech.whisper.detector``), and
+:class:`WhisperRecognizer`, the family's :class:`~engines.speech.recognition.Recognizer`.
 
-Languages (the spec's codes, ISO 639-3 style):
-
-==========  =====================  ===============================================================
-code        language               model
-==========  =====================  ===============================================================
-``afr``     Afrikaans              Whisper base (token ``af``) unless a model is configured
-``eng``     (South African) English  Whisper base (``en``)
-``fra``     (African) French       Whisper base (``fr``)
-``zul``     isiZulu                only a configured model: Whisper has no isiZulu
-``sot``     Sesotho                only a configured model: Whisper has no Sesotho
-``cs-zul``  code-switched isiZulu  the ``cs-zul`` model if configured, else the ``zul`` model
-==========  =====================  ===============================================================
-
-``KHULUMA_WHISPER_LANGUAGE_MODELS`` (``WhisperSettings.language_models``) maps a code to a faster-whisper model
-(CTranslate2 directory, or a Hugging Face id / size name that faster-whisper can load from its cache: nothing is
-downloaded here when offline). Any code may be configured (e.g. ``xho``). Models load lazily, once, and are shared
-by every thread of the process.
-
-Codes, names, aliases and Whisper tokens come from the language registry (``contracts.languages``). A request
-for a code without a model is an :class:`UnsupportedLanguage` that names the setting to configure.
-
-Auto-detection (:meth:`WhisperRecognizer.detect`) runs Whisper's language detection on up to 30 s of speech over
-every language Whisper knows, and reports the likeliest served language with the probability mass of all served
-ones, never renormalised: audio in a language without a model (isiZulu, isiXhosa, Setswana...) leaves little mass
-on the served languages, and :mod:`engines.speech.pipeline` refuses it instead of answering a confident wrong language.
-Configured languages without a Whisper token (zul, sot) are recognised by their own model's transcript, checked by
-the text language identifier, in :mod:`engines.speech.pipeline`.
-
-Long audio: :meth:`speech_chunks` runs Silero VAD (faster-whisper's bundled ONNX model) and
-:meth:`transcribe` decodes only the speech, packed into 30 s windows, mapping times back to the original audio.
+A request for a code without a model is an :class:`UnsupportedLanguage` that names the setting to configure; a
+file's speech (its VAD chunks, ``engines.speech.vad``) is decoded by :meth:`WhisperRecognizer.transcribe`, packed
+into 30 s windows, times mapped back to the original audio. A decoder conditioned on the language, Whisper writes
+fluent text in the language it is told: a fluent, confident decode is evidence of the language
+(``fluent_means_language``). Its segments are screened by its hallucination guards (``engines.speech.whisper.guards``).
 
 faster-whisper's documented API is used here (``WhisperModel``, its ``transcribe`` and ``detect_language``);
 everything below it goes through :mod:`engines.speech.whisper.adapter`, which says why.
@@ -42,120 +20,60 @@ sequential (the batched decoder has one temperature).
 
 from __future__ import annotations
 
-import logging
-import os
-import threading
 import time
 from collections.abc import Hashable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Unpack, cast
 
 import numpy as np
 
-from contracts import languages
-from contracts.errors import TimedOut, Unavailable, UnsupportedLanguage
-from contracts.languages import CODE_SWITCHED_ZULU, TRANSCRIPTION_CODES, transcription_code
-from engines.speech.recognition import Detection, Heard, Route, SpeechSegment, WordTiming
+from contracts.errors import TimedOut
+from contracts.languages import CODE_SWITCHED_ZULU
+from contracts.quality import UNMEASURED, Quality, speech_quality
+from engines.speech.recognition import Heard, Route, Served, SpeechSegment, WordTiming
+from engines.speech.screening import repeats
 from engines.speech.whisper import adapter as fw
+from engines.speech.whisper import guards
 from engines.speech.whisper.batching import WindowBatcher
-
-log = logging.getLogger(__name__)
+from engines.speech.whisper.detector import QUICK_MAX_SECONDS, QUICK_TOKENS_PER_SECOND, WhisperDetector
+from engines.speech.whisper.languages import DEFAULT_MODEL, route_in, routes_of
+from engines.speech.whisper.models import Loading, WhisperModels
 
 SAMPLE_RATE = 16_000
-DEFAULT_MODEL = "default"  # key of the default model in the model table
-SETTING = "KHULUMA_WHISPER_LANGUAGE_MODELS"
 WINDOW_SECONDS = 30.0  # what one Whisper window holds
-
-
-QUICK_MAX_SECONDS = (
-    8.0  # a partial of up to this much speech is encoded unpadded (WhisperRecognizer.quick_segments); longer, padded
-)
 EXACT_UNPADDED_MAX_SECONDS = 28.0  # a stream's committed speech up to this long is encoded unpadded
 EXACT_TOKENS_PER_SECOND = 10.0  # a committed segment's decode stops after this many tokens per second of speech
-QUICK_TOKENS_PER_SECOND = 6.0  # a partial's decode stops after about this many tokens per second of speech
 
 
-def _registry(code: str) -> languages.Language | None:
-    return languages.LANGUAGES.get(code)
+class WhisperRecognizer(WhisperModels):
+    """Whisper's models by language, as the pipeline's recognizer. A live stream's steps (:meth:`quick_segments`,
+    :meth:`exact_segments`) decode on the live instance (``WhisperModels.live_model``); a committed segment too
+    long for a short window (over :data:`EXACT_UNPADDED_MAX_SECONDS`) is decoded as files are, on the files'
+    instance."""
 
-
-def _on_base(code: str) -> bool:
-    lang = _registry(code)
-    return bool(lang and lang.whisper_base)
-
-
-def _whisper_token(code: str) -> str | None:
-    """Whisper's language token for ``code`` (None: Whisper does not know the language, e.g. isiZulu)."""
-    lang = _registry(code)
-    return lang.whisper if lang else None
-
-
-def whisper_language_name(token: str) -> str:
-    """English name of a Whisper language token ('sw' -> 'Swahili'): the registry's, else CLDR's (babel)."""
-    for lang in languages.LANGUAGES.values():
-        if lang.whisper == token:
-            return lang.name
-    try:
-        from babel import Locale
-
-        return str(Locale.parse(token).english_name)
-    except Exception:  # noqa: BLE001 - a token CLDR does not know ('haw' is known; 'jw' is not)
-        return token
-
-
-# The transcription languages in the order the service has always listed them (error texts, /api/v1/models):
-# those Whisper base covers, then those that need a configured model.
-LISTED_CODES: tuple[str, ...] = tuple(c for c in TRANSCRIPTION_CODES if _on_base(c)) + tuple(
-    c for c in TRANSCRIPTION_CODES if not _on_base(c)
-)
-
-
-class WhisperRecognizer:
-    """Whisper models by language; thread-safe (a model runs ``parallel_decodes`` decodes at once, each on
-    ``cpu_threads`` threads, and queues the rest). Where ``live_threads`` is set and differs from ``cpu_threads``,
-    a live stream's steps (:meth:`quick_segments`, :meth:`exact_segments`) run on a second instance of the same
-    weights, ``live_decodes`` decodes at once of ``live_threads`` threads (:meth:`live_model`): a step's short
-    window is mostly small decoder steps, which one thread runs faster than two, while a 30 s file window is
-    mostly encoder, which two threads speed up (docs/speech.md#decodes-side-by-side). A committed segment too long
-    for a short window (over :data:`EXACT_UNPADDED_MAX_SECONDS`) is decoded as files are, on the files' instance."""
+    family = "whisper"
+    fluent_means_language = True  # the decoder is conditioned on the language it is told
+    detects_language = True  # a live decode's own encoding can say the language
 
     def __init__(
         self,
         default_model: str | Path,
         language_models: dict[str, str] | None = None,
         *,
-        default_model_name: str = "whisper-base",
-        device: str = "cpu",
-        compute_type: str = "int8",
-        cpu_threads: int = 0,
-        parallel_decodes: int = 1,  # decodes of one model at once (CTranslate2 workers sharing its weights)
         beam_size: int = 5,
         temperature_fallback: bool = False,
         seed: int = 1234,
-        download_root: Path | None = None,  # Hugging Face cache to look in (default: the standard HF cache)
         batch_size: int = 1,  # windows decoded together across concurrent calls (1: each call alone)
         batch_wait_s: float = 0.01,  # how long a batch waits to fill
-        live_threads: int = 0,  # threads per live step's decode (0: the files' instance and threads)
-        live_decodes: int = 1,  # live steps' decodes at once, on their own instance
+        offline_base: bool = False,  # the default model is the offline Whisper base (measured here, MIT)
+        **loading: Unpack[Loading],
     ) -> None:
-        self.default_ref = str(default_model)
-        self.default_name = default_model_name
-        self.language_models = {transcription_code(k): str(v) for k, v in (language_models or {}).items() if v}
-        self.device = device
-        self.compute_type = compute_type
-        self.cpu_threads = cpu_threads or (os.cpu_count() or 1)
-        self.parallel_decodes = max(1, parallel_decodes)
-        own_live = live_threads > 0 and live_threads != self.cpu_threads
-        self.live_threads = live_threads if own_live else self.cpu_threads
-        self.live_decodes = max(1, live_decodes) if own_live else self.parallel_decodes
+        super().__init__(default_model, language_models, **loading)
         self.beam_size = beam_size
         # The fallback samples; off by default so the same audio always gives the same transcript.
         self.temperatures = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0) if temperature_fallback else (0.0,)
         self.seed = seed
-        self.download_root = download_root
-        self._models: dict[str, Any] = {}
-        self._live_models: dict[str, Any] = {}
-        self._lock = threading.Lock()
+        self.offline_base = offline_base
         self.batch_size = batch_size
         self._batcher = (
             WindowBatcher(self._decode_batch, batch_size, batch_wait_s)
@@ -164,6 +82,7 @@ class WhisperRecognizer:
         )
         self._batched: dict[Hashable, fw.BatchedDecoder] = {}  # by (model key, language)
         self._short_windows: dict[Hashable, fw.ShortWindowDecoder] = {}  # by (model key, language)
+        self.detector = WhisperDetector(self, self.routes)
 
     @property
     def batching(self) -> bool:
@@ -174,187 +93,54 @@ class WhisperRecognizer:
 
     def routes(self) -> dict[str, Route]:
         """Every language code that has a model, with how it is transcribed."""
-        out: dict[str, Route] = {}
-        for code in LISTED_CODES:
-            if _on_base(code):
-                out[code] = Route(code, DEFAULT_MODEL, self.default_ref, _whisper_token(code))
-        for code, ref in self.language_models.items():
-            out[code] = Route(code, code, ref, _whisper_token(code))
-        if CODE_SWITCHED_ZULU not in out and "zul" in out:  # code-switched isiZulu runs on the isiZulu model
-            zul = out["zul"]
-            out[CODE_SWITCHED_ZULU] = Route(CODE_SWITCHED_ZULU, zul.model_key, zul.model_ref, zul.whisper_language)
-        return out
+        return routes_of(self.default_ref, self.language_models, self)
 
     def route(self, requested: str) -> Route:
-        """The route for a requested language code (any accepted spelling).
+        """The route for a requested language code (any accepted spelling), or :class:`UnsupportedLanguage`
+        naming Whisper's setting (``whisper.languages.route_in``)."""
+        return route_in(self.routes(), requested)
 
-        Raises :class:`UnsupportedLanguage` for an unknown code (``unknown=True``) or a known one without a
-        model here; the caller names its request field (``.for_field("lang_code")``).
-        """
-        code = transcription_code(requested)
-        routes = self.routes()
-        if code in routes:
-            return routes[code]
-        available = ", ".join(sorted(routes))
-        if code in TRANSCRIPTION_CODES:
-            target = "zul" if code == CODE_SWITCHED_ZULU else code
-            raise UnsupportedLanguage(
-                code,
-                f"({languages.speech_name(code)}) has no speech model on this server: Whisper base does not cover it. "
-                f'An operator can configure one with {SETTING}=\'{{"{target}": "<model directory or Hugging '
-                f"Face id>\"}}' (a faster-whisper / CTranslate2 Whisper model fine-tuned for "
-                f"{languages.speech_name(target)}). Languages available now: {available}.",
-            )
-        raise UnsupportedLanguage(
-            requested,
-            f"Accepted codes: {', '.join(LISTED_CODES)} (available on this server: {available}).",
-            unknown=True,
-        )
+    def served(self, route: Route) -> Served:
+        """The default model's name, or a configured model's reference; Whisper base's measured quality."""
+        quality = self._quality(route)
+        note = None
+        if route.code == CODE_SWITCHED_ZULU and route.model_key != CODE_SWITCHED_ZULU:
+            note = "Runs on the isiZulu model."
+        elif route.language_token is None:
+            note = "Auto-detection reaches it only through the text language identifier."
+        if quality.poor:
+            note = f"Poor on real speech: {quality.note}"
+        default = route.model_key == DEFAULT_MODEL
+        licence = "MIT (OpenAI Whisper)" if default and self.offline_base else None
+        return Served(self.default_name if default else route.model_ref, note, quality, licence)
 
-    def detectable(self) -> dict[str, str]:
-        """Whisper token -> code, for the languages auto-detection may answer (a served language's kin too)."""
-        out: dict[str, str] = {}
-        for code, route in self.routes().items():
-            if route.whisper_language and code != CODE_SWITCHED_ZULU:
-                out.setdefault(route.whisper_language, code)
-        for code in list(out.values()):
-            lang = _registry(code)
-            for kin in lang.whisper_kin if lang else ():
-                out.setdefault(kin, code)
-        return out
+    def _quality(self, route: Route) -> Quality:
+        """Measured here for the offline Whisper base; else unmeasured, said plainly."""
+        on_base = route.model_key == DEFAULT_MODEL and self.offline_base
+        return speech_quality(route.code) if on_base else UNMEASURED
 
-    # ------------------------------------------------------------------ models
+    def backend(self) -> str:
+        return f"faster-whisper (CTranslate2 {self.compute_type}, {self.device})"
 
-    def model(self, key: str = DEFAULT_MODEL) -> Any:
-        """The loaded faster-whisper model for ``key`` (loaded on first use)."""
-        return self._get(self._models, key, self.cpu_threads, self.parallel_decodes)
+    def warm_up(self) -> None:
+        """Load the default model and its live steps' instance."""
+        self.model(DEFAULT_MODEL)
+        self.live_model(DEFAULT_MODEL)
 
-    def live_model(self, key: str = DEFAULT_MODEL) -> Any:
-        """The instance a live stream's steps decode on: :meth:`model` itself unless ``live_threads`` asks for
-        other threads per decode on CPU (then a second instance of the same weights, loaded on first use)."""
-        if self.live_threads == self.cpu_threads:
-            return self.model(key)
-        return self._get(self._live_models, key, self.live_threads, self.live_decodes)
+    # ------------------------------------------------------------------ guards
 
-    def _get(self, loaded: dict[str, Any], key: str, threads: int, decodes: int) -> Any:
-        model = loaded.get(key)
-        if model is not None:
-            return model
-        with self._lock:
-            model = loaded.get(key)
-            if model is None:
-                ref = self.default_ref if key == DEFAULT_MODEL else self.language_models[key]
-                model = self._load(ref, key, threads, decodes)
-                loaded[key] = model
-        return model
+    def screen(self, segments: list[SpeechSegment]) -> tuple[list[SpeechSegment], list[str]]:
+        """The hallucination guards (``whisper.guards.screen``), a passage said twice cut to once first."""
+        return guards.screen([guards.undoubled(s) for s in segments])
 
-    def _load(self, ref: str, key: str, threads: int, decodes: int) -> Any:
-        from faster_whisper import WhisperModel
+    def readable(self, text: str, seconds: float, logprob: float) -> bool:
+        """Whether ``text`` is not a decoder loop."""
+        return not repeats(text)
 
-        started = time.perf_counter()
-        try:
-            model = WhisperModel(
-                ref,
-                device=self.device,
-                compute_type=self.compute_type,
-                cpu_threads=threads,
-                num_workers=decodes,
-                download_root=str(self.download_root) if self.download_root else None,
-                local_files_only=True,  # never download weights at run time
-            )
-        except Exception as exc:  # noqa: BLE001 - missing directory, no network for a hub id, bad files
-            which = (
-                "default Whisper model (KHULUMA_WHISPER_MODEL)"
-                if key == DEFAULT_MODEL
-                else f"speech model for '{key}' ({SETTING})"
-            )
-            raise Unavailable(
-                f"The {which} '{ref}' could not be loaded: {type(exc).__name__}: {exc}. Point the setting at a "
-                f"faster-whisper (CTranslate2) model directory."
-            ) from None
-        log.info(
-            "loaded Whisper model %s for %s (%d decodes of %d threads) in %.1f s",
-            ref,
-            key,
-            decodes,
-            threads,
-            time.perf_counter() - started,
-        )
-        return model
+    def language_blind(self, route: Route) -> bool:
+        return False  # Whisper is told the language, or detects it itself
 
-    def loaded(self) -> list[str]:
-        return list(self._models)
-
-    # ------------------------------------------------------------------ VAD
-
-    @staticmethod
-    def speech_chunks(
-        audio: np.ndarray, *, min_silence_ms: int = 500, pad_ms: int = 200, threshold: float = 0.5
-    ) -> list[dict[str, int]]:
-        """Silero VAD speech chunks ``{"start": sample, "end": sample}`` of 16 kHz ``audio``."""
-        return fw.speech_timestamps(
-            audio, threshold=threshold, min_silence_ms=min_silence_ms, min_speech_ms=120, pad_ms=pad_ms
-        )
-
-    # ------------------------------------------------------------------ detection
-
-    def detect(self, speech: np.ndarray) -> Detection | None:
-        """Language of ``speech`` (16 kHz, speech only) by Whisper's detector over every language it knows: the
-        likeliest served language and the mass of all served ones (low when the audio is in a language without a
-        model: real isiZulu scores 0.02 to 0.06). None: too little speech, no multilingual model, nothing served."""
-        if speech.size < SAMPLE_RATE // 4:
-            return None
-        model = self.model(DEFAULT_MODEL)
-        if not fw.is_multilingual(model):
-            return None
-        _, _, all_probs = model.detect_language(audio=np.ascontiguousarray(speech[: 30 * SAMPLE_RATE]))
-        return self.detection_of([(token, float(p)) for token, p in all_probs])
-
-    def detection_of(self, heard: fw.Languages) -> Detection | None:
-        """The served languages' share of Whisper's language probabilities ``heard`` (its tokens, best first): the
-        likeliest served language and the mass of all served ones, never renormalised. None: nothing served."""
-        allowed = self.detectable()
-        scores: dict[str, float] = {}
-        for token, p in heard:
-            if token in allowed:
-                scores[allowed[token]] = scores.get(allowed[token], 0.0) + p
-        if not scores:
-            return None
-        ranked = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)
-        top = [(token, round(p, 4)) for token, p in heard[:5]]
-        return Detection(ranked[0][0], ranked[0][1], ranked, served=min(1.0, sum(scores.values())), heard=top)
-
-    def detect_short(self, speech: np.ndarray) -> Detection | None:
-        """:meth:`detect` on a short window (the speech and 5 s of silence, up to 30 s) instead of a padded 30 s
-        one: a live segment's language check, at a cost that scales with its length."""
-        model = self.live_model(DEFAULT_MODEL)
-        if speech.size < SAMPLE_RATE // 4 or not fw.is_multilingual(model):
-            return None
-        return self.detection_of(fw.short_window_languages(model, speech[: 30 * SAMPLE_RATE]))
-
-    def first_look(self, speech: np.ndarray) -> tuple[Detection | None, str, float]:
-        """A live stream's first look at ``speech`` (at most :data:`QUICK_MAX_SECONDS`, packed) before its language
-        is known: one encoding of its short window (``whisper_adapter.decode_short_window``) on the live instance
-        gives Whisper's detection and a greedy decode in the likeliest served language (its text and mean
-        log-probability per token). None and "" when there is too
-        little speech, no multilingual model or no served language Whisper can name."""
-        model = self.live_model(DEFAULT_MODEL)
-        if speech.size < SAMPLE_RATE // 4 or not fw.is_multilingual(model):
-            return None, "", float("-inf")
-        speech = speech[: int(QUICK_MAX_SECONDS * SAMPLE_RATE)]
-        tokens = {code: route.whisper_language for code, route in self.routes().items() if route.whisper_language}
-        found: list[Detection | None] = [None]
-
-        def likeliest(heard: fw.Languages) -> str:
-            found[0] = self.detection_of(heard)
-            return tokens[found[0].code] if found[0] is not None else heard[0][0]
-
-        decoded = fw.decode_short_window(
-            model, speech, likeliest, max_tokens=int(8 + QUICK_TOKENS_PER_SECOND * speech.size / SAMPLE_RATE)
-        )
-        if found[0] is None:
-            return None, "", float("-inf")
-        return found[0], decoded.text, decoded.avg_logprob
+    # ------------------------------------------------------------------ decoding
 
     def _shares_detection(self, route: Route) -> bool:
         """Whether a decode for ``route`` runs on the multilingual default model, whose encoding can also say the
@@ -364,7 +150,7 @@ class WhisperRecognizer:
     def quick_transcript(self, speech: np.ndarray, route: Route) -> tuple[str, float]:
         """A cheap look at what ``route``'s model makes of up to 30 s of ``speech``: greedy, no timestamps, no word
         times. The text and its mean log-probability per token (-inf when nothing was decoded)."""
-        segments = self._greedy(self.model(route.model_key), speech[: 30 * SAMPLE_RATE], route.whisper_language)
+        segments = self._greedy(self.model(route.model_key), speech[: 30 * SAMPLE_RATE], route.language_token)
         decoded = [(s.text, s.avg_logprob) for s in segments]
         if not decoded:
             return "", float("-inf")
@@ -407,8 +193,8 @@ class WhisperRecognizer:
         model = self.live_model(route.model_key)
         speech = fw.pack_speech(audio, chunks)
         seconds = speech.size / SAMPLE_RATE
-        if route.whisper_language is None or seconds > QUICK_MAX_SECONDS:
-            segments = self._greedy(model, speech, route.whisper_language)
+        if route.language_token is None or seconds > QUICK_MAX_SECONDS:
+            segments = self._greedy(model, speech, route.language_token)
             found = list(fw.restore_times(segments, chunks))
             return Heard(
                 [
@@ -422,18 +208,24 @@ class WhisperRecognizer:
                     )
                     for s in found
                 ],
-                self.detect_short(speech) if detect else None,
+                self.detector.detect_short(speech) if detect else None,
                 seconds,
             )
         shared = detect and self._shares_detection(route)
         decoded = fw.decode_unpadded(
             model,
             speech,
-            route.whisper_language,
+            route.language_token,
             max_tokens=int(8 + QUICK_TOKENS_PER_SECOND * seconds),
             detect=shared,
         )
-        detection = self.detection_of(decoded.languages) if shared else self.detect_short(speech) if detect else None
+        detection = (
+            self.detector.detection_of(decoded.languages)
+            if shared
+            else self.detector.detect_short(speech)
+            if detect
+            else None
+        )
         if not decoded.text:
             return Heard([], detection, seconds)
         segment = SpeechSegment(
@@ -465,7 +257,7 @@ class WhisperRecognizer:
         if not chunks:
             return
         # a model without a language token for this route (a fine-tuned one) detects its language: alone
-        if self._batcher is not None and route.whisper_language:
+        if self._batcher is not None and route.language_token:
             segments: Iterable[Any] = self._transcribe_batched(audio, route, chunks)
         else:
             segments = self._transcribe_alone(audio, route, chunks)
@@ -499,9 +291,9 @@ class WhisperRecognizer:
             return Heard([])
         speech = fw.pack_speech(audio, chunks)
         seconds = speech.size / SAMPLE_RATE
-        if route.whisper_language is None or speech.size > EXACT_UNPADDED_MAX_SECONDS * SAMPLE_RATE:
+        if route.language_token is None or speech.size > EXACT_UNPADDED_MAX_SECONDS * SAMPLE_RATE:
             segments = list(self.transcribe(audio, route, chunks, offset=offset))
-            return Heard(segments, self.detect_short(speech) if detect else None, seconds)
+            return Heard(segments, self.detector.detect_short(speech) if detect else None, seconds)
         before = heard if heard and heard_text.strip() else []
         known = fw.pack_speech(audio, before) if before else np.zeros(0, np.float32)
         if known.size + speech.size > EXACT_UNPADDED_MAX_SECONDS * SAMPLE_RATE:
@@ -515,7 +307,9 @@ class WhisperRecognizer:
             max_tokens=int(10 + EXACT_TOKENS_PER_SECOND * speech.size / SAMPLE_RATE),
             detect=shared,
         )
-        detection = self.detection_of(languages) if shared else self.detect_short(speech) if detect else None
+        detection = (
+            self.detector.detection_of(languages) if shared else self.detector.detect_short(speech) if detect else None
+        )
         segments = [_speech_segment(s, offset) for s in fw.restore_times(decoded, before + chunks)]
         return Heard(segments, detection, seconds)
 
@@ -527,15 +321,15 @@ class WhisperRecognizer:
             ctranslate2.set_random_seed(self.seed)
 
     def _short_window(self, route: Route) -> fw.ShortWindowDecoder:
-        key = (route.model_key, route.whisper_language)
+        key = (route.model_key, route.language_token)
         found = self._short_windows.get(key)
         if found is None:
             model = self.live_model(route.model_key)
             with self._lock:
                 found = self._short_windows.get(key)
                 if found is None:
-                    assert route.whisper_language is not None
-                    found = fw.ShortWindowDecoder(model, route.whisper_language, self.beam_size, self.temperatures)
+                    assert route.language_token is not None
+                    found = fw.ShortWindowDecoder(model, route.language_token, self.beam_size, self.temperatures)
                     self._short_windows[key] = found
         return found
 
@@ -546,7 +340,7 @@ class WhisperRecognizer:
         self._seed_sampling()
         segments, _info = model.transcribe(
             speech,
-            language=route.whisper_language,
+            language=route.language_token,
             task="transcribe",
             beam_size=self.beam_size,
             temperature=list(self.temperatures),
@@ -565,7 +359,7 @@ class WhisperRecognizer:
         chunks = split_long_chunks(chunks, int(WINDOW_SECONDS * SAMPLE_RATE))
         pieces, metadata = fw.pack_windows(audio, chunks, WINDOW_SECONDS)
         decoded = self._batcher.decode(
-            (route.model_key, route.whisper_language), fw.window_features(model, pieces), metadata
+            (route.model_key, route.language_token), fw.window_features(model, pieces), metadata
         )
         return fw.restore_times(fw.segments_of_windows(decoded), chunks)
 
