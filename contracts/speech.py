@@ -64,7 +64,7 @@ class Segment(BaseModel):
     text: str
     words: list[Word] = Field(default_factory=list)
     confidence: float | None = Field(
-        default=None, description="The geometric mean of the segment's token probabilities (engines.speech.guards)."
+        default=None, description="The geometric mean of the segment's token probabilities (engines.speech.screening)."
     )
     language_code: str | None = Field(
         default=None,

@@ -75,17 +75,10 @@ def _clock(seconds: float) -> str:
 
 
 class FileTranscription:
-    """Transcribes files into :class:`TranscriptionResult` with a pipeline's speech ``models`` (built on first use),
-    language ``choice`` and ``vad``; thread-safe."""
+    """Transcribes files into :class:`TranscriptionResult` with a pipeline's language ``choice`` (and its speech
+    models), ``vad`` and ``transcription`` settings; thread-safe."""
 
-    def __init__(
-        self,
-        models: Callable[[], SpeechModels],
-        choice: LanguageChoice,
-        transcription: TranscriptionSettings,
-        vad: Vad,
-    ) -> None:
-        self._models = models
+    def __init__(self, choice: LanguageChoice, transcription: TranscriptionSettings, vad: Vad) -> None:
         self.choice = choice
         self.vad = vad
         self.window_seconds = transcription.window_seconds
@@ -94,7 +87,7 @@ class FileTranscription:
 
     @property
     def models(self) -> SpeechModels:
-        return self._models()
+        return self.choice.models
 
     def transcribe(
         self,

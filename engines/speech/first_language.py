@@ -7,7 +7,7 @@ likeliest language is a served one's own token (not a kin's: Whisper hears Germa
 ``detection`` probability, the decode reads as fluent text in it
 (``min_words`` words or more, no loop, a mean token log-probability of at least ``logprob``) and the text language
 identifier names the same language with at least ``text`` confidence: the stream's language is then settled on
-that step. Anything less waits for more speech, up to ``STREAM_DETECT_SECONDS`` (``engines.speech.pipeline``),
+that step. Anything less waits for more speech, up to ``STREAM_DETECT_SECONDS`` (``engines.speech.live_step``),
 where the file's rule decides or refuses as before. The thresholds come from an ROC on real recordings
 (``scripts/eval_first_language.py``, docs/speech.md#live-sessions-without-a-language).
 

@@ -32,7 +32,6 @@ again, so the end of an utterance waits only for the VAD.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -167,17 +166,10 @@ class _Language:
 
 
 class LiveSteps:
-    """The live steps of one pipeline: its speech ``models`` (built on first use), language ``choice``, ``vad`` and
-    ``transcription`` settings (the commit pause, the served-language floor); thread-safe."""
+    """The live steps of one pipeline: its language ``choice`` (and its speech models), ``vad`` and ``transcription``
+    settings (the commit pause, the served-language floor); thread-safe."""
 
-    def __init__(
-        self,
-        models: Callable[[], SpeechModels],
-        choice: LanguageChoice,
-        transcription: TranscriptionSettings,
-        vad: Vad,
-    ) -> None:
-        self._models = models
+    def __init__(self, choice: LanguageChoice, transcription: TranscriptionSettings, vad: Vad) -> None:
         self.choice = choice
         self.vad = vad
         self.served_floor = transcription.served_language_floor
@@ -186,7 +178,7 @@ class LiveSteps:
 
     @property
     def models(self) -> SpeechModels:
-        return self._models()
+        return self.choice.models
 
     @property
     def first_language(self) -> FirstLanguage:

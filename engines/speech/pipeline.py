@@ -55,8 +55,8 @@ class TranscriptionPipeline:
         self._models = models
         self._lock = threading.Lock()
         self.choice = LanguageChoice(lambda: self.models, transcription)
-        self.files = FileTranscription(lambda: self.models, self.choice, transcription, vad)
-        self.live = LiveSteps(lambda: self.models, self.choice, transcription, vad)
+        self.files = FileTranscription(self.choice, transcription, vad)
+        self.live = LiveSteps(self.choice, transcription, vad)
 
     @property
     def models(self) -> SpeechModels:

@@ -22,7 +22,8 @@ from engines.speech.pipeline import TranscriptionPipeline, get_pipeline
 from engines.speech.routing import SETTING as SPEECH_SETTING
 from engines.speech.vad import speech_chunks
 from engines.speech.whisper import weights as whisper_weights
-from engines.speech.whisper.recognizer import SETTING, WhisperRecognizer
+from engines.speech.whisper.languages import SETTING
+from engines.speech.whisper.recognizer import WhisperRecognizer
 from engines.speech.windows import silence_cut, windows
 from scripts.eval_wer import word_errors
 from tests.speechdata import silence, speech_16k, tone_music, write_audio

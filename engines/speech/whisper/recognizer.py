@@ -278,7 +278,7 @@ class WhisperRecognizer(WhisperModels):
         detect: bool = False,
     ) -> Heard:
         """A live stream's committed speech ``chunks`` of ``audio``, decoded as :meth:`transcribe` decodes (beam
-        search, word times), but in a short window (``whisper_adapter.ShortWindowDecoder``): up to
+        search, word times), but in a short window (``whisper.adapter.ShortWindowDecoder``): up to
         :data:`EXACT_UNPADDED_MAX_SECONDS` of packed speech and 5 s of silence are encoded instead of 30 s (the
         encoder is most of the cost and scales with its input: docs/speech.md#streaming-latency). ``heard``: the
         speech just before, committed already as ``heard_text``: Whisper hears it first and is made to start with
