@@ -315,7 +315,7 @@ class LiveSteps:
             [(evidence.code, evidence.probability)],
             served=evidence.served,
             heard=evidence.heard,
-            signal="whisper + transcript text language id",
+            signal=f"{self.models.detector.name} + transcript text language id",
         )
         return detection, self.models.routes()[evidence.code]
 

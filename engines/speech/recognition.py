@@ -80,7 +80,7 @@ class Detection:
     candidates: list[tuple[str, float]]  # served languages, best first
     served: float = 1.0  # mass of all served languages (1.0 when the language was decided otherwise)
     heard: list[tuple[str, float]] = field(default_factory=list)  # the detector's own top languages (its tokens)
-    signal: str = "whisper"  # what decided: Whisper's detector, or a transcript read by the text language identifier
+    signal: str = ""  # what decided: the detector (its name), or a family's transcript read by the text language id
 
 
 @dataclass
@@ -106,6 +106,11 @@ class Served:
 class LanguageDetector(Protocol):
     """Which served language some speech is in, by a spoken-language detector over every language it knows
     (Whisper's): the likeliest served language and the mass of all served ones, never renormalised."""
+
+    @property
+    def name(self) -> str:
+        """What the records call the signal of its detections (``Detection.signal``: "whisper")."""
+        ...
 
     @property
     def model_name(self) -> str:

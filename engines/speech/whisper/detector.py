@@ -28,6 +28,8 @@ QUICK_TOKENS_PER_SECOND = 6.0  # a partial's decode stops after about this many 
 class WhisperDetector:
     """Whisper's language detection over ``models``' default model, for the languages of ``routes``."""
 
+    name = "whisper"
+
     def __init__(self, models: WhisperModels, routes: Callable[[], dict[str, Route]]) -> None:
         self.models = models
         self.routes = routes
@@ -67,7 +69,8 @@ class WhisperDetector:
             return None
         ranked = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)
         top = [(token, round(p, 4)) for token, p in heard[:5]]
-        return Detection(ranked[0][0], ranked[0][1], ranked, served=min(1.0, sum(scores.values())), heard=top)
+        served = min(1.0, sum(scores.values()))
+        return Detection(ranked[0][0], ranked[0][1], ranked, served=served, heard=top, signal=self.name)
 
     def detect_short(self, speech: np.ndarray) -> Detection | None:
         """:meth:`detect` on a short window (the speech and 5 s of silence, up to 30 s) instead of a padded 30 s
