@@ -101,6 +101,11 @@ TRANSCRIPTION_NAMES = {
     "sot": "Sesotho",
     CODE_SWITCHED_ZULU: "Code-switched isiZulu (alpha)",
 }
+# The transcription codes in the order the service lists them (error texts, /api/v1/models): those the default
+# Whisper base model covers, then those that need a configured model.
+LISTED_TRANSCRIPTION_CODES: tuple[str, ...] = tuple(
+    sorted(TRANSCRIPTION_CODES, key=lambda code: not (code in LANGUAGES and LANGUAGES[code].whisper_base))
+)
 # Languages the text capabilities (language ID, NER, sentiment, intent) know: the translation list plus French.
 TEXT_CODES: tuple[str, ...] = tuple(code for code, lang in LANGUAGES.items() if lang.text)
 # NLLB-200 codes the translation route accepts (the spec's list: our text languages less French).

@@ -64,7 +64,7 @@ class Segment(BaseModel):
     text: str
     words: list[Word] = Field(default_factory=list)
     confidence: float | None = Field(
-        default=None, description="The geometric mean of the segment's token probabilities (engines.speech.guards)."
+        default=None, description="The geometric mean of the segment's token probabilities (engines.speech.screening)."
     )
     language_code: str | None = Field(
         default=None,
@@ -107,7 +107,7 @@ class TranscribeRequest(BaseModel):
 
 
 class StreamRequest(BaseModel):
-    """One streaming step: the uncommitted audio so far."""
+    """One live step: the uncommitted audio so far."""
 
     pcm: bytes = Field(description="mono PCM, signed 16-bit little-endian, at ``sample_rate``")
     sample_rate: int = Field(
@@ -327,9 +327,9 @@ class SpeechClient(DeploymentClient):
         UnsupportedLanguage (unknown, or no model on this server); no audio needed."""
         return await self._call(self._handle.check_language.remote(code))
 
-    async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
-        """deployments.speech.Speech.transcribe_pcm: one streaming step."""
-        return await self._call(self._handle.transcribe_pcm.remote(request))
+    async def live_step(self, request: StreamRequest) -> StreamStep:
+        """deployments.speech.Speech.live_step: one live step."""
+        return await self._call(self._handle.live_step.remote(request))
 
 
 # --- wire models of the routes (what only the HTTP edge reads and writes) ---

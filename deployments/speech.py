@@ -1,5 +1,5 @@
-"""Speech deployment: Whisper (faster-whisper) and the CTC models routed per language, through
-:class:`engines.speech.pipeline.TranscriptionPipeline`.
+"""Speech deployment: the speech models of every family (Whisper, CTC: ``engines.speech.families``) routed per
+language, through :class:`engines.speech.pipeline.TranscriptionPipeline`.
 
 Audio arrives as bytes (``contracts.payloads.Blob``: inline when small, else an object in the service's object
 storage), never as a path: on a cluster the ingress and the replicas share no disk. The replica turns the bytes
@@ -69,7 +69,7 @@ class Speech:
         # Batching: a thread per request the replica admits, so requests wait in the batcher, where their windows
         # can share a batch, not in front of a thread pool. Without it, asyncio's default size (cores + 4): every
         # running request holds its decoded audio, and the model decodes at most parallel_decodes at once anyway.
-        threads = BATCHING_THREADS if self.pipeline.recognizer.batching else min(32, (os.cpu_count() or 1) + 4)
+        threads = BATCHING_THREADS if self.pipeline.models.batching else min(32, (os.cpu_count() or 1) + 4)
         self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="transcribe")
         self._idle = IdleTrim(IDLE_TRIM_SECONDS)
 
@@ -104,17 +104,12 @@ class Speech:
 
     def describe(self) -> list[CapabilityInfo]:
         pipeline = self.pipeline
-        recognizer = pipeline.recognizer
-        backend = f"faster-whisper (CTranslate2 {recognizer.compute_type}, {recognizer.device})"
-        runtimes = sorted({m.recognizer.runtime for m in pipeline.models.ctc.values()})
-        if runtimes:
-            backend += f"; CTC ({', '.join(runtimes)})"
         return [
             CapabilityInfo(
                 capability="transcription",
                 installed=True,
                 model=pipeline.model_name,
-                backend=backend,
+                backend=pipeline.models.backend(),
                 languages=pipeline.languages(),
                 note=_NOTE,
             )
@@ -144,10 +139,10 @@ class Speech:
         """The normalised code, or UnsupportedLanguage when it is unknown or has no model (no audio needed)."""
         return self.pipeline.models.route(code).code
 
-    async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
-        """Streaming step: PCM16LE mono bytes at ``request.sample_rate`` -> final and pending segments (see
-        ``TranscriptionPipeline.transcribe_step``), off the event loop."""
-        step = functools.partial(self.pipeline.transcribe_step, request)
+    async def live_step(self, request: StreamRequest) -> StreamStep:
+        """A live step: PCM16LE mono bytes at ``request.sample_rate`` -> final and pending segments (see
+        ``engines.speech.live_step``), off the event loop."""
+        step = functools.partial(self.pipeline.live_step, request)
         return await self._idle.run(self._threads, step)
 
     async def _translate(self, result: TranscriptionResult) -> None:

@@ -3,10 +3,10 @@
 ``<data_dir>/models/registry.json`` maps a model name to ``{capability, path, backend, source, quantization,
 added_at}``. ``capability`` is one of translation | whisper | ner | embeddings | sentiment | speech | llm so
 every model family is installed and listed the same way (``khuluma models pull|add|list``). ``speech`` is the CTC
-speech family (``engines/speech/ctc.py``): Omnilingual ASR CTC in sherpa-onnx's ONNX layout (backend
+speech family (``engines/speech/ctc/``): Omnilingual ASR CTC in sherpa-onnx's ONNX layout (backend
 ``sherpa-onnx``), MMS with its adapters or a wav2vec2 fine-tune (backend ``transformers``); such a model is
 registered as it is, never converted (CTranslate2 would drop MMS's adapters), and validated by
-``engines.speech.ctc_layout.inspect``.
+``engines.speech.ctc.layout.inspect``.
 
 - :func:`pull` downloads a Hugging Face repository with ``huggingface_hub`` (progress bars on the terminal) and
   converts it to CTranslate2 (int8 by default) where CTranslate2 can run it.
@@ -34,7 +34,7 @@ from typing import Literal
 
 from contracts.errors import Unavailable
 from contracts.installs import install_hint
-from engines.speech import ctc_layout
+from engines.speech.ctc import layout as ctc_layout
 
 Capability = Literal["translation", "whisper", "ner", "embeddings", "sentiment", "speech", "llm"]
 CAPABILITIES: tuple[str, ...] = ("translation", "whisper", "ner", "embeddings", "sentiment", "speech", "llm")
@@ -161,7 +161,7 @@ KNOWN_MODELS: dict[str, KnownModel] = {
     "nllb-200-3.3B": KnownModel(
         "facebook/nllb-200-3.3B", "translation", "CC-BY-NC-4.0", "about 17.6 GB download, 3.3 GB as CTranslate2 int8"
     ),
-    # CTC speech (engines/speech/ctc.py): Meta's Omnilingual ASR CTC as sherpa-onnx's int8 ONNX export, and MMS.
+    # CTC speech (engines/speech/ctc/): Meta's Omnilingual ASR CTC as sherpa-onnx's int8 ONNX export, and MMS.
     "omnilingual-ctc-300m": _omnilingual(
         "csukuangfj2/sherpa-onnx-omnilingual-asr-1600-languages-300M-ctc-int8-2025-11-12", "about 365 MB", "300M"
     ),

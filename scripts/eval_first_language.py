@@ -41,13 +41,15 @@ def collect(args: argparse.Namespace) -> None:
 
     from contracts.settings import Settings
     from engines.speech.audio import SAMPLE_RATE, load_audio
-    from engines.speech.pipeline import STREAM_PAD_MS, get_pipeline
+    from engines.speech.live_step import STREAM_PAD_MS
+    from engines.speech.pipeline import get_pipeline
+    from engines.speech.vad import speech_chunks
     from engines.speech.windows import speech_only
 
     settings = Settings(_env_file=None)
     pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
     pipeline.warm_up()
-    first = pipeline.first_language
+    first = pipeline.live.first_language
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     for folder in args.folders:
@@ -63,9 +65,7 @@ def collect(args: argparse.Namespace) -> None:
                     if seconds * SAMPLE_RATE > clip.size + SAMPLE_RATE // 2:
                         break
                     buffer = np.ascontiguousarray(clip[: int(seconds * SAMPLE_RATE)])
-                    chunks = pipeline.models.speech_chunks(
-                        buffer, min_silence_ms=pipeline.commit_silence_ms, pad_ms=STREAM_PAD_MS
-                    )
+                    chunks = speech_chunks(buffer, min_silence_ms=pipeline.live.commit_silence_ms, pad_ms=STREAM_PAD_MS)
                     evidence = first.evidence(speech_only(buffer, chunks) if chunks else np.zeros(0, np.float32))
                     steps.append({"buffer_s": seconds, **evidence.as_dict()})
                 name = f"{path.stem}#{piece}"
@@ -82,7 +82,7 @@ def roc(args: argparse.Namespace) -> None:
     from dataclasses import replace
 
     from engines.speech.first_language import EarlyRule
-    from engines.speech.pipeline import STREAM_DETECT_SECONDS
+    from engines.speech.live_step import STREAM_DETECT_SECONDS
 
     rows = [row for path in args.json for row in json.loads(path.read_text())["rows"]]
     for row in rows:  # from 6 s of speech on, the file's rule decides (engines/speech/pipeline.py)

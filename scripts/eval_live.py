@@ -1,6 +1,6 @@
 """Live sessions on real recordings, without a language: what a client of the Live API would see.
 
-Each recording is streamed through the service's own stepping (``serve_app.services.live.steps.advance`` and the
+Each recording is streamed through the service's own stepping (``serve_app.services.live.steps.live_step`` and the
 Live API's append-only deltas, ``serve_app.services.live.deltas``) in 100 ms frames, in this process (no Ray,
 no WebSocket: the engine decodes in a worker thread as the Speech deployment does). No language is given, as
 the vendor's browser example and its Python one with ``SOURCE_LANGUAGE`` unset send none. Folders as
@@ -60,27 +60,27 @@ class Direct:
     def __init__(self, pipeline: Any) -> None:
         self.pipeline = pipeline
 
-    async def transcribe_pcm(self, request: Any) -> Any:
-        return await asyncio.to_thread(self.pipeline.transcribe_step, request)
+    async def live_step(self, request: Any) -> Any:
+        return await asyncio.to_thread(self.pipeline.live_step, request)
 
 
 async def live(client: Direct, pcm: bytes, name: str) -> Session:
     from contracts.errors import DomainError
     from serve_app.services.live.deltas import AppendOnlyTranscript
     from serve_app.services.live.state import StreamState
-    from serve_app.services.live.steps import advance
+    from serve_app.services.live.steps import live_step
 
     state = StreamState(None)
     transcript = AppendOnlyTranscript()
     out = Session(name, len(pcm) / 32_000)
 
-    def show(advanced: Any, final: bool) -> None:
+    def show(outcome: Any, final: bool) -> None:
         if not final:
-            out.deltas += transcript.agree(advanced.hypothesis, advanced.shown)
-        for piece in transcript.commit(advanced.committed, final=final):
+            out.deltas += transcript.agree(outcome.hypothesis, outcome.shown)
+        for piece in transcript.commit(outcome.committed, final=final):
             out.deltas += piece.delta
             out.completed.append((piece.segment.language_code or state.lang_code or "?", piece.text))
-        for w in advanced.withheld:
+        for w in outcome.withheld:
             out.withheld_spans.append((w.start_time, w.end_time))
             out.withheld_seconds += w.end_time - w.start_time
             out.withheld_languages.append(w.language_code or "?")
@@ -88,9 +88,9 @@ async def live(client: Direct, pcm: bytes, name: str) -> Session:
     try:
         for i in range(0, len(pcm), FRAME):
             if state.add_audio(pcm[i : i + FRAME], 1 << 30):
-                show(await advance(client, state, final=False), final=False)
+                show(await live_step(client, state, final=False), final=False)
         if state.has_new_audio:
-            show(await advance(client, state, final=True), final=True)
+            show(await live_step(client, state, final=True), final=True)
     except DomainError as exc:
         out.refused = f"{type(exc).__name__}: {exc.detail[:160]}"
     out.warnings = state.warnings
@@ -125,7 +125,7 @@ def main() -> None:
     settings = Settings(_env_file=None)
     pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
     pipeline.warm_up()
-    served = set(pipeline.recognizer.routes())
+    served = set(pipeline.models.routes())
     client = Direct(pipeline)
     rows: dict[str, list[Session]] = defaultdict(list)
     started = time.perf_counter()

@@ -90,6 +90,7 @@ def speech(folder: Path, limit: int | None, models: dict[str, str] | None = None
     from contracts.settings import Settings
     from engines.speech.audio import SAMPLE_RATE, load_audio
     from engines.speech.pipeline import get_pipeline
+    from engines.speech.vad import speech_chunks
     from engines.speech.windows import speech_only
 
     settings = Settings(_env_file=None, speech={"language_models": models or {}})
@@ -102,8 +103,8 @@ def speech(folder: Path, limit: int | None, models: dict[str, str] | None = None
         for path in files[:limit]:
             reference = clean_reference(path.with_suffix(".txt").read_text(encoding="utf-8"))
             audio = load_audio(path)
-            chunks = pipeline.models.speech_chunks(audio)
-            detection = pipeline.models.detect(speech_only(audio, chunks)) if chunks else None
+            chunks = speech_chunks(audio)
+            detection = pipeline.models.detector.detect(speech_only(audio, chunks)) if chunks else None
             outcome = SpeechOutcome(
                 language,
                 source or "-",

@@ -67,7 +67,7 @@ _TYPED_HANDLES: dict[str, Any] = {
     "text": TextClient,
     "embeddings": EmbeddingsClient,
     "translation": TranslationClient,
-    "speech": TimedSpeechClient,  # its streaming steps timed against their live sessions (live admission)
+    "speech": TimedSpeechClient,  # its live steps timed against their live sessions (live admission)
     "search": SearchClient,
     "llm": LLMClient,
     "jobs": JobsClient,
@@ -80,6 +80,14 @@ def required(client: C | None, capability: str) -> C:
     if client is None:
         raise NotDeployed(f"The {capability} capability is not deployed in this service.")
     return client
+
+
+TRANSCRIPTION = "transcription"  # speech's published capability name (/api/v1/models, health)
+
+
+def speech_client(ctx: AppContext) -> SpeechClient:
+    """The Speech deployment's handle, or 503 naming speech's published capability (``transcription``)."""
+    return required(ctx.clients.speech, TRANSCRIPTION)
 
 
 @dataclass

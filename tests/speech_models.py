@@ -15,7 +15,7 @@ hundred kB each, seconds to build, cached per test session.
 
 The weights are random, so the words are meaningless; tests assert structure and routing. The CTC heads are shaped
 (:func:`_shape_head`) so that the models "speak": mostly blank frames, confident letters at a speech-like rate and
-words of a few letters, so that output passes the letter-soup guards (``engines/speech/ctc_guards.py``) the way a
+words of a few letters, so that output passes the letter-soup guards (``engines/speech/ctc/guards.py``) the way a
 real model's would, and reaches the record. With ``speaking=False`` the head stays as initialised: low-confidence
 soup that the guards must drop.
 

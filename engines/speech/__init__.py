@@ -1,14 +1,16 @@
 """Speech engines: from an audio file or a live stream's buffer to segments with words, times and a language.
 
-- ``pipeline``: one file or one live step end to end; ``audio`` (decoding to 16 kHz mono), ``windows`` (long audio
-  cut in silence);
-- ``routing``: which model serves each language; ``recognition``: what every recognizer hands the pipeline;
-- ``language_choice``: auto-detection's decisions (a served language, or none);
-- Whisper: ``whisper`` (the recognizer), ``whisper_adapter`` (faster-whisper beyond its documented API),
-  ``whisper_batching`` (windows of concurrent requests decoded together), ``whisper_layout`` (decodes and threads
-  on the machine), ``whisper_weights`` (the offline default model);
-- CTC: ``ctc`` (the recognizer), ``ctc_runtimes``, ``ctc_decoding``, ``ctc_layout`` (a model directory's files),
-  ``ctc_guards``;
-- ``guards``: hallucination guards; ``timeline``: words with speakers, speech, music and silence; ``diarise``:
-  who spoke when; ``music``: music-on-hold detection.
+- ``pipeline``: :class:`TranscriptionPipeline`, composing ``file_transcription`` (one file end to end),
+  ``live_step`` (one step of a live stream) and ``listing`` (the languages of ``/api/v1/models``);
+- the families, one folder each behind one interface (``recognition``: ``Recognizer``, ``LanguageDetector``, the
+  ``Route`` a language takes): ``whisper/`` (faster-whisper: ``recognizer``, ``models``, ``languages``,
+  ``detector``, ``adapter`` for faster-whisper beyond its documented API, ``batching``, ``placement`` for decodes
+  and threads on the machine, ``weights`` for the offline default model, ``guards`` for the hallucination guards)
+  and ``ctc/`` (``models``, ``recognizer``, ``runtimes``, ``decoding``, ``layout`` for a model directory's files,
+  ``guards`` for the letter-soup guards); ``families`` lists them and builds their recognizers;
+- ``routing``: which recognizer serves each language; ``language_choice`` and ``first_language``: auto-detection's
+  decisions (a served language, or none);
+- shared by every family: ``vad`` (where the speech is), ``audio`` (decoding to 16 kHz mono), ``windows`` (long
+  audio cut in silence), ``screening`` (what the guards share), ``timeline`` (words with speakers, speech, music
+  and silence), ``diarise`` (who spoke when), ``music`` (music-on-hold detection).
 """

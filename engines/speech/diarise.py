@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from engines.speech.whisper_adapter import speech_timestamps
+from engines.speech.vad import speech_timestamps
 
 SAMPLE_RATE = 16000
 

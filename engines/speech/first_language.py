@@ -7,7 +7,7 @@ likeliest language is a served one's own token (not a kin's: Whisper hears Germa
 ``detection`` probability or more, the decode reads as fluent text (``min_words`` words or more, no loop or
 stutter, a mean token log-probability of ``logprob`` or more) and the text language identifier names the same
 language at ``text`` confidence or more: the stream's language is then settled on that step. Anything less waits
-for more speech, up to ``STREAM_DETECT_SECONDS`` (``engines.speech.pipeline``), where the file's rule decides or
+for more speech, up to ``STREAM_DETECT_SECONDS`` (``engines.speech.live_step``), where the file's rule decides or
 refuses as before. The thresholds come from an ROC on real recordings (``scripts/eval_first_language.py``,
 docs/speech.md#live-sessions-without-a-language).
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from engines.speech import guards
+from engines.speech import screening
 from engines.speech.audio import SAMPLE_RATE
 from engines.speech.language_choice import TextLanguage
 from engines.speech.routing import SpeechModels
@@ -78,7 +78,7 @@ class EarlyRule:
             and e.text_confidence >= self.text
             and e.logprob >= self.logprob
             and len(e.text.split()) >= self.min_words
-            and not guards.repeats(e.text)
+            and not screening.repeats(e.text)
             and not stutters(e.text)
         )
 
@@ -102,7 +102,7 @@ class FirstLanguage:
         seconds = speech.size / SAMPLE_RATE
         if seconds < self.rule.min_speech_s:  # too little to decide on: not decoded
             return Evidence(speech_s=round(seconds, 3))
-        detection, text, logprob = self.models.first_look(speech)
+        detection, text, logprob = self.models.detector.first_look(speech)
         if detection is None:
             return Evidence(speech_s=round(seconds, 3))
         identifier = TextLanguage.get()
@@ -110,7 +110,7 @@ class FirstLanguage:
         return Evidence(
             speech_s=round(seconds, 3),
             code=detection.code,
-            own_token=bool(detection.heard) and detection.heard[0][0] == self.models.whisper_token(detection.code),
+            own_token=bool(detection.heard) and detection.heard[0][0] == self.models.language_token(detection.code),
             probability=round(detection.probability, 4),
             served=round(detection.served, 4),
             heard=detection.heard[:3],

@@ -1,8 +1,8 @@
 """Which served language some speech is in, or that none is: the decisions of auto-detection for files and live
 streams, and the check of each live segment's language.
 
-Whisper's detector (``WhisperRecognizer.detect``) gives the probability mass of the served languages over every
-language it knows. :class:`LanguageChoice` turns that into a decision:
+The language detector (``SpeechModels.detector``: Whisper's, ``WhisperDetector.detect``) gives the probability
+mass of the served languages over every language it knows. :class:`LanguageChoice` turns that into a decision:
 
 - :meth:`~LanguageChoice.decide`: a file's language (or a live stream's, once it has
   ``STREAM_DETECT_SECONDS`` of speech): below ``served_language_floor``, unless a decode in the likeliest
@@ -32,11 +32,10 @@ from contracts.installs import install_hint
 from contracts.languages import CODE_SWITCHED_ZULU
 from contracts.languages import speech_name as language_name
 from contracts.settings import TranscriptionSettings
-from engines.speech import ctc_guards, guards
 from engines.speech.audio import SAMPLE_RATE
-from engines.speech.recognition import CTC, Detection, Heard, Route
+from engines.speech.recognition import Detection, Heard, Route
 from engines.speech.routing import SpeechModels
-from engines.speech.whisper import whisper_language_name
+from engines.speech.screening import repeats
 
 log = logging.getLogger(__name__)
 
@@ -86,32 +85,30 @@ class Verdict:
 
 
 class LanguageChoice:
-    """The language decisions of one pipeline: its recognizer and ``transcription`` thresholds."""
+    """The language decisions of one pipeline: its speech models and ``transcription`` thresholds."""
 
-    def __init__(
-        self, recognizer: Callable[[], SpeechModels], transcription: TranscriptionSettings, model_name: str
-    ) -> None:
-        self._recognizer = recognizer
-        self.model_name = model_name
+    def __init__(self, models: Callable[[], SpeechModels], transcription: TranscriptionSettings) -> None:
+        self._models = models
         self.unserved_language = transcription.unserved_language
         self.floor = transcription.served_language_floor
         self.confident = transcription.served_language_confident
 
     @property
-    def recognizer(self) -> SpeechModels:
-        return self._recognizer()
+    def models(self) -> SpeechModels:
+        return self._models()
 
     def tokenless(self, routes: dict[str, Route]) -> list[str]:
-        """Configured languages Whisper has no token for (found by their own model's transcript)."""
-        return [c for c, r in routes.items() if r.whisper_language is None and c != CODE_SWITCHED_ZULU]
+        """Configured languages without a language token the detector names (found by their own model's
+        transcript)."""
+        return [c for c, r in routes.items() if r.language_token is None and c != CODE_SWITCHED_ZULU]
 
     # ------------------------------------------------------------------ a file's (or a stream's) language
 
     def decide(self, speech: np.ndarray, warnings: list[str]) -> tuple[Detection | None, Route]:
         """The served language of ``speech``, or :class:`LanguageNotServed` (see the module docstring)."""
-        recognizer = self.recognizer
-        detection = recognizer.detect(speech)
-        routes = recognizer.routes()
+        models = self.models
+        detection = models.detector.detect(speech)
+        routes = models.routes()
         tokenless = self.tokenless(routes)
         low = detection is None or detection.served < self.floor
         # a decode in the likeliest served language that reads as fluent text keeps the audio with Whisper: a model
@@ -149,21 +146,21 @@ class LanguageChoice:
         """Whether ``route``'s language decodes ``speech`` into fluent, confident text (a second opinion on audio
         Whisper's detector barely places in a served language: real accented English can score 0.15, while real
         isiZulu forced into a served language decodes into a loop or text below -0.9 log-probability per token)."""
-        text, logprob = self.recognizer.quick_transcript(speech, route)
+        text, logprob = route.recognizer.quick_transcript(speech, route)
         return fluent(text, logprob)
 
     def not_served_message(self, detection: Detection, tokenless: list[str] | None = None) -> str:
-        recognizer = self.recognizer
-        tokenless = self.tokenless(recognizer.routes()) if tokenless is None else tokenless
-        served = ", ".join(sorted(c for c in recognizer.routes() if c != CODE_SWITCHED_ZULU))
+        models = self.models
+        tokenless = self.tokenless(models.routes()) if tokenless is None else tokenless
+        served = ", ".join(sorted(c for c in models.routes() if c != CODE_SWITCHED_ZULU))
         likely = self.likely(detection)
         what = (
-            f"{whisper_language_name(likely)} (Whisper's '{likely}')"
+            f"{models.detector.language_name(likely)} (Whisper's '{likely}')"
             if likely
             else "a language without a speech model here"
         )
         heard = ", ".join(f"{t} {p:.2f}" for t, p in detection.heard[:3])
-        lacking = "" if tokenless else f" {self.model_name} knows no isiZulu, isiXhosa, Sesotho, Setswana or Sepedi."
+        lacking = "" if tokenless else f" {models.model_name} knows no isiZulu, isiXhosa, Sesotho, Setswana or Sepedi."
         return (
             f"The audio is most likely in {what}: the languages served here ({served}) score "
             f"{detection.served:.1%} together in Whisper's language detection (its likeliest: {heard}).{lacking} "
@@ -175,7 +172,7 @@ class LanguageChoice:
     def likely(self, detection: Detection) -> str | None:
         """Whisper's own token for the unserved language it clearly hears (``NAMED_DETECTION``), else None."""
         top, top_p = detection.heard[0] if detection.heard else ("", 0.0)
-        return top if top_p >= NAMED_DETECTION and top not in self.recognizer.detectable() else None
+        return top if top_p >= NAMED_DETECTION and top not in self.models.detector.detectable() else None
 
     def probe_tokenless(
         self, speech: np.ndarray, tokenless: list[str], routes: dict[str, Route]
@@ -189,11 +186,11 @@ class LanguageChoice:
         read: dict[str, tuple[str, float]] = {}
         for code in tokenless:
             route = routes[code]
-            key = route.model_ref if self.recognizer.language_blind(route) else f"{route.model_ref}:{code}"
+            key = route.model_ref if route.recognizer.language_blind(route) else f"{route.model_ref}:{code}"
             if key not in read:
-                read[key] = self.recognizer.quick_transcript(speech, route)
+                read[key] = route.recognizer.quick_transcript(speech, route)
             text, logprob = read[key]
-            if len(text.split()) < 3 or not self._readable(route, text, logprob, speech.size / SAMPLE_RATE):
+            if len(text.split()) < 3 or not route.recognizer.readable(text, speech.size / SAMPLE_RATE, logprob):
                 continue
             guess = identifier.detect(text)
             if guess.language == code and guess.confidence >= 0.5:
@@ -201,17 +198,10 @@ class LanguageChoice:
         return None
 
     @staticmethod
-    def _readable(route: Route, text: str, logprob: float, seconds: float) -> bool:
-        """Whether a transcript is text, not a decoder's failure: a Whisper loop, or a CTC model's letter soup (a CTC
-        model cannot loop, and its transcript of a repeated phrase is the phrase repeated)."""
-        if route.family == CTC:
-            return ctc_guards.soup_reason(text, seconds, logprob) is None
-        return not guards.repeats(text)
-
-    @staticmethod
     def probed(code: str, confidence: float, route: Route) -> Detection:
-        """The detection of a language found by :meth:`probe_tokenless`, saying which signal decided."""
-        signal = "ctc transcript + text language id" if route.family == CTC else "whisper transcript + text language id"
+        """The detection of a language found by :meth:`probe_tokenless`, saying which signal decided (the family
+        whose transcript was read)."""
+        signal = f"{route.recognizer.family} transcript + text language id"
         return Detection(code, confidence, [(code, confidence)], signal=signal)
 
     def text_language(self, text: str) -> tuple[str, float] | None:
@@ -227,25 +217,28 @@ class LanguageChoice:
     def judge(self, heard: Heard, route: Route, speech: np.ndarray | None = None) -> Verdict:
         """The language of one live segment of a stream in ``route``'s language: ``heard`` is its decode in that
         language with Whisper's detection on its speech. Too little speech to judge (``JUDGE_MIN_SECONDS``): the
-        stream's language. Served (mass at or above ``served_language_floor``, or a Whisper decode that reads as
-        fluent text): the stream's language, or another served language Whisper gives at least
-        ``SWITCH_PROBABILITY``. Not served: a configured language Whisper has no token for, when its model's
-        transcript reads as it to the text language identifier (a CTC segment's own transcript, else
+        stream's language. Served (mass at or above ``served_language_floor``, or a decode conditioned on the
+        language, ``Recognizer.fluent_means_language``, that reads as fluent text): the stream's language, or
+        another served language Whisper gives at least ``SWITCH_PROBABILITY``. Not served: a configured language
+        Whisper has no token for, when its model's transcript reads as it to the text language identifier (the
+        segment's own transcript where its model is not conditioned on the language, as a CTC model's, else
         :meth:`probe_tokenless` on ``speech``); else withheld, or under ``unserved_language: warn`` kept with a
         warning."""
         detection = heard.detection
         if detection is None or heard.seconds < JUDGE_MIN_SECONDS:
             return Verdict(route)
-        routes = self.recognizer.routes()
+        routes = self.models.routes()
         text = " ".join(s.text for s in heard.segments).strip()
         logprob = float(np.mean([s.avg_logprob for s in heard.segments])) if heard.segments else float("-inf")
-        # a Whisper decode that reads as fluent text rescues a low detection; a CTC model's is judged by its language
-        if detection.served >= self.floor or (route.family != CTC and fluent(text, logprob)):
+        # a decode conditioned on the language (Whisper's) that reads as fluent text rescues a low detection; any
+        # other transcript (a CTC model's) is judged by the language the text language identifier reads in it
+        conditioned = route.recognizer.fluent_means_language
+        if detection.served >= self.floor or (conditioned and fluent(text, logprob)):
             clear = detection.code != route.code and detection.probability >= SWITCH_PROBABILITY
             return Verdict(routes.get(detection.code, route) if clear else route)
         tokenless = self.tokenless(routes)
-        if route.family == CTC and len(text.split()) >= 3 and self._readable(route, text, logprob, heard.seconds):
-            # the segment's own CTC transcript is what the probe would read: a routed language it names is it
+        if not conditioned and len(text.split()) >= 3 and route.recognizer.readable(text, heard.seconds, logprob):
+            # the segment's own transcript is what the probe would read: a routed language it names is it
             read = self.text_language(text)
             if read is not None and read[1] >= 0.5 and read[0] in tokenless:
                 return Verdict(routes[read[0]])
@@ -268,4 +261,4 @@ class LanguageChoice:
 def fluent(text: str, logprob: float) -> bool:
     """Whether a decode reads as fluent, confident text: three words or more, no loop, a mean token
     log-probability of at least ``VERIFY_LOGPROB``."""
-    return len(text.split()) >= 3 and not guards.repeats(text) and logprob >= VERIFY_LOGPROB
+    return len(text.split()) >= 3 and not repeats(text) and logprob >= VERIFY_LOGPROB

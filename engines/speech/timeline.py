@@ -13,8 +13,8 @@ from __future__ import annotations
 from contracts.speech import Segment, TimelineItem, Word
 from engines.speech.diarise import Turn
 from engines.speech.diarise import assign_speakers as speakers_of
-from engines.speech.guards import confidence
 from engines.speech.recognition import SpeechSegment, WordTiming
+from engines.speech.screening import confidence
 
 MIN_SILENCE_ITEM = 0.3  # seconds; shorter gaps between timeline items are not listed as silence
 Span = tuple[float, float]

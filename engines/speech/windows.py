@@ -10,15 +10,13 @@ Silero VAD format).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from engines.speech.audio import SAMPLE_RATE
-
-Chunk = dict[str, int]  # a VAD speech chunk, {"start": sample, "end": sample}
-Vad = Callable[[np.ndarray], list[Chunk]]
+from engines.speech.vad import Chunk, Vad
 
 CUT_SEARCH_SECONDS = 60.0  # a window is cut in the longest-lasting silence of its last minute
 MIN_CUT_PAUSE = SAMPLE_RATE // 5  # pauses shorter than 0.2 s are not worth a cut

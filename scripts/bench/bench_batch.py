@@ -60,7 +60,7 @@ def audio_seconds(paths: list[Path]) -> float:
 def bare_faster_whisper(settings, paths: list[Path]) -> float:
     from faster_whisper import WhisperModel
 
-    from engines.speech.whisper_weights import ensure_whisper_base
+    from engines.speech.whisper.weights import ensure_whisper_base
 
     model_dir = settings.whisper.model or str(ensure_whisper_base(settings.data_dir))
     model = WhisperModel(

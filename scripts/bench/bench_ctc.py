@@ -142,7 +142,7 @@ def make_audio(seconds: float, workdir: Path) -> tuple[np.ndarray, list[dict[str
     import soundfile as sf
     import soxr
 
-    from engines.speech.whisper import WhisperRecognizer
+    from engines.speech.vad import speech_chunks
 
     parts: list[np.ndarray] = []
     total = 0.0
@@ -155,7 +155,7 @@ def make_audio(seconds: float, workdir: Path) -> tuple[np.ndarray, list[dict[str
         total += samples.size / SR + 0.6
         index += 1
     audio = np.concatenate(parts)[: int(seconds * SR)]
-    return audio, WhisperRecognizer.speech_chunks(audio)
+    return audio, speech_chunks(audio)
 
 
 # --------------------------------------------------------------------------- running
@@ -193,12 +193,12 @@ def probe_memory(kind: str, path: str, audio_npz: str) -> None:
     audio, chunks = saved["audio"], [{"start": int(a), "end": int(b)} for a, b in saved["chunks"]]
     before = rss_mb()
     if kind == "whisper":
-        from engines.speech.whisper import WhisperRecognizer
+        from engines.speech.whisper.recognizer import WhisperRecognizer
 
         whisper = WhisperRecognizer(path, cpu_threads=2)
         list(whisper.transcribe(audio, whisper.route("eng"), chunks))
     else:
-        from engines.speech.ctc import CTCRecognizer
+        from engines.speech.ctc.recognizer import CTCRecognizer
 
         recognizer = CTCRecognizer(path, cpu_threads=2)
         recognizer.transcribe(audio, chunks, language="zul")
@@ -280,8 +280,8 @@ def main() -> None:
     extra: dict[str, Any] = {}
 
     if "whisper" not in skip:
-        from engines.speech.whisper import WhisperRecognizer
-        from engines.speech.whisper_weights import ensure_whisper_base
+        from engines.speech.whisper.recognizer import WhisperRecognizer
+        from engines.speech.whisper.weights import ensure_whisper_base
 
         base = ensure_whisper_base(cache / "data")
 
@@ -295,7 +295,7 @@ def main() -> None:
         rows[-1]["memory MB"] = memory_of("whisper", base, saved_audio)
 
     if "omni" not in skip:
-        from engines.speech.ctc import CTCRecognizer
+        from engines.speech.ctc.recognizer import CTCRecognizer
 
         omni = Path(args.omni) if args.omni else build_omni(cache)
 
@@ -308,7 +308,7 @@ def main() -> None:
         if "sherpa" not in skip:
             import sherpa_onnx
 
-            from engines.speech import ctc_decoding
+            from engines.speech.ctc import decoding as ctc_decoding
 
             pieces = ctc_decoding.pieces(audio, chunks, 30 * SR)
 
@@ -331,7 +331,7 @@ def main() -> None:
             rows.append(measure("omni-300m int8 (bare sherpa-onnx)", bare, streams, cores, audio_s))
 
     if "mms" not in skip:
-        from engines.speech.ctc import CTCRecognizer
+        from engines.speech.ctc.recognizer import CTCRecognizer
 
         mms = build_mms(cache)
         holder: dict[str, Any] = {}

@@ -119,7 +119,7 @@ def main() -> None:
 
     from contracts.settings import Settings
     from engines.speech.audio import SAMPLE_RATE, load_audio
-    from engines.speech.whisper_adapter import speech_timestamps
+    from engines.speech.vad import speech_timestamps
     from khuluma.cli.qualify import SAMPLE_TEXT
     from persistence.session import Database
     from scripts.bench._speech import espeak

@@ -7,8 +7,8 @@ Runs after ``./scripts/setup.sh --bench``:
     # on a GPU machine (scripts/bench/gpu_check.sh): no espeak there, the audio and the model carried
     python3 scripts/bench/bench_stream_engine.py --wav utterance.wav --model-dir whisper-base --device cuda
 
-Feeds the espeak utterance of ``bench_stream.py`` through :func:`serve_app.services.live.steps.advance` as fast as
-the engine goes (a client that calls ``TranscriptionPipeline.transcribe_array`` in this thread), and reports: the
+Feeds the espeak utterance of ``bench_stream.py`` through :func:`serve_app.services.live.steps.live_step` as fast as
+the engine goes (a client that calls ``TranscriptionPipeline.live_step`` in this thread), and reports: the
 unpaced RTF, the last step's time (what the end of an utterance waits for, without transport), the mean partial
 step, and Whisper's encoder on 1 s of audio vs 30 s (faster-whisper pads every window's features to 30 s; the
 standard CTranslate2 Whisper encoder takes 3000 frames, so a short tail costs a full window's encoder pass).
@@ -45,41 +45,41 @@ class Direct:
         self.pipeline = pipeline
         self.times: list[float] = []
 
-    async def transcribe_pcm(self, request: Any) -> Any:
+    async def live_step(self, request: Any) -> Any:
         started = time.perf_counter()
-        step = await asyncio.to_thread(self.pipeline.transcribe_step, request)
+        step = await asyncio.to_thread(self.pipeline.live_step, request)
         self.times.append(time.perf_counter() - started)
         return step
 
 
 async def stream(client: Direct, pcm: bytes, lang: str = "eng") -> tuple[str, float]:
     from serve_app.services.live.state import StreamState
-    from serve_app.services.live.steps import advance
+    from serve_app.services.live.steps import live_step
 
     state = StreamState(lang)
     started = time.perf_counter()
     for i in range(0, len(pcm), 3200):  # 100 ms frames
         if state.add_audio(pcm[i : i + 3200], 1 << 30):
-            await advance(client, state, final=False)
-    await advance(client, state, final=True)
+            await live_step(client, state, final=False)
+    await live_step(client, state, final=True)
     return state.committed_text(), time.perf_counter() - started
 
 
 async def paced(client: Direct, pcm: bytes, lang: str = "eng") -> tuple[float, float]:
     """One stream at real time: (last frame -> final, first frame -> first partial with text), seconds."""
     from serve_app.services.live.state import StreamState
-    from serve_app.services.live.steps import advance
+    from serve_app.services.live.steps import live_step
 
     state = StreamState(lang)
     started, first = time.perf_counter(), float("nan")
     for i in range(0, len(pcm), 3200):
         await asyncio.sleep(max(0.0, i / 32_000 - (time.perf_counter() - started)))
         if state.add_audio(pcm[i : i + 3200], 1 << 30):
-            step = await advance(client, state, final=False)
+            step = await live_step(client, state, final=False)
             if first != first and (state.committed_text() or step.pending_text):
                 first = time.perf_counter() - started
     sent = time.perf_counter()
-    await advance(client, state, final=True)
+    await live_step(client, state, final=True)
     return time.perf_counter() - sent, first
 
 
@@ -107,7 +107,7 @@ def rates(counts: dict[str, int]) -> dict[str, float]:
 
 
 def clip_errors(pipeline: Any, client: Direct, folders: list[str], scratch: Path) -> dict[str, Any]:
-    """Word errors of each folder's clips, transcribed as files and streamed (unpaced, through ``advance``, the
+    """Word errors of each folder's clips, transcribed as files and streamed (unpaced, through ``live_step``, the
     language given), and the mean time of a stream's last step (the end of an utterance -> its final)."""
     from contracts.wer import word_errors
     from khuluma.cli.stream import file_frames
@@ -222,7 +222,7 @@ def main() -> None:
     steps = client.times
 
     file_text = pipeline.transcribe(wav, "eng", False, False).text
-    model = pipeline.recognizer.model()
+    model = pipeline.models.route("eng").recognizer.model()  # Whisper's default model
     audio = load_pcm16(pcm, 16_000)
     from faster_whisper.audio import pad_or_trim
 

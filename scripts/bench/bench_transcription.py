@@ -10,14 +10,14 @@ sequential (1 client) figure.
 Systems:
   bare       faster_whisper.WhisperModel.transcribe in this process (threads for concurrency), its defaults: one
              decode at a time on every core
-  bare-parallel  the same model with the service's decode layout on CPU
-             (engines.speech.whisper_layout.decode_layout: one CTranslate2 worker per core, decodes side by side), so
-             service / bare-parallel is what Serve and the service add
+  bare-parallel  the same model with the service's decode placement on CPU
+             (engines.speech.whisper.placement.decode_placement: one CTranslate2 worker per core, decodes side by
+             side), so service / bare-parallel is what Serve and the service add
   pipeline   engines.speech.pipeline.TranscriptionPipeline in this process (our engine, no HTTP, no Ray)
   service    POST /api/v2alpha/transcribe/sync/file on a Ray Serve app started here (configs/serve.yaml), with
              the default settings (on CPU: decodes side by side, each request's windows alone)
   service-batched  the same with KHULUMA_WHISPER_BATCH_SIZE=--batch-size (8): concurrent requests' 30 s windows
-             are decoded in one batch (engines/speech/whisper_batching.py)
+             are decoded in one batch (engines/speech/whisper/batching.py)
   fws        faster-whisper-server (PyPI) from .venv-fws on the same model directory, if installed there:
              python3 -m venv .venv-fws && .venv-fws/bin/pip install faster-whisper-server
 
@@ -252,8 +252,8 @@ def main() -> None:
     clients = [int(c) for c in args.clients.split(",")]
 
     from contracts.settings import Settings
-    from engines.speech.whisper_layout import decode_layout
-    from engines.speech.whisper_weights import ensure_whisper_base
+    from engines.speech.whisper.placement import decode_placement
+    from engines.speech.whisper.weights import ensure_whisper_base
 
     workdir = Path(tempfile.mkdtemp(prefix="khuluma-bench-asr-"))
     settings = Settings(data_dir=workdir / "data", _env_file=None)
@@ -265,12 +265,12 @@ def main() -> None:
         f"decoding {DECODE}",
         flush=True,
     )
-    layout = decode_layout(settings.whisper, 1)  # (decodes side by side, threads each), as the service on CPU
+    placement = decode_placement(settings.whisper, 1)  # (decodes side by side, threads each), as the service on CPU
     rows: list[dict[str, Any]] = []
     try:
         systems: list[tuple[str, Callable[[], Any]]] = [
             ("bare", lambda: bare_system(model_dir, threads)),
-            ("bare-parallel", lambda: bare_system(model_dir, layout[1], workers=layout[0])),
+            ("bare-parallel", lambda: bare_system(model_dir, placement[1], workers=placement[0])),
             ("pipeline", lambda: pipeline_system(settings)),
             ("service", lambda: ServiceSystem(settings)),
             ("service-batched", lambda: ServiceSystem(settings.updated({"whisper": {"batch_size": args.batch_size}}))),

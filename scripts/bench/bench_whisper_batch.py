@@ -1,7 +1,7 @@
 """Whisper windows decoded one at a time vs in batches: the model-level figure behind ``whisper.batch_size``.
 
 The same 30 s windows (espeak-ng English, as in bench_transcription.py) are decoded by the recognizer's batched
-decoder (engines/speech/whisper_batching.py, faster-whisper's batched pipeline) with batches of 1, 4 and 8, each size
+decoder (engines/speech/whisper/batching.py, faster-whisper's batched pipeline) with batches of 1, 4 and 8, each size
 ``--rounds`` times in turn so that the machine's other load falls on every size alike. Printed: seconds per
 round, CPU seconds per window (all threads), and throughput relative to batches of 1. ``--threads`` sets
 CTranslate2's threads (default: every core this process may run on).
@@ -58,7 +58,7 @@ def main() -> None:
 
     import numpy as np
 
-    from engines.speech.whisper import WhisperRecognizer
+    from engines.speech.whisper.recognizer import WhisperRecognizer
 
     workdir = Path(tempfile.mkdtemp(prefix="khuluma-bench-wbatch-"))
     model_dir = args.model_dir or _offline_model(workdir)
@@ -76,7 +76,7 @@ def main() -> None:
         np.savez_compressed(args.save_features, features=np.stack(features), durations=np.array(durations))
         print(f"{len(features)} windows saved to {args.save_features}")
         return
-    key = (route.model_key, route.whisper_language)
+    key = (route.model_key, route.language_token)
     sizes = [int(s) for s in args.sizes.split(",")]
 
     recognizer._decode_batch(key, np.stack(features[:1]), metadata[:1])  # warm-up
@@ -113,7 +113,7 @@ def main() -> None:
 
 
 def _offline_model(workdir: Path) -> str:
-    from engines.speech.whisper_weights import ensure_whisper_base
+    from engines.speech.whisper.weights import ensure_whisper_base
 
     return str(ensure_whisper_base(workdir / "data"))
 
@@ -123,7 +123,7 @@ def _windows(model: Any, workdir: Path, count: int, sentences: int) -> tuple[lis
     from bench_transcription import make_files
 
     from engines.speech.audio import load_audio
-    from engines.speech.whisper_adapter import window_features
+    from engines.speech.whisper.adapter import window_features
 
     features, metadata = [], []
     for path, seconds in make_files(workdir, count, sentences):

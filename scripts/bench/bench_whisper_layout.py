@@ -1,7 +1,7 @@
 """Whisper decode layouts on CPU: decodes side by side (CTranslate2 workers) x threads per decode, bare model.
 
 The figure behind ``whisper.parallel_decodes`` and ``whisper.cpu_threads``
-(``engines/speech/whisper_layout.decode_layout``).
+(``engines/speech/whisper/placement.decode_placement``).
 Bare faster-whisper (no service) transcribes the files of bench_transcription.py with each layout, with 1 and
 with 8 concurrent callers, in one run and with the service's ``OMP_WAIT_POLICY=passive``. Printed: files/min
 per layout and client count, and each against one decode at a time on every core (faster-whisper's default).
@@ -41,7 +41,7 @@ def main() -> None:
     json_option(parser)
     args = parser.parse_args()
 
-    from engines.speech.whisper_weights import ensure_whisper_base
+    from engines.speech.whisper.weights import ensure_whisper_base
 
     workdir = Path(tempfile.mkdtemp(prefix="khuluma-bench-layout-"))
     model_dir = ensure_whisper_base(workdir / "data")

@@ -231,13 +231,13 @@ class LiveSessions:
 
 
 class TimedSpeechClient(SpeechClient):
-    """The ingress's speech handle: each streaming step is timed against the live session that made it."""
+    """The ingress's speech handle: each live step is timed against the live session that made it."""
 
-    async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
+    async def live_step(self, request: StreamRequest) -> StreamStep:
         seat = CURRENT_SEAT.get()
         started = time.monotonic()
         try:
-            return await super().transcribe_pcm(request)
+            return await super().live_step(request)
         finally:
             if seat is not None:
                 audio_end = request.offset + len(request.pcm) / (2 * request.sample_rate)

@@ -23,7 +23,7 @@ from contracts.speech import TranscriptionRecord, build_record
 from persistence import batches
 from persistence.batches import BatchStatus, ItemStatus
 from persistence.models import Batch, BatchItem, new_uuid
-from serve_app.context import AppContext, required
+from serve_app.context import AppContext, required, speech_client
 from serve_app.tokens import Principal
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ async def _check_language(ctx: AppContext, lang_code: str | None) -> str | None:
         return None
     code = lang_code.strip()
     try:
-        return await required(ctx.clients.speech, "transcription").check_language(code)
+        return await speech_client(ctx).check_language(code)
     except UnsupportedLanguage as exc:
         raise exc.for_field(LANGUAGE_FIELD) from None
 

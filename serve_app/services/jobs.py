@@ -22,7 +22,7 @@ from contracts.speech import MessageResult, UploadedText, UploadResult
 from persistence import jobs as job_queue
 from persistence.jobs import JobStatus
 from persistence.models import Upload, new_uuid
-from serve_app.context import AppContext, required
+from serve_app.context import AppContext, required, speech_client
 from serve_app.tokens import Principal
 from serve_app.uploads import sanitize_filename
 
@@ -123,7 +123,7 @@ async def _check_language(ctx: AppContext, language_code: str | None) -> str | N
     if language_code is None or not language_code.strip():
         return None
     try:
-        return await required(ctx.clients.speech, "transcription").check_language(language_code)
+        return await speech_client(ctx).check_language(language_code)
     except UnsupportedLanguage as exc:
         raise exc.for_field("language_code") from None
 

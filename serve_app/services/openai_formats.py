@@ -18,7 +18,7 @@ from contracts.openai import DurationUsage, VerboseSegment, VerboseTranscription
 from contracts.speech import TranscriptionResult
 
 FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
-TEMPERATURE = 0.0  # the pipeline decodes greedily (engines/speech/whisper.py)
+TEMPERATURE = 0.0  # the pipeline decodes greedily (engines/speech/whisper/recognizer.py)
 
 
 @dataclass(frozen=True)

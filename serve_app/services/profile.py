@@ -14,8 +14,7 @@ from fastapi import Request
 
 from contracts.profile import ProfileTranscription, ProfileTranscriptionData, ProfileTranslation
 from serve_app.context import AppContext
-from serve_app.services import speech as transcription
-from serve_app.services import translation
+from serve_app.services import speech, translation
 from serve_app.tokens import Principal
 
 ROUTE_TRANSLATE = "profile_translate"
@@ -37,7 +36,7 @@ async def transcribe(
     enable_diarisation: bool,
     enable_dry_run: bool,
 ) -> ProfileTranscription:
-    async with transcription.file_transcription(ctx, caller, request, ROUTE_TRANSCRIBE) as job:
+    async with speech.file_transcription(ctx, caller, request, ROUTE_TRANSCRIBE) as job:
         assert job.upload is not None
         if enable_dry_run:  # the upload and the language checked, nothing transcribed (nor metered)
             code = await job.check_language(lang_code) if lang_code else None
@@ -51,5 +50,5 @@ async def transcribe(
             diarise=enable_diarisation,
             translate=enable_translation,
         )
-        record = transcription.record_of(job, caller)
+        record = speech.record_of(job, caller)
     return ProfileTranscription(data=ProfileTranscriptionData.of(record, enable_diarisation))

@@ -40,14 +40,13 @@ from contracts.errors import DomainError, NotDeployed, Overloaded, TimedOut, Una
 from contracts.payloads import Blob
 from contracts.speech import (
     FastTranscription,
-    SpeechClient,
     TranscribeRequest,
     TranscriptionRecord,
     TranscriptionResult,
     V1SyncResult,
     build_record,
 )
-from serve_app.context import AppContext, required
+from serve_app.context import AppContext, speech_client
 from serve_app.services.jobs import decode_audio_blob  # the v1 base64 body, shared with the v1 upload route
 from serve_app.services.usage import record_usage
 from serve_app.tokens import Principal
@@ -65,10 +64,6 @@ def _limit_bytes(ctx: AppContext) -> int:
     return int(ctx.settings.max_request_mb * 1024 * 1024)
 
 
-def _speech(ctx: AppContext) -> SpeechClient:
-    return required(ctx.clients.speech, "transcription")
-
-
 class Transcription:
     """One metered file transcription: its audio (a spooled ``upload``, or the bytes of a v1 body as ``audio``)
     and, once :meth:`transcribe` ran, its ``result``."""
@@ -83,7 +78,7 @@ class Transcription:
     async def check_language(self, language: str, field: str = LANGUAGE_FIELD) -> str:
         """``language`` normalised, or 400 naming ``field`` when it is unknown or has no model here."""
         try:
-            return await _speech(self.ctx).check_language(language)
+            return await speech_client(self.ctx).check_language(language)
         except UnsupportedLanguage as exc:
             raise exc.for_field(field) from None
 
@@ -115,7 +110,7 @@ class Transcription:
         remaining = max(0.1, timeout - (time.monotonic() - self.started))
         try:
             self.result = await asyncio.wait_for(
-                _speech(self.ctx).transcribe(request.model_copy(update={"timeout_s": remaining})),
+                speech_client(self.ctx).transcribe(request.model_copy(update={"timeout_s": remaining})),
                 remaining + _GRACE_SECONDS,
             )
         except (TimeoutError, TimedOut):  # asyncio.wait_for's timeout is the builtin TimeoutError

@@ -562,7 +562,7 @@ def test_a_live_session_is_admitted_only_while_every_open_one_keeps_real_time() 
 
 def test_streaming_steps_are_timed_against_the_session_that_made_them() -> None:
     class Handle:
-        class transcribe_pcm:  # a DeploymentHandle's method
+        class live_step:  # a DeploymentHandle's method
             @staticmethod
             def remote(request: StreamRequest) -> Any:
                 async def step() -> Any:
@@ -576,13 +576,13 @@ def test_streaming_steps_are_timed_against_the_session_that_made_them() -> None:
 
     async def session() -> None:
         CURRENT_SEAT.set(seat)
-        await client.transcribe_pcm(StreamRequest(pcm=b"\x00" * 32000, offset=1.0))  # 1 s of audio after 1 s
+        await client.live_step(StreamRequest(pcm=b"\x00" * 32000, offset=1.0))  # 1 s of audio after 1 s
 
     started = time.monotonic()
     asyncio.run(session())
     assert seat.heard_until == pytest.approx(2.0)
     assert 0.04 <= seat.busy_s <= time.monotonic() - started
-    asyncio.run(client.transcribe_pcm(StreamRequest(pcm=b"\x00" * 320)))  # outside a session: nothing noted
+    asyncio.run(client.live_step(StreamRequest(pcm=b"\x00" * 320)))  # outside a session: nothing noted
     assert seat.heard_until == pytest.approx(2.0)
 
 

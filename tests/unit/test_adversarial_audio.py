@@ -61,16 +61,14 @@ def peak_bytes(work: Callable[[], Any]) -> tuple[Any, int]:
         tracemalloc.stop()
 
 
-class _NoSpeech:
-    """A recognizer that hears no speech: the pipeline's decoding, music and diarisation steps run, Whisper not."""
-
-    def speech_chunks(self, audio: np.ndarray) -> list[dict[str, int]]:
-        return []
+def _no_speech(audio: np.ndarray, **options: int) -> list[dict[str, int]]:
+    """A VAD that hears no speech: the pipeline's decoding, music and diarisation steps run, no model."""
+    return []
 
 
 def _pipeline(settings: Settings, **transcription: Any) -> TranscriptionPipeline:
     section = TranscriptionSettings(**transcription)
-    return TranscriptionPipeline(settings.whisper, section, settings.data_dir, recognizer=_NoSpeech())  # type: ignore[arg-type]
+    return TranscriptionPipeline(settings.whisper, section, settings.data_dir, vad=_no_speech)
 
 
 @pytest.mark.parametrize("make", [lying_wav, lying_flac], ids=["wav-fact-and-sizes", "flac-streaminfo"])

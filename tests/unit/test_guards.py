@@ -1,4 +1,5 @@
-"""Hallucination guards (engines.speech.guards): pure checks on Whisper-like segments, no model."""
+"""Hallucination guards (engines.speech.whisper.guards, with engines.speech.screening): pure checks on Whisper-like
+segments, no model."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from engines.speech import guards
+from engines.speech import screening
+from engines.speech.whisper import guards
 
 
 @dataclass
@@ -39,21 +41,21 @@ FLUENT = [
 
 @pytest.mark.parametrize("text", LOOPS)
 def test_repetition_loops_are_caught(text: str) -> None:
-    assert guards.repeats(text)
+    assert screening.repeats(text)
     verdict = guards.judge(Seg(0, 5, text, avg_logprob=-0.1))  # loops are decoded with high confidence
     assert verdict is not None and verdict.problem == guards.REPETITION and verdict.drop
 
 
 @pytest.mark.parametrize("text", FLUENT)
 def test_fluent_text_passes(text: str) -> None:
-    assert not guards.repeats(text)
+    assert not screening.repeats(text)
     assert guards.judge(Seg(0, 5, text)) is None
 
 
 def test_compression_ratio_is_whispers_measure() -> None:
-    assert guards.compression_ratio("") == 0.0
-    assert guards.compression_ratio("ab " * 200) > guards.COMPRESSION_RATIO_LIMIT
-    assert guards.compression_ratio(FLUENT[0]) < 1.5
+    assert screening.compression_ratio("") == 0.0
+    assert screening.compression_ratio("ab " * 200) > screening.COMPRESSION_RATIO_LIMIT
+    assert screening.compression_ratio(FLUENT[0]) < 1.5
 
 
 def test_no_speech_is_dropped_and_low_confidence_is_kept_but_flagged() -> None:
@@ -75,14 +77,14 @@ def test_no_speech_is_dropped_and_low_confidence_is_kept_but_flagged() -> None:
 def test_clean_segments_give_no_warning_and_confidence_is_the_token_geometric_mean() -> None:
     kept, warnings = guards.screen([Seg(0, 1, FLUENT[1]), Seg(1, 2, "")])
     assert len(kept) == 2 and warnings == []
-    assert guards.confidence(0.0) == 1.0
-    assert guards.confidence(-0.6931) == pytest.approx(0.5, abs=1e-3)
-    assert guards.confidence(-50) == 0.0
+    assert screening.confidence(0.0) == 1.0
+    assert screening.confidence(-0.6931) == pytest.approx(0.5, abs=1e-3)
+    assert screening.confidence(-50) == 0.0
 
 
 def test_a_passage_said_twice_in_a_row_is_cut_to_one() -> None:
     from engines.speech.recognition import SpeechSegment, WordTiming
-    from engines.speech.routing import undoubled
+    from engines.speech.whisper.guards import undoubled
 
     text = "Longdale approaches as carefully unlocking him. Longdale approaches as carefully unlocking him."
     words = [WordTiming(" " + w, i * 0.5, i * 0.5 + 0.4, 0.9) for i, w in enumerate(text.split())]

@@ -141,7 +141,7 @@ def speech_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def whisper_base(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Whisper base unpacked once, so each test's data directory does not unpack its own copy."""
-    from engines.speech.whisper_weights import ensure_whisper_base
+    from engines.speech.whisper.weights import ensure_whisper_base
 
     return str(ensure_whisper_base(tmp_path_factory.mktemp("whisper")))
 

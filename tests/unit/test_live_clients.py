@@ -236,7 +236,7 @@ class SlowSteps:
         return getattr(self._handle, name)
 
     @property
-    def transcribe_pcm(self) -> Any:
+    def live_step(self) -> Any:
         handle, factor = self._handle, self.factor
 
         class Method:
@@ -246,7 +246,7 @@ class SlowSteps:
                     seat = CURRENT_SEAT.get()
                     heard = seat.heard_until if seat is not None else 0.0
                     end = request.offset + len(request.pcm) / (2 * request.sample_rate)
-                    result = await call(handle.transcribe_pcm.remote(request))
+                    result = await call(handle.live_step.remote(request))
                     await asyncio.sleep(factor * max(0.0, end - heard))
                     return result
 

@@ -22,7 +22,7 @@ from engines.model_registry import (
     model_format,
     resolve,
 )
-from engines.speech.ctc import CTCRecognizer
+from engines.speech.ctc.recognizer import CTCRecognizer
 from tests.speech_models import TinyCTCModels, session_ctc_models
 
 ROOT = Path(__file__).resolve().parents[2]

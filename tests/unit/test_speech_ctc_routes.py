@@ -172,7 +172,7 @@ def test_a_judged_stream_routes_each_segment_to_the_model_of_its_language(settin
     pipeline = get_pipeline(routed.whisper, routed.transcription, routed.data_dir, routed.speech)
     for name, expected in (("setswana", "zul"), ("english", "eng")):
         speech = np.concatenate([load_audio(audio[name]), silence(0.8)])
-        step = pipeline.transcribe_array(speech, "zul", commit_before=speech.size / 16_000, judge=True)
+        step = pipeline.live.step_audio(speech, "zul", commit_before=speech.size / 16_000, judge=True)
         assert step.final and not step.withheld, (name, step)
         assert {s.language_code for s in step.final} == {expected}, (name, step.final)
     assert "report" in " ".join(s.text for s in step.final).lower()  # Whisper's English, not the parrot's

@@ -16,11 +16,14 @@ import pytest
 from contracts.errors import InvalidInput, LanguageNotServed, TimedOut, Unavailable
 from contracts.settings import Settings
 from contracts.speech import TranscriptionResult, build_record
-from engines.speech import guards, whisper_weights
+from engines.speech import screening
 from engines.speech.audio import SAMPLE_RATE
 from engines.speech.pipeline import TranscriptionPipeline, get_pipeline
 from engines.speech.routing import SETTING as SPEECH_SETTING
-from engines.speech.whisper import SETTING, WhisperRecognizer
+from engines.speech.vad import speech_chunks
+from engines.speech.whisper import weights as whisper_weights
+from engines.speech.whisper.languages import SETTING
+from engines.speech.whisper.recognizer import WhisperRecognizer
 from engines.speech.windows import silence_cut, windows
 from scripts.eval_wer import word_errors
 from tests.speechdata import silence, speech_16k, tone_music, write_audio
@@ -101,10 +104,10 @@ def test_parts_that_do_not_match_the_pinned_hash_are_refused(tmp_path: Path, mon
 
 def test_language_routes_are_honest() -> None:
     recognizer = WhisperRecognizer("whisper-base-dir")
-    assert recognizer.route("eng").whisper_language == "en"
+    assert recognizer.route("eng").language_token == "en"
     assert recognizer.route("AF").code == "afr"  # aliases and case
     assert recognizer.route("fra").model_key == "default"
-    assert set(recognizer.detectable().values()) == {"afr", "eng", "fra"}
+    assert set(recognizer.detector.detectable().values()) == {"afr", "eng", "fra"}
     for code in ("zul", "sot", "cs-zul"):
         with pytest.raises(InvalidInput) as info:
             recognizer.route(code)
@@ -116,10 +119,10 @@ def test_language_routes_are_honest() -> None:
 def test_configured_languages_route_to_their_models() -> None:
     recognizer = WhisperRecognizer("base", {"zul": "/models/zu", "sot": "/models/st"})
     zul = recognizer.route("zul")
-    assert (zul.model_key, zul.model_ref, zul.whisper_language) == ("zul", "/models/zu", None)
+    assert (zul.model_key, zul.model_ref, zul.language_token) == ("zul", "/models/zu", None)
     assert recognizer.route("cs-zul").model_ref == "/models/zu"  # code-switched isiZulu uses the isiZulu model
     assert recognizer.route("sot").model_ref == "/models/st"
-    assert "zul" not in recognizer.detectable().values()  # Whisper has no isiZulu token to detect
+    assert "zul" not in recognizer.detector.detectable().values()  # Whisper has no isiZulu token to detect
 
 
 def test_missing_configured_model_is_503_naming_the_setting() -> None:
@@ -141,7 +144,7 @@ def test_configured_language_model_is_used(
     record = _record(custom.transcribe(_wav(tmp_path, "s0", clips["s0"]), "afr"))
     assert record["language_code"] == "afr"
     assert record["model"] == str(model_dir)
-    assert custom.recognizer.loaded() == ["afr"]  # the default model was never needed
+    assert custom.models.route("afr").recognizer.loaded() == ["afr"]  # the default model was never needed
 
 
 # ------------------------------------------------------------------------------------------ transcription
@@ -193,13 +196,13 @@ def test_long_audio_is_transcribed_in_windows_cut_in_silence(
     audio = np.concatenate(parts)
     assert audio.size / SAMPLE_RATE > 35
     short_windows = settings.transcription.model_copy(update={"window_seconds": 30.0})
-    windowed = TranscriptionPipeline(settings.whisper, short_windows, settings.data_dir, recognizer=pipeline.recognizer)
+    windowed = TranscriptionPipeline(settings.whisper, short_windows, settings.data_dir, models=pipeline.models)
     # where the windows fall: every cut lies in a pause between two sentences
     cuts = list(
         windows(
             iter([audio[i : i + 10 * SAMPLE_RATE] for i in range(0, audio.size, 10 * SAMPLE_RATE)]),
-            windowed.window_seconds,
-            windowed.recognizer.speech_chunks,
+            windowed.files.window_seconds,
+            speech_chunks,
         )
     )
     assert len(cuts) >= 2 and sum(w.audio.size for w in cuts) == audio.size
@@ -276,7 +279,7 @@ def test_unknown_language_is_rejected_before_decoding(pipeline: TranscriptionPip
 def test_streaming_buffer_commits_segments_before_the_last_pause(pipeline: TranscriptionPipeline, clips) -> None:
     audio = np.concatenate([clips["s5"], silence(1.0), clips["s6"]])
     pause = (clips["s5"].size + 0.5 * SAMPLE_RATE) / SAMPLE_RATE
-    result = pipeline.transcribe_array(
+    result = pipeline.live.step_audio(
         audio, None, offset=10.0, commit_before=audio.size / SAMPLE_RATE - 0.5
     ).model_dump()
     assert result["language_code"] == "eng"
@@ -292,31 +295,31 @@ def test_streaming_buffer_commits_segments_before_the_last_pause(pipeline: Trans
 def test_a_stream_hears_its_last_commit_again_and_commits_each_word_once(
     pipeline: TranscriptionPipeline, clips
 ) -> None:
-    """What a step commits stays at the buffer's head with its text (live.steps.advance): the next exact decode
+    """What a step commits stays at the buffer's head with its text (live.steps.live_step): the next exact decode
     hears it first, is made to start with its text and answers only what follows, timed after it."""
     import asyncio
 
     from contracts.speech import StreamRequest, StreamStep
     from serve_app.services.live.state import StreamState
-    from serve_app.services.live.steps import advance
+    from serve_app.services.live.steps import live_step
 
     requests: list[StreamRequest] = []
 
     class Engine:  # a SpeechClient over the pipeline, in this thread
-        async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
+        async def live_step(self, request: StreamRequest) -> StreamStep:
             requests.append(request)
-            return pipeline.transcribe_step(request)
+            return pipeline.live_step(request)
 
     first = np.concatenate([clips["s5"], silence(0.8), clips["s6"][: SAMPLE_RATE // 2]])
     pcm = (np.concatenate([first, clips["s6"][SAMPLE_RATE // 2 :], silence(0.3)]) * 32767).astype(np.int16)
     state = StreamState("eng")
     state.add_audio(pcm[: first.size].tobytes(), 1 << 30)
-    step = asyncio.run(advance(Engine(), state, final=False))
+    step = asyncio.run(live_step(Engine(), state, final=False))
     assert step.committed and "payment" in step.committed[0].text
     assert 0 < state.context_seconds <= 4.0 and state.context_text == state.committed_text()
     assert state.offset + state.context_seconds == pytest.approx(step.step.cut_seconds, abs=0.01)
     state.add_audio(pcm[first.size :].tobytes(), 1 << 30)
-    last = asyncio.run(advance(Engine(), state, final=True))
+    last = asyncio.run(live_step(Engine(), state, final=True))
     assert requests[-1].context_text == state.segments[0].text and requests[-1].context_seconds > 0
     text = " ".join(s.text for s in last.committed)
     assert "platform" in text.lower() and "payment" not in text.lower()  # the context is not committed twice
@@ -335,16 +338,17 @@ def test_a_step_in_a_short_silence_decodes_exactly_and_the_last_step_reuses_it(
 
     from contracts.speech import StreamRequest, StreamStep
     from serve_app.services.live.state import StreamState
-    from serve_app.services.live.steps import advance
+    from serve_app.services.live.steps import live_step
 
     class Engine:  # a SpeechClient over the pipeline, in this thread
-        async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
-            return pipeline.transcribe_step(request)
+        async def live_step(self, request: StreamRequest) -> StreamStep:
+            return pipeline.live_step(request)
 
     decoded: list[int] = []
-    exact_segments = pipeline.recognizer.exact_segments
+    whisper = pipeline.models.route("eng").recognizer
+    exact_segments = whisper.exact_segments
     monkeypatch.setattr(
-        pipeline.recognizer,
+        whisper,
         "exact_segments",
         lambda audio, route, chunks, **kw: decoded.append(len(chunks)) or exact_segments(audio, route, chunks, **kw),
     )
@@ -355,10 +359,10 @@ def test_a_step_in_a_short_silence_decodes_exactly_and_the_last_step_reuses_it(
     spoken = clips["s5"][: int(np.flatnonzero(np.abs(clips["s5"]) > 0.01)[-1])]  # without the clip's own silence
     state = StreamState("eng")
     state.add_audio(pcm(spoken[: spoken.size // 2]), 1 << 30)
-    talking = asyncio.run(advance(Engine(), state, final=False))
+    talking = asyncio.run(live_step(Engine(), state, final=False))
     assert talking.step.exact_until == 0 and state.exact_tail == []  # speech to the end: a quick partial
     state.add_audio(pcm(np.concatenate([spoken[spoken.size // 2 :], silence(0.2)])), 1 << 30)
-    paused = asyncio.run(advance(Engine(), state, final=False))
+    paused = asyncio.run(live_step(Engine(), state, final=False))
     assert paused.step.cut_seconds == 0 and paused.committed == []  # 0.2 s is no commit pause
     assert paused.step.exact_until == pytest.approx(state.audio_seconds, abs=0.01)
     assert paused.step.pending and paused.step.pending[0].words  # an exact decode: words with times
@@ -366,7 +370,7 @@ def test_a_step_in_a_short_silence_decodes_exactly_and_the_last_step_reuses_it(
     more = np.concatenate([silence(0.5), clips["s6"]]) if more_speech else silence(0.2)
     state.add_audio(pcm(more), 1 << 30)
     decoded.clear()
-    last = asyncio.run(advance(Engine(), state, final=True))
+    last = asyncio.run(live_step(Engine(), state, final=True))
     if more_speech:
         assert any(decoded) and "platform" in state.committed_text().lower()
     else:
@@ -385,35 +389,35 @@ def test_the_last_step_gets_the_exact_tail_only_in_the_language_it_was_decoded_i
 
     from contracts.speech import StreamRequest, StreamStep
     from serve_app.services.live.state import StreamState
-    from serve_app.services.live.steps import advance
+    from serve_app.services.live.steps import live_step
 
     requests: list[StreamRequest] = []
 
     class Engine:  # a SpeechClient over the pipeline, in this thread
-        async def transcribe_pcm(self, request: StreamRequest) -> StreamStep:
+        async def live_step(self, request: StreamRequest) -> StreamStep:
             requests.append(request)
-            return pipeline.transcribe_step(request)
+            return pipeline.live_step(request)
 
     spoken = clips["s5"][: int(np.flatnonzero(np.abs(clips["s5"]) > 0.01)[-1])]
     pcm = (np.concatenate([spoken, silence(0.2)]) * 32767).astype(np.int16).tobytes()
     for language, reused in (("eng", True), ("afr", False)):
         state = StreamState("eng")
         state.add_audio(pcm, 1 << 30)
-        assert asyncio.run(advance(Engine(), state, final=False)).step.exact_until > 0
+        assert asyncio.run(live_step(Engine(), state, final=False)).step.exact_until > 0
         state.lang_code = language
-        asyncio.run(advance(Engine(), state, final=True))
+        asyncio.run(live_step(Engine(), state, final=True))
         assert bool(requests[-1].exact_tail) is reused and (requests[-1].exact_until > 0) is reused
 
 
 def test_uncertain_detection_is_confirmed_by_the_text_language(pipeline: TranscriptionPipeline, clips) -> None:
     import engines.text.langid  # noqa: F401  (our module: a broken import must fail this test, not skip it)
-    from engines.speech.pipeline import _Pass
+    from engines.speech.file_transcription import _Pass
     from engines.speech.recognition import Detection, SpeechSegment
     from engines.speech.windows import Window
 
     audio = clips["s3"]
-    window = Window(0, audio, pipeline.recognizer.speech_chunks(audio))
-    routes = pipeline.recognizer.routes()
+    window = Window(0, audio, speech_chunks(audio))
+    routes = pipeline.models.routes()
     afrikaans = SpeechSegment(0.0, 3.0, "Die kinders speel sokker in die park na skool en ons koop brood en melk.")
     uncertain = _Pass(
         route=routes["eng"],
@@ -421,7 +425,7 @@ def test_uncertain_detection_is_confirmed_by_the_text_language(pipeline: Transcr
         segments=[afrikaans],
         samples=audio.size,
     )
-    again = pipeline._confirm_language(uncertain, lambda: iter([window]), None)
+    again = pipeline.files._confirm_language(uncertain, lambda: iter([window]), None)
     assert again.route is not None and again.route.code == "afr"
     assert "uncertain" in again.warnings[0]
     assert again.segments  # the audio was transcribed again, as Afrikaans
@@ -429,7 +433,7 @@ def test_uncertain_detection_is_confirmed_by_the_text_language(pipeline: Transcr
     certain = _Pass(
         route=routes["eng"], detection=Detection("eng", 0.95, [("eng", 0.95)]), segments=[afrikaans], samples=audio.size
     )
-    assert pipeline._confirm_language(certain, lambda: iter([window]), None) is certain
+    assert pipeline.files._confirm_language(certain, lambda: iter([window]), None) is certain
 
 
 # ------------------------------------------------------------------------------------------ truthful detection
@@ -467,36 +471,36 @@ def test_warn_policy_transcribes_with_a_warning_naming_the_problem(
     pipeline: TranscriptionPipeline, settings: Settings, setswana: np.ndarray, tmp_path: Path
 ) -> None:
     policy = settings.transcription.model_copy(update={"unserved_language": "warn"})
-    warn = TranscriptionPipeline(settings.whisper, policy, settings.data_dir, recognizer=pipeline.recognizer)
+    warn = TranscriptionPipeline(settings.whisper, policy, settings.data_dir, models=pipeline.models)
     result = warn.transcribe(_wav(tmp_path, "tn", setswana), None)
     assert result.language_code in ("afr", "eng", "fra")
     assert any("without a speech model" in w and "unreliable" in w for w in result.warnings), result.warnings
-    assert not guards.repeats(result.text)
+    assert not screening.repeats(result.text)
 
 
 def test_a_live_stream_settles_unmistakable_speech_at_once_and_refuses_only_once_it_has_heard_enough(
     pipeline: TranscriptionPipeline, setswana: np.ndarray
 ) -> None:
     start = setswana[: 2 * SAMPLE_RATE]
-    step = pipeline.transcribe_array(start, None)
+    step = pipeline.live.step_audio(start, None)
     # a language without a model is not unmistakably a served one: nothing shown, and the step says so
     assert not step.language_settled and step.language_code == "" and step.pending_text == "" and not step.final
     assert not step.pending
     with pytest.raises(LanguageNotServed):
-        pipeline.transcribe_array(setswana, None)  # more than 6 s of speech
+        pipeline.live.step_audio(setswana, None)  # more than 6 s of speech
     try:  # the stream ended: decide on what there is, never silently (2 s is too short to be sure either way)
-        last = pipeline.transcribe_array(start, None, final=True)
+        last = pipeline.live.step_audio(start, None, final=True)
         assert any("uncertain" in w for w in last.warnings), last
     except LanguageNotServed:
         pass
     # clear English (Whisper's detection and the transcript's text language agree) is settled on its first segment
     folder, name = _tmp()
     first = speech_16k(SENTENCES[0], folder, name)
-    english = pipeline.transcribe_array(np.concatenate([silence(0.3), first]), None)
+    english = pipeline.live.step_audio(np.concatenate([silence(0.3), first]), None)
     assert english.language_settled and english.language_code == "eng" and "report" in english.pending_text
     assert english.language_probability is not None and english.language_probability >= 0.8
     # its first second is too little to say: unsettled, its decode kept only as the candidate to agree with
-    opening = pipeline.transcribe_array(np.concatenate([silence(0.3), first[:SAMPLE_RATE]]), None)
+    opening = pipeline.live.step_audio(np.concatenate([silence(0.3), first[:SAMPLE_RATE]]), None)
     assert not opening.language_settled and not opening.pending and not opening.pending_text
 
 
@@ -512,16 +516,16 @@ def test_a_decoder_loop_never_reaches_the_transcript(
     """Speech in a language without a model, forced into English (a caller's lang_code), makes Whisper base loop
     ("What's up, what's up, ..."), as real isiZulu does; the guard leaves the loop out and says so."""
     audio = np.concatenate([silence(0.5), setswana, silence(0.5)])
-    route = pipeline.recognizer.route("eng")
-    raw = list(pipeline.recognizer.transcribe(audio, route, pipeline.recognizer.speech_chunks(audio)))
-    assert any(guards.repeats(s.text) for s in raw), f"precondition: Whisper no longer loops on this clip: {raw}"
+    route = pipeline.models.route("eng")
+    raw = list(route.recognizer.transcribe(audio, route, speech_chunks(audio)))
+    assert any(screening.repeats(s.text) for s in raw), f"precondition: Whisper no longer loops on this clip: {raw}"
     record = _record(pipeline.transcribe(_wav(tmp_path, "tn-eng", audio), "eng"))
-    assert not guards.repeats(record["transcription_text"]), record["transcription_text"]
+    assert not screening.repeats(record["transcription_text"]), record["transcription_text"]
     assert any("repeated itself" in w for w in record["warnings"]), record["warnings"]
     for item in record["diarisation_result"]["timeline"]:
-        assert not guards.repeats(item["text"])
-    step = pipeline.transcribe_array(audio, "eng", final=True)  # live partials and finals: the same guard
-    assert not any(guards.repeats(s.text) for s in step.pending + step.final)
+        assert not screening.repeats(item["text"])
+    step = pipeline.live.step_audio(audio, "eng", final=True)  # live partials and finals: the same guard
+    assert not any(screening.repeats(s.text) for s in step.pending + step.final)
     assert any("repeated itself" in w for w in step.warnings)
 
 
@@ -529,7 +533,7 @@ def test_every_speech_item_carries_a_confidence(pipeline: TranscriptionPipeline,
     record = _record(pipeline.transcribe(_wav(tmp_path, "s6", clips["s6"]), "eng"))
     speech = [i for i in record["diarisation_result"]["timeline"] if i["type"] == "speech"]
     assert speech and all(0.3 < i["confidence"] <= 1.0 for i in speech), speech
-    step = pipeline.transcribe_array(clips["s6"], "eng")
+    step = pipeline.live.step_audio(clips["s6"], "eng")
     assert all(0.3 < s.confidence <= 1.0 for s in step.pending if s.confidence is not None) and step.pending
 
 
@@ -540,21 +544,19 @@ def test_a_judged_stream_withholds_a_segment_in_a_language_without_a_model(
     speech: English is written in English, Setswana is withheld with the setting that adds a model; a language the
     caller gave is trusted, as for files; a partial too short to judge shows nothing."""
     english = np.concatenate([clips["s1"], silence(0.8)])
-    kept = pipeline.transcribe_array(english, "eng", commit_before=english.size / SAMPLE_RATE, judge=True)
+    kept = pipeline.live.step_audio(english, "eng", commit_before=english.size / SAMPLE_RATE, judge=True)
     assert kept.final and not kept.withheld and all(s.language_code == "eng" for s in kept.final)
     assert "bread" in " ".join(s.text for s in kept.final).lower()
 
     switched = np.concatenate([setswana, silence(0.8)])
-    step = pipeline.transcribe_array(
-        switched, "eng", offset=10.0, commit_before=switched.size / SAMPLE_RATE, judge=True
-    )
+    step = pipeline.live.step_audio(switched, "eng", offset=10.0, commit_before=switched.size / SAMPLE_RATE, judge=True)
     assert not step.final and not step.pending and step.cut_seconds > 0
     [withheld] = step.withheld
     assert 10.0 <= withheld.start_time < withheld.end_time <= 10.0 + switched.size / SAMPLE_RATE
     assert "KHULUMA_SPEECH_LANGUAGE_MODELS" in withheld.detail
 
-    trusted = pipeline.transcribe_array(switched, "eng", commit_before=switched.size / SAMPLE_RATE)
+    trusted = pipeline.live.step_audio(switched, "eng", commit_before=switched.size / SAMPLE_RATE)
     assert not trusted.withheld and all(s.language_code is None for s in trusted.final)
 
-    short = pipeline.transcribe_array(clips["s1"][: int(1.5 * SAMPLE_RATE)], "eng", judge=True)
+    short = pipeline.live.step_audio(clips["s1"][: int(1.5 * SAMPLE_RATE)], "eng", judge=True)
     assert not short.pending and short.pending_text == ""

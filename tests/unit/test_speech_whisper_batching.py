@@ -15,9 +15,10 @@ import numpy as np
 
 from contracts.settings import Settings
 from engines.speech.audio import SAMPLE_RATE
-from engines.speech.whisper import WhisperRecognizer, split_long_chunks
-from engines.speech.whisper_batching import WindowBatcher
-from engines.speech.whisper_weights import ensure_whisper_base
+from engines.speech.vad import speech_chunks
+from engines.speech.whisper.batching import WindowBatcher
+from engines.speech.whisper.recognizer import WhisperRecognizer, split_long_chunks
+from engines.speech.whisper.weights import ensure_whisper_base
 from scripts.eval_wer import word_errors
 from tests.speechdata import silence, speech_16k
 
@@ -142,7 +143,7 @@ def test_concurrent_transcriptions_are_decoded_in_one_batch_with_their_own_words
     start = threading.Barrier(len(audios))
 
     def transcribe(audio: np.ndarray) -> list[Any]:
-        chunks = recognizer.speech_chunks(audio)
+        chunks = speech_chunks(audio)
         start.wait()
         return list(recognizer.transcribe(audio, route, chunks, offset=7.0))
 
@@ -165,7 +166,7 @@ def test_concurrent_transcriptions_are_decoded_in_one_batch_with_their_own_words
 
 
 def test_batch_size_zero_batches_on_a_gpu_only_and_a_set_size_wins(settings: Settings) -> None:
-    from engines.speech.whisper_layout import GPU_BATCH_SIZE, batch_size, build_recognizer, decode_layout
+    from engines.speech.whisper.placement import GPU_BATCH_SIZE, batch_size, build_recognizer, decode_placement
 
     assert batch_size(0, "cpu") == 1 and batch_size(0, "cuda") == GPU_BATCH_SIZE
     assert batch_size(4, "cpu") == 4 and batch_size(1, "cuda") == 1
@@ -181,41 +182,41 @@ def test_batch_size_zero_batches_on_a_gpu_only_and_a_set_size_wins(settings: Set
     sampled = build_recognizer(sampling, settings.data_dir)
     assert not sampled.batching
     # so its decodes run side by side as without a batch size
-    assert sampled.parallel_decodes == decode_layout(settings.whisper, 1)[0]
+    assert sampled.parallel_decodes == decode_placement(settings.whisper, 1)[0]
 
 
-def test_decode_layout_runs_one_decode_per_core_on_cpu_without_batches() -> None:
+def test_decode_placement_runs_one_decode_per_core_on_cpu_without_batches() -> None:
     from contracts.settings import WhisperSettings
-    from engines.speech.whisper_layout import MAX_AUTO_PARALLEL_DECODES, decode_layout
+    from engines.speech.whisper.placement import MAX_AUTO_PARALLEL_DECODES, decode_placement
 
     cpu = WhisperSettings(device="cpu")
-    assert decode_layout(cpu, batch=1, cores=2) == (2, 1)  # (decodes at once, threads each)
-    assert decode_layout(cpu, batch=1, cores=64) == (MAX_AUTO_PARALLEL_DECODES, 8)  # each its share of the cores
-    assert decode_layout(cpu, batch=1, cores=1) == (1, 1)
-    assert decode_layout(cpu, batch=8, cores=2) == (1, 2)  # batches: one at a time, on every core
-    assert decode_layout(WhisperSettings(device="cuda"), batch=1, cores=16) == (1, 16)
-    assert decode_layout(cpu.model_copy(update={"parallel_decodes": 3}), batch=1, cores=2) == (3, 1)
-    assert decode_layout(cpu.model_copy(update={"parallel_decodes": 4}), batch=1, cores=16) == (4, 4)
-    assert decode_layout(cpu.model_copy(update={"cpu_threads": 2}), batch=1, cores=4) == (4, 2)
-    assert decode_layout(cpu.model_copy(update={"parallel_decodes": 1}), batch=1, cores=4) == (1, 4)
+    assert decode_placement(cpu, batch=1, cores=2) == (2, 1)  # (decodes at once, threads each)
+    assert decode_placement(cpu, batch=1, cores=64) == (MAX_AUTO_PARALLEL_DECODES, 8)  # each its share of the cores
+    assert decode_placement(cpu, batch=1, cores=1) == (1, 1)
+    assert decode_placement(cpu, batch=8, cores=2) == (1, 2)  # batches: one at a time, on every core
+    assert decode_placement(WhisperSettings(device="cuda"), batch=1, cores=16) == (1, 16)
+    assert decode_placement(cpu.model_copy(update={"parallel_decodes": 3}), batch=1, cores=2) == (3, 1)
+    assert decode_placement(cpu.model_copy(update={"parallel_decodes": 4}), batch=1, cores=16) == (4, 4)
+    assert decode_placement(cpu.model_copy(update={"cpu_threads": 2}), batch=1, cores=4) == (4, 2)
+    assert decode_placement(cpu.model_copy(update={"parallel_decodes": 1}), batch=1, cores=4) == (1, 4)
 
 
-def test_live_layout_gives_live_steps_their_own_threads_only_when_asked() -> None:
+def test_live_placement_gives_live_steps_their_own_threads_only_when_asked() -> None:
     from contracts.settings import WhisperSettings
-    from engines.speech.whisper_layout import live_layout
+    from engines.speech.whisper.placement import live_placement
 
     cpu = WhisperSettings(device="cpu")
-    assert live_layout(cpu, cores=2) == (0, 0)  # the default: live steps share the files' instance
-    assert live_layout(cpu.model_copy(update={"live_cpu_threads": 1}), cores=2) == (2, 1)  # (decodes, threads)
-    assert live_layout(cpu.model_copy(update={"live_cpu_threads": 2}), cores=8) == (4, 2)
-    assert live_layout(WhisperSettings(device="cuda", live_cpu_threads=1), cores=8) == (0, 0)  # a GPU: shared
+    assert live_placement(cpu, cores=2) == (0, 0)  # the default: live steps share the files' instance
+    assert live_placement(cpu.model_copy(update={"live_cpu_threads": 1}), cores=2) == (2, 1)  # (decodes, threads)
+    assert live_placement(cpu.model_copy(update={"live_cpu_threads": 2}), cores=8) == (4, 2)
+    assert live_placement(WhisperSettings(device="cuda", live_cpu_threads=1), cores=8) == (0, 0)  # a GPU: shared
 
 
 def test_live_steps_decode_on_a_second_instance_with_their_own_threads(settings: Settings, tmp_path: Path) -> None:
     """``whisper.live_cpu_threads`` other than the files' ``cpu_threads``: a live stream's steps (partials and
     committed segments) run on a second instance of the weights, with its own decodes at once, and give the text
     the files' instance gives; without it, they share the files' instance."""
-    from engines.speech.whisper_layout import build_recognizer
+    from engines.speech.whisper.placement import build_recognizer
 
     files_two = settings.whisper.model_copy(update={"parallel_decodes": 2, "cpu_threads": 2})
     shared = build_recognizer(files_two, settings.data_dir)
@@ -226,7 +227,7 @@ def test_live_steps_decode_on_a_second_instance_with_their_own_threads(settings:
     assert live is not own.model(route.model_key) and live is own.live_model(route.model_key)
     assert (own.live_threads, own.cpu_threads) == (1, 2) and live.model.num_workers == own.live_decodes >= 1
     audio = speech_16k(SENTENCES[0], tmp_path, "live")
-    chunks = own.speech_chunks(audio)
+    chunks = speech_chunks(audio)
     texts = {
         name: (
             [s.text for s in r.exact_segments(audio, route, chunks).segments],
@@ -240,8 +241,8 @@ def test_live_steps_decode_on_a_second_instance_with_their_own_threads(settings:
 def test_concurrent_transcriptions_decode_side_by_side_with_the_same_words(settings: Settings, tmp_path: Path) -> None:
     """Two decodes of one model side by side (CTranslate2 workers; the gain is measured in
     scripts/bench/bench_transcription.py): callers that reach it together each get exactly the transcript that a
-    model decoding one at a time, on as many threads, gives the same audio. And the default layout is what loads."""
-    from engines.speech.whisper_layout import build_recognizer, decode_layout
+    model decoding one at a time, on as many threads, gives the same audio. And the default placement is what loads."""
+    from engines.speech.whisper.placement import build_recognizer, decode_placement
 
     two = settings.whisper.model_copy(update={"parallel_decodes": 2, "cpu_threads": 2})
     side_by_side = build_recognizer(two, settings.data_dir)
@@ -251,14 +252,14 @@ def test_concurrent_transcriptions_decode_side_by_side_with_the_same_words(setti
     assert side_by_side.model(route.model_key).model.num_workers == 2
     assert one_at_a_time.model(route.model_key).model.num_workers == 1
     default = build_recognizer(settings.whisper, settings.data_dir)
-    decodes, threads = decode_layout(settings.whisper, 1)
+    decodes, threads = decode_placement(settings.whisper, 1)
     assert default.model(route.model_key).model.num_workers == decodes and default.cpu_threads == threads
     start = threading.Barrier(len(audios), timeout=120)
 
     def words(
         recognizer: WhisperRecognizer, audio: np.ndarray, together: bool = False
     ) -> list[tuple[str, float, float]]:
-        chunks = recognizer.speech_chunks(audio)
+        chunks = speech_chunks(audio)
         if together:
             start.wait()  # both callers reach the model at the same moment
         return [(w.word, w.start, w.end) for s in recognizer.transcribe(audio, route, chunks) for w in s.words]
@@ -279,7 +280,7 @@ def test_batch_tasks_decode_one_file_at_a_time_on_their_share_of_the_cores(setti
 
     alone = task({"batch": {"max_parallel": 1}})
     assert alone.whisper.parallel_decodes == 1 and alone.whisper.cpu_threads == (os.cpu_count() or 1)
-    # the Speech replicas' layout (the cluster profile's) does not reach the tasks; their CPUs decide
+    # the Speech replicas' placement (the cluster profile's) does not reach the tasks; their CPUs decide
     cluster = task({"batch": {"task_cpus": 1}, "whisper": {"parallel_decodes": 2, "cpu_threads": 2}})
     assert cluster.whisper.parallel_decodes == 1 and cluster.whisper.cpu_threads == 1
     assert task({"whisper": {"cpu_threads": 3}}).whisper.cpu_threads == 3  # without task CPUs, the setting

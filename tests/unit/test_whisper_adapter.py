@@ -1,4 +1,4 @@
-"""The faster-whisper internals engines/speech/whisper_adapter.py relies on: their signatures, fields and behaviour.
+"""The faster-whisper internals engines/speech/whisper/adapter.py relies on: their signatures, fields and behaviour.
 
 An upgrade of faster-whisper that renames, moves or changes one fails here with the internal's name, not as a
 wrong transcript later. The real Whisper base model (shipped offline) answers the model-level checks."""
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from contracts.settings import Settings
-from engines.speech import whisper_adapter as fw
-from engines.speech.whisper_weights import ensure_whisper_base
+from engines.speech.whisper import adapter as fw
+from engines.speech.whisper.weights import ensure_whisper_base
 from tests.speechdata import silence, speech_16k
 
 SR = fw.SAMPLE_RATE
@@ -131,11 +131,14 @@ def test_segments_of_windows_builds_faster_whisper_segments() -> None:
 
 
 def test_speech_timestamps_find_speech_in_silence(tmp_path: Path) -> None:
+    """faster-whisper's VAD (its public API, every family's: engines/speech/vad.py)."""
+    from engines.speech.vad import speech_timestamps
+
     audio = np.concatenate([silence(1.0), speech_16k("Please call me back tomorrow.", tmp_path, "vad"), silence(1.0)])
-    chunks = fw.speech_timestamps(audio, min_silence_ms=300, min_speech_ms=250, pad_ms=100)
+    chunks = speech_timestamps(audio, min_silence_ms=300, min_speech_ms=250, pad_ms=100)
     assert chunks and all(isinstance(c["start"], int) and c["start"] < c["end"] for c in chunks)
     assert chunks[0]["start"] >= int(0.8 * SR) and chunks[-1]["end"] <= audio.size - int(0.8 * SR)
-    assert fw.speech_timestamps(np.zeros(100, dtype=np.float32)) == []
+    assert speech_timestamps(np.zeros(100, dtype=np.float32)) == []
 
 
 @pytest.fixture(scope="module")

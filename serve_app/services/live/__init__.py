@@ -2,7 +2,7 @@
 
 - ``state.py``: a stream's audio buffer, its committed segments, the speech withheld and its warnings
   (:class:`~serve_app.services.live.state.StreamState`);
-- ``steps.py``: one step through the Speech deployment (:func:`~serve_app.services.live.steps.advance`): what
+- ``steps.py``: a live step through the Speech deployment (:func:`~serve_app.services.live.steps.live_step`): what
   is committed at a pause, what is dropped from the buffer, what stays as the next commit's context;
 - ``deltas.py``: the Live API's append-only transcript deltas out of hypotheses that may still change;
 - ``socket.py``: sending with backpressure, receiving within the time limits, and how a session ends on an
@@ -14,7 +14,7 @@
 Both protocols step the same way:
 
 - buffer the client's PCM (signed 16-bit little-endian mono, at the stream's own rate) and run a step
-  (``steps.advance``) after every ``state.PARTIAL_EVERY_SECONDS`` of new audio (every
+  (``steps.live_step``) after every ``state.PARTIAL_EVERY_SECONDS`` of new audio (every
   ``FIRST_STEPS_EVERY_SECONDS`` until the first words are committed, so the first words, which the Live
   API sends once two successive partials agree on them, come sooner), when the client pauses
   (``state.QUIET_STEP_SECONDS``), and once at the end;

@@ -1,6 +1,6 @@
 """An append-only transcript out of hypotheses that may still change (the Live API's transcript deltas).
 
-Each streaming step re-decodes the uncommitted audio, so the text of its last words may change from one step to
+Each live step re-decodes the uncommitted audio, so the text of its last words may change from one step to
 the next. The Live API promises deltas that only append: joined with no separator, they are the transcript, and
 nothing sent is ever taken back. So only stable text is sent:
 

@@ -32,12 +32,12 @@ from contracts.installs import TRANSLATION_NOT_INSTALLED
 from contracts.realtime import ClientSecret, ClientSecretRequest, SessionConfig
 from contracts.speech import SpeechClient, Withheld
 from contracts.translation import TranslationRequest
-from serve_app.context import AppContext, required
+from serve_app.context import AppContext, required, speech_client
 from serve_app.services.live.client_secrets import consume_secret, mint_secret, unix_seconds
 from serve_app.services.live.deltas import AppendOnlyTranscript, Completed
 from serve_app.services.live.socket import QUIET, ProtocolError, guard, receive, send
 from serve_app.services.live.state import StreamState
-from serve_app.services.live.steps import advance
+from serve_app.services.live.steps import live_step
 from serve_app.services.usage import count_tokens, record_usage
 from serve_app.tokens import Principal
 
@@ -94,14 +94,6 @@ class LiveSession:
     subprotocol: str | None
 
 
-def _transcription(ctx: AppContext) -> SpeechClient:
-    return required(ctx.clients.speech, "transcription")
-
-
-def _named(exc: DomainError) -> DomainError:
-    return exc.for_field(LANGUAGE_FIELD) if isinstance(exc, UnsupportedLanguage) else exc
-
-
 # ------------------------------------------------------------------------------------------------ the secret
 
 
@@ -124,7 +116,7 @@ async def _checked(config: SessionConfig, ctx: AppContext) -> SessionConfig:
     spoken, target = config.audio.input.transcription, config.audio.output
     if spoken.language and spoken.language.strip():
         try:
-            spoken.language = await _transcription(ctx).check_language(spoken.language)
+            spoken.language = await speech_client(ctx).check_language(spoken.language)
         except UnsupportedLanguage as exc:
             raise exc.for_field(LANGUAGE_FIELD) from None
     else:
@@ -193,7 +185,7 @@ async def session(ctx: AppContext, live: LiveSession, websocket: WebSocket) -> N
         audio.input.format.rate,
     )
     run = _Run(ctx, live, websocket, state)
-    await guard(websocket, state, run.events(), run.meter, _error, _named)
+    await guard(websocket, state, run.events(), run.meter, _error, LANGUAGE_FIELD)
 
 
 def _error(message: str, code: str) -> dict[str, Any]:
@@ -230,7 +222,7 @@ class _Run:
         limits = self.ctx.settings.transcription
         ends_at = time.monotonic() + limits.stream_max_seconds
         limit = int(self.ctx.settings.max_request_mb * 1024 * 1024)
-        client = _transcription(self.ctx)
+        client = speech_client(self.ctx)
         session: dict[str, Any] = {"id": self.id, **self.live.config.model_dump()}
         missing = _translation_missing(self.ctx) if self.target else None
         if missing:  # minting checked it; the service changed since: advice, not an error (the session goes on)
@@ -241,7 +233,7 @@ class _Run:
         while True:
             message = await receive(self.websocket, limits.stream_idle_seconds, ends_at, quiet_s=self.state.quiet_s)
             if message == QUIET:  # the client paused: what it sent is decoded now, not when more comes
-                await self._step(client, final=False)
+                await self._live_step(client, final=False)
                 continue
             kind, event = _event(message)
             if kind == "session.close":
@@ -249,8 +241,8 @@ class _Run:
             if kind != "session.input_audio_buffer.append":
                 raise ProtocolError("unknown_event", f"Unknown event type '{kind[:80]}'.")
             if self.state.add_audio(_audio(event), limit):
-                await self._step(client, final=False)
-        await self._step(client, final=True)
+                await self._live_step(client, final=False)
+        await self._live_step(client, final=True)
         await self._send(
             {
                 "type": "session.closed",
@@ -263,19 +255,19 @@ class _Run:
         await self.meter("successful")
         await self.websocket.close(code=1000)
 
-    async def _step(self, client: SpeechClient, final: bool) -> None:
+    async def _live_step(self, client: SpeechClient, final: bool) -> None:
         withheld: list[Withheld] = []
         if final and not self.state.has_new_audio:
             completed = self.transcript.commit([], final=True)
             language = self.state.lang_code
         else:
-            advanced = await advance(client, self.state, final)
-            delta = "" if final else self.transcript.agree(advanced.hypothesis, advanced.shown)
+            outcome = await live_step(client, self.state, final)
+            delta = "" if final else self.transcript.agree(outcome.hypothesis, outcome.shown)
             if delta:
                 await self._send({"type": "session.input_transcript.delta", "delta": delta})
-            completed = self.transcript.commit(advanced.committed, final=final)
-            language = self.state.lang_code or advanced.step.language_code
-            withheld = advanced.withheld
+            completed = self.transcript.commit(outcome.committed, final=final)
+            language = self.state.lang_code or outcome.step.language_code
+            withheld = outcome.withheld
         events: list[tuple[float, Completed | Withheld]] = [(p.segment.start_time, p) for p in completed]
         events += [(w.start_time, w) for w in withheld]
         for _, item in sorted(events, key=lambda pair: pair[0]):

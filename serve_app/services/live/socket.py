@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import WebSocket, WebSocketDisconnect
 
-from contracts.errors import DomainError, InvalidInput, Overloaded, TooLarge
+from contracts.errors import DomainError, InvalidInput, Overloaded, TooLarge, UnsupportedLanguage
 from serve_app.services.live.state import StreamState
 
 SERVER_ERROR = "Internal server error during streaming transcription."
@@ -119,13 +119,13 @@ async def guard(
     session: Awaitable[None],
     meter: Callable[[str], Awaitable[None]],
     error_message: ErrorMessage,
-    name: Callable[[DomainError], DomainError] = lambda exc: exc,
+    language_field: str | None = None,
     closing: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Run a stream's ``session`` (which meters and closes a session that ends well); on a disconnect, a time
-    limit or an error, meter it as failed and close with the protocol's error message. ``name`` words a domain
-    error as the client sees it (a language error names the protocol's field). ``closing``: how the protocol ends
-    a session the server closes (a graceful stop: :class:`StreamClosing`)."""
+    limit or an error, meter it as failed and close with the protocol's error message. ``language_field``: the
+    protocol's field a language error names. ``closing``: how the protocol ends a session the server closes (a
+    graceful stop: :class:`StreamClosing`)."""
     try:
         await session
     except StreamClosing:
@@ -138,7 +138,9 @@ async def guard(
         await close_with(websocket, error_message(str(exc), exc.code), 4408, wait_s=min(1.0, state.send_timeout_s))
     except DomainError as exc:
         await meter("failed")
-        await close_with(websocket, error_message(name(exc).detail, error_code(exc)), close_code(exc))
+        if language_field and isinstance(exc, UnsupportedLanguage):
+            exc = exc.for_field(language_field)
+        await close_with(websocket, error_message(exc.detail, error_code(exc)), close_code(exc))
     except Exception:
         await meter("failed")
         await close_with(websocket, error_message(SERVER_ERROR, "server_error"), 1011)

@@ -1,5 +1,5 @@
-"""One step of a live stream through the Speech deployment (:func:`advance`): decode the buffer, commit what ended
-in a pause, drop the committed audio, keep the next commit's context."""
+"""A live step through the Speech deployment (:func:`live_step`): decode the buffer, commit what ended in a pause,
+drop the committed audio, keep the next commit's context."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ CONTEXT_SECONDS = 4.0  # at most this much committed audio stays at the buffer's
 
 
 @dataclass
-class Advance:
+class StepOutcome:
     """One step's outcome: the segments committed by it (already in ``state.segments``, their audio dropped),
     the whole hypothesis of the buffer it decoded (committed and pending segments, in order) and the text that
     may still change. ``shown``: False while the stream's language is not settled: the hypothesis is then the
@@ -27,7 +27,7 @@ class Advance:
     shown: bool = True
 
 
-async def advance(client: SpeechClient, state: StreamState, final: bool) -> Advance:
+async def live_step(client: SpeechClient, state: StreamState, final: bool) -> StepOutcome:
     """Decode the buffer once: keep the language once it is settled, commit what ended in a pause (once the
     language is settled; everything at the end of the stream, or after :data:`MAX_PENDING_SECONDS` without a
     pause) and drop the committed audio."""
@@ -36,7 +36,7 @@ async def advance(client: SpeechClient, state: StreamState, final: bool) -> Adva
     commit_before = None if final else state.pending_seconds
     # the last step may return the step before's exact decode, if made in the language still asked for
     reuse = final and state.exact_language == state.lang_code
-    step = await client.transcribe_pcm(
+    step = await client.live_step(
         StreamRequest(
             pcm=bytes(state.buffer),
             sample_rate=state.sample_rate,
@@ -52,7 +52,7 @@ async def advance(client: SpeechClient, state: StreamState, final: bool) -> Adva
         )
     )
     if not step.language_settled:  # nothing to show yet: the candidate decode is kept for the next agreement
-        return Advance(step, [], list(step.candidate), "", list(step.withheld), shown=False)
+        return StepOutcome(step, [], list(step.candidate), "", list(step.withheld), shown=False)
     if state.lang_code is None and step.language_code:
         state.lang_code = step.language_code  # the stream's language; each segment is still judged on its own
     state.warn(step.warnings)
@@ -78,4 +78,4 @@ async def advance(client: SpeechClient, state: StreamState, final: bool) -> Adva
         state.offset += drop / state.bytes_per_second
         state.context_seconds = min(state.pending_seconds, keep)
         state.context_text = " ".join(s.text for s in step.final if s.text).strip() if keep else ""
-    return Advance(step, committed, list(step.final) + list(step.pending), pending_text, list(step.withheld))
+    return StepOutcome(step, committed, list(step.final) + list(step.pending), pending_text, list(step.withheld))

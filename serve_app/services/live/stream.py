@@ -14,27 +14,19 @@ from typing import Any
 from fastapi import WebSocket
 from starlette.websockets import WebSocketDisconnect
 
-from contracts.errors import DomainError, InvalidInput, UnsupportedLanguage
+from contracts.errors import DomainError, InvalidInput
 from contracts.speech import SpeechClient
 from serve_app.admission import LiveSeat
-from serve_app.context import AppContext, required
+from serve_app.context import AppContext, speech_client
 from serve_app.lifecycle import GOING_AWAY
 from serve_app.services.live.socket import QUIET, StreamTimeout, guard, receive, send
 from serve_app.services.live.state import SAMPLE_RATE, StreamState
-from serve_app.services.live.steps import advance
+from serve_app.services.live.steps import live_step
 from serve_app.services.usage import record_usage
 from serve_app.tokens import Principal
 
 ROUTE_STREAM = "transcribe_stream"
 LANGUAGE_FIELD = "lang_code"  # the query parameter or config field that carries the language
-
-
-def _transcription(ctx: AppContext) -> SpeechClient:
-    return required(ctx.clients.speech, "transcription")
-
-
-def _named(exc: DomainError) -> DomainError:
-    return exc.for_field(LANGUAGE_FIELD) if isinstance(exc, UnsupportedLanguage) else exc
 
 
 PROTOCOL = """\
@@ -68,25 +60,26 @@ server -> client (JSON text frames)
 """
 
 
-async def _stream_step(client: SpeechClient, state: StreamState, websocket: WebSocket, final: bool) -> None:
-    advanced = await advance(client, state, final)
+async def _live_step(client: SpeechClient, state: StreamState, websocket: WebSocket, final: bool) -> None:
+    """A live step (``steps.live_step``), and the messages it gives: its segments, withheld notices, a partial."""
+    outcome = await live_step(client, state, final)
     if final:
         return
-    notices = [(s.start_time, {"type": "segment", **s.model_dump()}) for s in advanced.committed]
-    notices += [(w.start_time, {"type": "withheld", **w.model_dump()}) for w in advanced.withheld]
+    notices = [(s.start_time, {"type": "segment", **s.model_dump()}) for s in outcome.committed]
+    notices += [(w.start_time, {"type": "withheld", **w.model_dump()}) for w in outcome.withheld]
     for _, message in sorted(notices, key=lambda pair: pair[0]):
         await send(websocket, state, message)
-    text = (state.committed_text() + " " + advanced.pending_text).strip()
+    text = (state.committed_text() + " " + outcome.pending_text).strip()
     await send(
         websocket,
         state,
         {
             "type": "partial",
             "text": text,
-            "pending_text": advanced.pending_text,
-            "language_code": state.lang_code if state.lang_code else advanced.step.language_code,
+            "pending_text": outcome.pending_text,
+            "language_code": state.lang_code if state.lang_code else outcome.step.language_code,
             "audio_seconds": round(state.audio_seconds, 3),
-            "warnings": advanced.step.warnings,
+            "warnings": outcome.step.warnings,
         },
     )
 
@@ -120,7 +113,7 @@ async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket, seat:
         reason = (seat.reason if seat else "") or "The server is shutting down."
         try:
             async with asyncio.timeout(CLOSING_STEP_S):
-                await _finish(_transcription(ctx), state, websocket, warning=reason)
+                await _finish(speech_client(ctx), state, websocket, warning=reason)
             await meter("successful")
         except (DomainError, TimeoutError, StreamTimeout, WebSocketDisconnect, RuntimeError):
             await meter("failed")
@@ -136,7 +129,7 @@ async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket, seat:
         _stream_session(ctx, websocket, state, meter, seat.stop if seat is not None else None),
         meter,
         lambda detail, _code: {"type": "error", "detail": detail},
-        _named,
+        LANGUAGE_FIELD,
         closing,
     )
 
@@ -147,7 +140,7 @@ CLOSING_STEP_S = 10.0  # a session closed by a graceful stop: at most this long 
 async def _finish(client: SpeechClient, state: StreamState, websocket: WebSocket, warning: str = "") -> None:
     """The last step over the audio still pending, then the ``final`` message."""
     if state.has_new_audio:
-        await _stream_step(client, state, websocket, final=True)
+        await _live_step(client, state, websocket, final=True)
     await send(
         websocket,
         state,
@@ -172,19 +165,19 @@ async def _stream_session(
     limits = ctx.settings.transcription
     limit = int(ctx.settings.max_request_mb * 1024 * 1024)
     ends_at = time.monotonic() + limits.stream_max_seconds
-    client = _transcription(ctx)
+    client = speech_client(ctx)
     if state.lang_code:
         await client.check_language(state.lang_code)
     await send(websocket, state, {"type": "ready", "sample_rate": SAMPLE_RATE, "encoding": "pcm_s16le", "channels": 1})
     while True:
         message = await receive(websocket, limits.stream_idle_seconds, ends_at, stop, quiet_s=state.quiet_s)
         if message == QUIET:  # the client paused: what it sent is decoded now, not when more comes
-            await _stream_step(client, state, websocket, final=False)
+            await _live_step(client, state, websocket, final=False)
             continue
         data, text = message.get("bytes"), message.get("text")
         if data:
             if state.add_audio(data, limit):
-                await _stream_step(client, state, websocket, final=False)
+                await _live_step(client, state, websocket, final=False)
         elif text is not None:
             end, config = _is_end(text)
             if config.get("type") == "config" and config.get("lang_code"):

@@ -1,4 +1,4 @@
-"""How Whisper's decodes use the machine, and the recognizer built with that layout: batches on a GPU (where they
+"""How Whisper's decodes use the machine, and the recognizer built with that placement: batches on a GPU (where they
 pay), decodes side by side on CPU cores (one per core, each on its share of the threads), and a second instance
 for live steps where ``whisper.live_cpu_threads`` asks for one. The figures behind these choices are in
 docs/speech.md (batching, decodes side by side) and docs/performance.md."""
@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from contracts.settings import WhisperSettings
-from engines.speech.whisper import WhisperRecognizer
+from engines.speech.whisper.recognizer import WhisperRecognizer
 
 BASE_MODEL_NAME = "whisper-base"  # what the records and /api/v1/models call the default model
 
@@ -43,7 +43,7 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def decode_layout(whisper: WhisperSettings, batch: int, cores: int | None = None) -> tuple[int, int]:
+def decode_placement(whisper: WhisperSettings, batch: int, cores: int | None = None) -> tuple[int, int]:
     """``(parallel decodes, threads per decode)`` for ``whisper.parallel_decodes`` and ``whisper.cpu_threads``,
     0 resolved. Batches (``batch`` > 1) or a GPU: one decode at a time on every core. On CPU otherwise, one decode
     per core (at most :data:`MAX_AUTO_PARALLEL_DECODES`), each on its share of the cores: a second thread speeds a
@@ -57,7 +57,7 @@ def decode_layout(whisper: WhisperSettings, batch: int, cores: int | None = None
     return decodes, threads
 
 
-def live_layout(whisper: WhisperSettings, cores: int | None = None) -> tuple[int, int]:
+def live_placement(whisper: WhisperSettings, cores: int | None = None) -> tuple[int, int]:
     """``(decodes at once, threads per decode)`` of a live stream's steps (``whisper.live_cpu_threads``): one
     decode per that many cores (at most :data:`MAX_AUTO_PARALLEL_DECODES`); ``(0, 0)`` where the steps share the
     files' instance (the setting 0, or a GPU)."""
@@ -69,17 +69,18 @@ def live_layout(whisper: WhisperSettings, cores: int | None = None) -> tuple[int
 
 
 def build_recognizer(whisper: WhisperSettings, data_dir: Path) -> WhisperRecognizer:
-    from engines.speech.whisper_weights import ensure_whisper_base
+    from engines.speech.whisper.weights import ensure_whisper_base
 
     model = whisper.model or ensure_whisper_base(data_dir)
     batch = batch_size(whisper.batch_size, whisper.device)
-    # the sampling fallback decodes every window alone, whatever the batch size (engines/speech/whisper.py)
-    decodes, threads = decode_layout(whisper, 1 if whisper.temperature_fallback else batch)
-    live_decodes, live_threads = live_layout(whisper)
+    # the sampling fallback decodes every window alone, whatever the batch size (engines/speech/whisper/recognizer.py)
+    decodes, threads = decode_placement(whisper, 1 if whisper.temperature_fallback else batch)
+    live_decodes, live_threads = live_placement(whisper)
     return WhisperRecognizer(
         model,
         whisper.language_models,
         default_model_name=whisper.model or BASE_MODEL_NAME,
+        offline_base=not whisper.model,
         device=whisper.device,
         compute_type=whisper.compute_type,
         cpu_threads=threads,

@@ -12,7 +12,7 @@ of its tokens (as Whisper's), so ``exp(avg_logprob)`` is the geometric mean of i
 Times: the runtimes decode *pieces*, each the speech chunks of the VAD packed end to end with a short gap of
 silence between them (:func:`pack`): the gap lets the model end a word where the speech paused, and a word never
 spans two chunks (a new chunk starts a new word). :func:`segments_of` maps each word's frames back through the
-packing to the original audio (as ``whisper_adapter.restore_times`` does for Whisper) and makes one segment per
+packing to the original audio (as ``whisper.adapter.restore_times`` does for Whisper) and makes one segment per
 chunk.
 """
 

@@ -1,4 +1,4 @@
-"""The CTC runtimes: audio in, per-frame log-probabilities out (:mod:`engines.speech.ctc_decoding` does the rest).
+"""The CTC runtimes: audio in, per-frame log-probabilities out (:mod:`engines.speech.ctc.decoding` does the rest).
 
 - :class:`OnnxCTC` runs sherpa-onnx's export of Meta's Omnilingual ASR CTC models (``model.int8.onnx`` +
   ``tokens.txt``) with onnxruntime, exactly as sherpa-onnx feeds it: the piece's waveform normalised to zero mean
@@ -30,8 +30,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from contracts.errors import Unavailable, UnsupportedLanguage
-from engines.speech.ctc_decoding import Vocabulary, log_softmax
-from engines.speech.ctc_layout import LAYOUT_HELP, TOKENS, Layout
+from engines.speech.ctc.decoding import Vocabulary, log_softmax
+from engines.speech.ctc.layout import LAYOUT_HELP, TOKENS, Layout
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ Each caller hands in the 30-second windows of its speech (log-mel features and t
 and blocks until they are decoded. One decoder thread gathers what is waiting: it waits up to ``wait_s`` for a
 batch to fill to ``batch_size`` windows of the first caller's key, decodes, and hands every caller its own
 results, one batch at a time (with batching on, a model's decodes do not run side by side: see
-``engines.speech.whisper_layout.decode_layout``); on a GPU, or where the decoder has spare cores, a batch of a few
+``engines.speech.whisper.placement.decode_placement``); on a GPU, or where the decoder has spare cores, a batch of a few
 windows costs less than as many calls.
 """
 

@@ -1,9 +1,9 @@
 """faster-whisper beyond its documented API, in one place.
 
 Used directly elsewhere, the documented API: ``WhisperModel(...)``, ``WhisperModel.transcribe``,
-``WhisperModel.detect_language``. Used here: the VAD's ``get_speech_timestamps`` / ``VadOptions`` (public; the one
-Silero VAD wrapper of the service, :func:`speech_timestamps`, for transcription and diarisation alike) and
-``BatchedInferencePipeline.transcribe`` (public; asked only for its options).
+``WhisperModel.detect_language``. Used here: ``BatchedInferencePipeline.transcribe`` (public; asked only for its
+options). faster-whisper's VAD (Silero, its public ``faster_whisper.vad`` API) is every family's:
+``engines.speech.vad``.
 
 Internals, and why the documented API does not serve:
 
@@ -14,7 +14,7 @@ Internals, and why the documented API does not serve:
 - ``BatchedInferencePipeline.forward`` and its ``last_speech_timestamp``, ``faster_whisper.tokenizer.Tokenizer``,
   ``faster_whisper.audio.pad_or_trim``, ``WhisperModel.feature_extractor``, the ``Segment`` / ``Word`` dataclasses
   and ``TranscriptionInfo.transcription_options`` (:class:`BatchedDecoder`, :func:`window_features`,
-  :func:`segments_of_windows`): cross-request batching (``engines.speech.whisper_batching``) decodes in one batch the
+  :func:`segments_of_windows`): cross-request batching (``engines.speech.whisper.batching``) decodes in one batch the
   windows of concurrent requests. ``BatchedInferencePipeline.transcribe`` batches the windows of one audio only,
   so the step below it is needed: features of given windows in, segments out. Its options are faster-whisper's
   own (suppressed tokens, punctuation, this version's defaults), asked of ``transcribe`` on 1 s of silence that it
@@ -44,38 +44,6 @@ import numpy as np
 
 SAMPLE_RATE = 16_000
 Chunk = dict[str, int]  # {"start": sample, "end": sample}
-
-
-# --------------------------------------------------------------------------- voice activity (public API)
-
-
-def speech_timestamps(
-    audio: np.ndarray,
-    *,
-    threshold: float = 0.5,
-    min_silence_ms: int = 500,
-    min_speech_ms: int = 250,
-    pad_ms: int = 200,
-) -> list[Chunk]:
-    """Silero VAD v6 (faster-whisper's bundled ONNX model) speech chunks of 16 kHz ``audio``, in samples.
-
-    No lock: faster-whisper's model keeps its recurrent state per call and an ONNX Runtime session runs calls
-    from several threads at once."""
-    from faster_whisper.vad import VadOptions, get_speech_timestamps
-
-    samples = np.ascontiguousarray(audio, dtype=np.float32)
-    if samples.size < 512:  # less than the model's one frame
-        return []
-    options = VadOptions(
-        threshold=threshold,
-        min_silence_duration_ms=min_silence_ms,
-        min_speech_duration_ms=min_speech_ms,
-        speech_pad_ms=pad_ms,
-    )
-    return [
-        {"start": int(c["start"]), "end": int(c["end"])}
-        for c in get_speech_timestamps(samples, options, sampling_rate=SAMPLE_RATE)
-    ]
 
 
 # --------------------------------------------------------------------------- packed speech and its times

@@ -1,4 +1,4 @@
-"""Guards for CTC segments: deterministic checks, in the style of :mod:`engines.speech.guards` (Whisper's).
+"""Guards for CTC segments: deterministic checks, in the style of :mod:`engines.speech.whisper.guards` (Whisper's).
 
 A CTC model never loops (it emits at most one token per frame and cannot repeat a phrase it has not heard), but on
 audio in a language it was not trained for, on noise or on music it emits *letter soup*: letters at an implausible
@@ -20,7 +20,7 @@ is judged on its own text, times and letter posteriors:
   :data:`LOGPROB_FLOOR` (a geometric mean probability under 0.37, as Whisper's ``log_prob_threshold``).
 
 Nothing is dropped silently: :func:`screen` returns one warning per kind of problem, with the times, as
-:func:`engines.speech.guards.screen` does.
+:func:`engines.speech.whisper.guards.screen` does.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from engines.speech.guards import LOW_CONFIDENCE, Judged, spans
+from engines.speech.screening import LOW_CONFIDENCE, Judged, spans
 
 LETTER_SOUP = "letter soup"
 SOUP_LOGPROB = -2.0

@@ -1,27 +1,28 @@
-"""CTC speech recognition beside Whisper: Meta's Omnilingual ASR CTC (sherpa-onnx's int8 ONNX export), MMS with
-per-language adapters and single-language wav2vec2 / w2v-BERT 2.0 fine-tunes (Hugging Face checkpoints). They hear
-the languages Whisper has no token for (isiZulu, isiXhosa, Sepedi, Setswana, Xitsonga ...).
+"""One CTC model directory: Meta's Omnilingual ASR CTC (sherpa-onnx's int8 ONNX export), MMS with per-language
+adapters and single-language wav2vec2 / w2v-BERT 2.0 fine-tunes (Hugging Face checkpoints). They hear the languages
+Whisper has no token for (isiZulu, isiXhosa, Sepedi, Setswana, Xitsonga ...). The pipeline reaches them through the
+CTC family's recognizer (``engines.speech.ctc.models.CTCModels``), which routes each language to one of these.
 
-The interface the transcription pipeline calls, the same for every runtime::
+Its interface, the same for every runtime::
 
     recognizer = CTCRecognizer("/models/omnilingual-300m", cpu_threads=2)  # runtime told from the files
     recognizer.languages  # frozenset of codes, or None: any language (Omnilingual; an unrouted fine-tune)
     recognizer.agnostic  # True: `language` may be None and the transcript is language-agnostic
     segments = recognizer.transcribe(audio, chunks, language="zul", offset=0.0)  # list[SpeechSegment]
     text, logprob = recognizer.quick_transcript(speech)  # cheap look for auto-detection (text language ID)
-    kept, warnings = ctc_guards.screen(segments)  # letter-soup guards (engines/speech/ctc_guards.py)
+    kept, warnings = ctc_guards.screen(segments)  # letter-soup guards (engines/speech/ctc/guards.py)
 
-``audio`` is 16 kHz mono float32 and ``chunks`` its VAD speech chunks in samples (``WhisperRecognizer.speech_chunks``,
-as ``WhisperRecognizer.transcribe`` takes them). Only the speech is decoded: chunks are split where longer than
+``audio`` is 16 kHz mono float32 and ``chunks`` its VAD speech chunks in samples (``engines.speech.vad``, as
+``WhisperRecognizer.transcribe`` takes them). Only the speech is decoded: chunks are split where longer than
 ``max_seconds`` (at their quietest 20 ms) and packed into pieces of at most ``max_seconds`` with 0.2 s of silence
-between them (:mod:`engines.speech.ctc_decoding`); each piece is one forward pass. One segment per speech chunk,
+between them (:mod:`engines.speech.ctc.decoding`); each piece is one forward pass. One segment per speech chunk,
 its words timed by the CTC alignment and mapped back to the audio, each with a probability; the segment's
 ``avg_logprob`` is the mean log-probability of its letters. ``no_speech_prob`` is 0: CTC has no such estimate.
 
 Models load lazily on first use, once, from local files only (never downloaded);
-:func:`engines.speech.ctc_layout.inspect` checks the directory at construction, so a missing or malformed one
+:func:`engines.speech.ctc.layout.inspect` checks the directory at construction, so a missing or malformed one
 raises :class:`Unavailable` at once, naming what the directory must hold. Thread-safe: concurrent calls run side
-by side (an MMS model's calls in different languages take turns, ``ctc_runtimes.AdapterGate``).
+by side (an MMS model's calls in different languages take turns, ``ctc.runtimes.AdapterGate``).
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ import numpy as np
 
 from contracts.errors import TimedOut, UnsupportedLanguage
 from contracts.languages import CODE_SWITCHED_ZULU, transcription_code
-from engines.speech import ctc_decoding as ctc
-from engines.speech.ctc_layout import SHERPA_ONNX, Layout, inspect
-from engines.speech.ctc_runtimes import OnnxCTC, Runtime, TransformersCTC
+from engines.speech.ctc import decoding as ctc
+from engines.speech.ctc.layout import SHERPA_ONNX, Layout, inspect
+from engines.speech.ctc.runtimes import OnnxCTC, Runtime, TransformersCTC
 from engines.speech.recognition import SpeechSegment
 
 log = logging.getLogger(__name__)

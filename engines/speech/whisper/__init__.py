@@ -1,0 +1,1 @@
+"""Whisper (faster-whisper, CTranslate2): one speech-model family."""
