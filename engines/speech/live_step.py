@@ -24,9 +24,10 @@ and a partial is shown only of speech judged to be in the stream's language. The
 
 A step that commits nothing, whose speech ended :data:`STREAM_ENDING_SILENCE_MS` or more before the buffer's end
 (shorter than a commit pause), decodes the uncommitted speech exactly instead of quickly, as the last step would,
-and says so (``exact_until``, seconds of the stream): the utterance may be over. ``exact_tail`` (those segments and
-that time, given back by the last step): when no speech came after it, the last step returns them without decoding
-again, so the end of an utterance waits only for the VAD.
+and says so (``exact_until``, seconds of the stream): the utterance may be over. A family whose partial is its
+exact decode (``Recognizer.partial_is_exact``: a CTC model's one pass) does so on every step that commits
+nothing. ``exact_tail`` (those segments and that time, given back by the last step): when no speech came after it,
+the last step returns them without decoding again, so the end of an utterance waits only for the VAD.
 """
 
 from __future__ import annotations
@@ -243,6 +244,8 @@ class LiveSteps:
         tail = [c for c in chunks if c["end"] > max(cut, context)]
         final_segments = step.exact(head, heard, context_text).out()
         exact_until = 0.0
+        # a family whose partial is its exact decode (CTC) decodes the tail once, for both: the last step may return it
+        exact_partial = route.recognizer.partial_is_exact
         if final and exact_tail is not None and not self._speech_after(audio, exact_tail[1] - offset):
             # decoded exactly, screened and judged by the step before; no speech came after it
             pending_out = list(exact_tail[0])
@@ -250,7 +253,7 @@ class LiveSteps:
         else:
             if final:  # nothing was cut: the tail follows what was heard
                 pending = step.exact(tail, heard, context_text)
-            elif not cut and tail and commit_before is not None and self._speech_ended(audio):
+            elif not cut and tail and commit_before is not None and (exact_partial or self._speech_ended(audio)):
                 pending = step.exact(tail, heard, context_text, committed=False)
                 if pending.verdict is None or pending.verdict.route is not None:  # the last step may return it
                     exact_until = round(offset + audio.size / SAMPLE_RATE, 3)

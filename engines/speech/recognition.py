@@ -161,6 +161,13 @@ class Recognizer(Protocol):
         ...
 
     @property
+    def partial_is_exact(self) -> bool:
+        """Whether a live partial is the same decode as a committed segment (a CTC model's one forward pass): the
+        step that made it may hand it on as the uncommitted speech's exact decode (``StreamStep.exact_until``), so
+        a stream that ends with no more speech gets its final without decoding again."""
+        ...
+
+    @property
     def detects_language(self) -> bool:
         """Whether its live decodes can say which languages their speech is in (``Heard.detection``) when asked."""
         ...

@@ -47,6 +47,7 @@ class WordRecognizer:
 
     family = "words"
     fluent_means_language = False
+    partial_is_exact = False
     detects_language = False
     batching = False
     detector: LanguageDetector | None = None

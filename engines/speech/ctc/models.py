@@ -42,6 +42,7 @@ class CTCModels:
 
     family = "ctc"
     fluent_means_language = False
+    partial_is_exact = True  # one forward pass, whether the speech is committed or not
     detects_language = False
     batching = False
     detector: LanguageDetector | None = None

@@ -53,6 +53,7 @@ class WhisperRecognizer(WhisperModels):
 
     family = "whisper"
     fluent_means_language = True  # the decoder is conditioned on the language it is told
+    partial_is_exact = False  # a partial is greedy and unpadded; a committed segment beam-searched in a short window
     detects_language = True  # a live decode's own encoding can say the language
 
     def __init__(
