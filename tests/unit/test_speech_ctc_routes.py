@@ -176,3 +176,29 @@ def test_a_judged_stream_routes_each_segment_to_the_model_of_its_language(settin
         assert step.final and not step.withheld, (name, step)
         assert {s.language_code for s in step.final} == {expected}, (name, step.final)
     assert "report" in " ".join(s.text for s in step.final).lower()  # Whisper's English, not the parrot's
+
+
+def test_a_ctc_stream_that_ends_with_no_more_speech_gets_its_final_without_decoding_again(
+    settings, parrot: Path, audio, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CTC model's partial is its exact decode: the step that commits nothing hands it on (``exact_until``), and
+    the last step, with no speech after it, returns it without a forward pass."""
+    from engines.speech.pipeline import get_pipeline
+    from engines.speech.vad import speech_timestamps
+
+    routed = settings.updated({"speech": {"language_models": {"zul": str(parrot)}}})
+    pipeline = get_pipeline(routed.whisper, routed.transcription, routed.data_dir, routed.speech)
+    said = audio["said_pcm"]
+    speech = said[: speech_timestamps(said, pad_ms=0)[0]["end"] - 8000]  # cut mid-speech: nothing commits
+    step = pipeline.live.step_audio(speech, "zul", commit_before=speech.size / 16_000)
+    assert not step.final and step.pending and step.exact_until == pytest.approx(speech.size / 16_000, abs=1e-3)
+    recognizer = pipeline.models.route("zul").recognizer
+    passes: list[int] = []
+    original = type(recognizer).exact_segments
+    monkeypatch.setattr(type(recognizer), "exact_segments", lambda *a, **k: passes.append(1) or original(*a, **k))
+    ended = np.concatenate([speech, silence(0.6)])
+    last = pipeline.live.step_audio(ended, "zul", final=True, exact_tail=(step.pending, step.exact_until))
+    assert not passes and [s.text for s in last.pending] == [s.text for s in step.pending]
+    more = np.concatenate([ended, audio["said_pcm"]])  # speech after it: decoded again
+    pipeline.live.step_audio(more, "zul", final=True, exact_tail=(step.pending, step.exact_until))
+    assert passes
