@@ -35,7 +35,7 @@ from contracts.translation import TranslationRequest
 from serve_app.context import AppContext, required, speech_client
 from serve_app.services.live.client_secrets import consume_secret, mint_secret, unix_seconds
 from serve_app.services.live.deltas import AppendOnlyTranscript, Completed
-from serve_app.services.live.socket import QUIET, ProtocolError, guard, receive, send
+from serve_app.services.live.socket import QUIET, ProtocolError, guard, receive, send, waiting
 from serve_app.services.live.state import StreamState
 from serve_app.services.live.steps import live_step
 from serve_app.services.usage import count_tokens, record_usage
@@ -241,6 +241,8 @@ class _Run:
             if kind != "session.input_audio_buffer.append":
                 raise ProtocolError("unknown_event", f"Unknown event type '{kind[:80]}'.")
             if self.state.add_audio(_audio(event), limit):
+                if await self._catch_up(limit):
+                    break  # the session was closed with the audio it had sent: the last step covers it
                 await self._live_step(client, final=False)
         await self._live_step(client, final=True)
         await self._send(
@@ -254,6 +256,21 @@ class _Run:
         )
         await self.meter("successful")
         await self.websocket.close(code=1000)
+
+    async def _catch_up(self, limit: int) -> bool:
+        """The audio events already waiting join the step that is due (``StreamState.catching_up``); True when
+        ``session.close`` was among them."""
+        caught = 0
+        while self.state.catching_up(caught) and (message := await waiting(self.websocket)) is not None:
+            kind, event = _event(message)
+            if kind == "session.close":
+                return True
+            if kind != "session.input_audio_buffer.append":
+                raise ProtocolError("unknown_event", f"Unknown event type '{kind[:80]}'.")
+            audio = _audio(event)
+            caught += len(audio)
+            self.state.add_audio(audio, limit)
+        return False
 
     async def _live_step(self, client: SpeechClient, final: bool) -> None:
         withheld: list[Withheld] = []

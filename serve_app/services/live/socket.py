@@ -98,6 +98,20 @@ async def receive(
     return message
 
 
+CATCH_UP_WAIT_S = 0.002  # a message that has not arrived within this is not waiting
+
+
+async def waiting(websocket: WebSocket) -> dict[str, Any] | None:
+    """A message the client sent that is waiting to be read, or None at once (see ``StreamState.catching_up``)."""
+    try:
+        message = dict(await asyncio.wait_for(websocket.receive(), CATCH_UP_WAIT_S))
+    except TimeoutError:
+        return None
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000))
+    return message
+
+
 def close_code(exc: DomainError) -> int:
     """WebSocket close code of a domain error: 1008 bad input (a language without a model too), 1009 too much
     audio, 1013 try again later (the model's queue is full), 1011 anything else (the service cannot answer)."""

@@ -15,6 +15,9 @@ PARTIAL_EVERY_SECONDS = 1.0  # a step (a partial, and a commit when a pause came
 FIRST_STEPS_EVERY_SECONDS = 0.5
 FIRST_STEPS_SECONDS = 8.0
 QUIET_STEP_SECONDS = 0.25  # a client that sent audio and then nothing for this long gets a step on what it sent
+# a step that is due takes in, first, up to this much more of the audio already waiting to be read (a session whose
+# steps fell behind real time, or a client sending faster than it): fewer steps, each on the newest audio
+CATCH_UP_SECONDS = 2.0
 
 
 _NUMBERS = re.compile(r"\d+(?:[.:]\d+)*")
@@ -96,6 +99,12 @@ class StreamState:
     def quiet_s(self) -> float | None:
         """How long to wait for more audio before stepping on what came since the last step (None: nothing came)."""
         return QUIET_STEP_SECONDS if self.since_partial else None
+
+    def catching_up(self, caught: int) -> bool:
+        """Whether a step that is due should take in more waiting audio, having taken ``caught`` bytes already:
+        once the language is settled (before, the first language is looked at in small steps), up to
+        :data:`CATCH_UP_SECONDS`."""
+        return self.lang_code is not None and caught < CATCH_UP_SECONDS * self.bytes_per_second
 
     def stepped(self) -> None:
         """A step covered everything received so far."""

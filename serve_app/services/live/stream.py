@@ -19,7 +19,7 @@ from contracts.speech import SpeechClient
 from serve_app.admission import LiveSeat
 from serve_app.context import AppContext, speech_client
 from serve_app.lifecycle import GOING_AWAY
-from serve_app.services.live.socket import QUIET, StreamTimeout, guard, receive, send
+from serve_app.services.live.socket import QUIET, StreamTimeout, guard, receive, send, waiting
 from serve_app.services.live.state import SAMPLE_RATE, StreamState
 from serve_app.services.live.steps import live_step
 from serve_app.services.usage import record_usage
@@ -82,6 +82,18 @@ async def _live_step(client: SpeechClient, state: StreamState, websocket: WebSoc
             "warnings": outcome.step.warnings,
         },
     )
+
+
+async def _catch_up(websocket: WebSocket, state: StreamState, limit: int) -> dict[str, Any] | None:
+    """The audio frames already waiting join the step that is due (``StreamState.catching_up``); the first other
+    message waiting is returned, to be handled after it."""
+    caught = 0
+    while state.catching_up(caught) and (message := await waiting(websocket)) is not None:
+        if not message.get("bytes"):
+            return message
+        caught += len(message["bytes"])
+        state.add_audio(message["bytes"], limit)
+    return None
 
 
 def _is_end(text: str) -> tuple[bool, dict[str, Any]]:
@@ -169,15 +181,19 @@ async def _stream_session(
     if state.lang_code:
         await client.check_language(state.lang_code)
     await send(websocket, state, {"type": "ready", "sample_rate": SAMPLE_RATE, "encoding": "pcm_s16le", "channels": 1})
+    unread: dict[str, Any] | None = None  # a message read while catching up, handled next
     while True:
-        message = await receive(websocket, limits.stream_idle_seconds, ends_at, stop, quiet_s=state.quiet_s)
+        message = unread or await receive(websocket, limits.stream_idle_seconds, ends_at, stop, quiet_s=state.quiet_s)
+        unread = None
         if message == QUIET:  # the client paused: what it sent is decoded now, not when more comes
             await _live_step(client, state, websocket, final=False)
             continue
         data, text = message.get("bytes"), message.get("text")
         if data:
             if state.add_audio(data, limit):
-                await _live_step(client, state, websocket, final=False)
+                unread = await _catch_up(websocket, state, limit)
+                if unread is None or unread.get("text") is None or not _is_end(unread["text"])[0]:
+                    await _live_step(client, state, websocket, final=False)
         elif text is not None:
             end, config = _is_end(text)
             if config.get("type") == "config" and config.get("lang_code"):
