@@ -15,8 +15,9 @@ Only what is open decides, so no session's past can lock the others out:
 - the load is measured on the sessions open now; a closed session (one ended for its language, say) forecasts
   nothing. While the open ones are not measured yet, the last load measured decides for
   :data:`LOAD_MAX_AGE_S` after it was measured, then none does: up to :data:`UNMEASURED_SESSIONS` are open at once;
-- when the measured load says no, one session at a time is still admitted as a probe (:attr:`LiveSeat.probe`):
-  its own steps measure the load again.
+- when the measured load says no, one session at a time is still admitted as a probe (:attr:`LiveSeat.probe`): its
+  own steps measure the load again. Once they have (:data:`PROBE_AUDIO_S` of its audio), another probe may come
+  while every open session keeps real time.
 
 The customer's seats are counted across replicas in the database (``persistence/admission_counts.py``; 429 past
 the customer's ``live_sessions``), each under a lease this replica renews, so a replica that dies frees its seats.
@@ -48,6 +49,7 @@ MEASURED_AUDIO_S = 1.0  # a session counts as measured after its steps covered t
 UNMEASURED_SESSIONS = 8  # open at once while none of them is measured and no recent load decides
 LOAD_MAX_AGE_S = 30.0  # a load measured on sessions that have all closed decides this long, then no more
 UNMEASURED_RETRY_S = 5.0  # a customer's sessions all on other replicas, none ended here: when to try again
+PROBE_AUDIO_S = 2.0  # a probe has measured the load once its steps covered this much of its audio
 LENGTH_WEIGHT = 0.2  # the typical session length: an average of the lengths of ended sessions, this much the newest
 
 # The live session the running task serves (set when it is admitted; its streaming steps are timed against it).
@@ -71,6 +73,11 @@ class LiveSeat:
     busy_s: float = 0.0
     audio_s: float = 0.0
     heard_until: float = 0.0  # seconds into the stream the steps have covered
+
+    @property
+    def probing(self) -> bool:
+        """Admitted as a probe and not measured yet."""
+        return self.probe and self.heard_until < PROBE_AUDIO_S
 
     def close(self, reason: str) -> None:
         self.reason = reason
@@ -128,6 +135,15 @@ class LiveSessions:
             return True if len(self.open) < UNMEASURED_SESSIONS else None
         return load * (len(self.open) + 1) <= REALTIME_HEADROOM
 
+    def _may_probe(self) -> bool:
+        """Whether a probe may come in: none is probing; and beside a probe that has measured already, only while
+        every open session keeps real time (its steps take less time than the audio they cover), so that probes
+        one after another cannot pile sessions on a server that is behind."""
+        seats = list(self.open.values())
+        if any(seat.probing for seat in seats):
+            return False
+        return not any(seat.probe for seat in seats) or all((seat.realtime_factor() or 0.0) < 1.0 for seat in seats)
+
     def retry_after(self, seats: list[LiveSeat] | None = None) -> float:
         """Seconds until one of ``seats`` (default: every open one) is expected to end: the typical length of the
         sessions that ended here less its age; before any ended, as long again as the oldest has run."""
@@ -149,8 +165,8 @@ class LiveSessions:
                 retry,
             )
         room = self.room()
-        probe = room is False and not any(seat.probe for seat in self.open.values())
-        if not room and not probe:  # a probe measures the load again; none while one is open, or none measured
+        probe = room is False and self._may_probe()
+        if not room and not probe:  # a probe measures the load again: one at a time, none while one falls behind
             retry = self.retry_after()
             why = (
                 f"it is measuring the {len(self.open)} open"

@@ -268,3 +268,27 @@ def test_a_session_is_refused_only_while_the_open_ones_would_fall_behind() -> No
         assert (await live.take(PRINCIPAL, 0)).probe  # the probe's place is free again
 
     asyncio.run(scenario())
+
+
+def test_two_at_a_time_a_measured_probe_leaves_room_for_the_next_while_it_keeps_real_time() -> None:
+    """A call centre's pattern: each new session arrives while another is open. The probe that came in beside a
+    slow session becomes an ordinary one once measured, so the next arrival is admitted as a probe in turn, while
+    the open ones keep real time; beside a measured probe that has fallen behind, nothing more comes in."""
+    clock = Clock()
+    live = LiveSessions(None, AdmissionSettings(), clock=clock)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        first = await live.take(PRINCIPAL, 0)
+        _slow(first, 0.9)  # keeps real time, but alone it already says a second would not
+        second = await live.take(PRINCIPAL, 0)
+        assert second.probe
+        await live.release(first)
+        _slow(second, 0.9)  # measured: keeps real time
+        third = await live.take(PRINCIPAL, 0)  # arrives while the (measured) probe is open
+        assert third.probe
+        await live.release(second)
+        _slow(third, 1.5)  # this one falls behind
+        with pytest.raises(Overloaded):
+            await live.take(PRINCIPAL, 0)
+
+    asyncio.run(scenario())
