@@ -560,3 +560,22 @@ def test_a_judged_stream_withholds_a_segment_in_a_language_without_a_model(
 
     short = pipeline.live.step_audio(clips["s1"][: int(1.5 * SAMPLE_RATE)], "eng", judge=True)
     assert not short.pending and short.pending_text == ""
+
+
+def test_a_live_segment_whose_short_window_decode_derails_is_decoded_in_the_padded_window(
+    pipeline: TranscriptionPipeline, clips: dict[str, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whisper in a short window can lose a segment's speech (a loop below its confidence floor, as on a real FLEURS
+    clip); the segment is then decoded as files are, never committed as the loop."""
+    from types import SimpleNamespace
+
+    from engines.speech.whisper.adapter import ShortWindowDecoder
+
+    def derailed(self, speech, prefix="", prefix_seconds=0.0, max_tokens=None, *, detect=False):  # type: ignore[no-untyped-def]
+        return [SimpleNamespace(text=" 20 20", avg_logprob=-2.5, start=0.0, end=1.0, words=[])], []
+
+    monkeypatch.setattr(ShortWindowDecoder, "decode_heard", derailed)
+    audio = np.concatenate([silence(0.3), clips["s0"], silence(0.8)])
+    step = pipeline.live.step_audio(audio, "eng", commit_before=audio.size / SAMPLE_RATE)
+    text = " ".join(s.text for s in step.final)
+    assert "report" in text and "20 20" not in text, step

@@ -301,13 +301,25 @@ class WhisperRecognizer(WhisperModels):
             before, known = [], np.zeros(0, np.float32)
         shared = detect and not before and self._shares_detection(route)
         self._seed_sampling()
-        decoded, languages = self._short_window(route).decode_heard(
+        decoder = self._short_window(route)
+        max_tokens = int(10 + EXACT_TOKENS_PER_SECOND * speech.size / SAMPLE_RATE)
+        decoded, languages = decoder.decode_heard(
             np.concatenate([known, speech]) if before else speech,
             heard_text if before else "",
             known.size / SAMPLE_RATE,
-            max_tokens=int(10 + EXACT_TOKENS_PER_SECOND * speech.size / SAMPLE_RATE),
+            max_tokens=max_tokens,
             detect=shared,
         )
+        if _derailed(decoded):
+            # in a short window Whisper can lose the speech ("20 20" for "20th century research has shown that ...",
+            # a FLEURS clip): the speech alone without what was heard, else in the padded window files get
+            retried = decoder.decode_heard(speech, "", 0.0, max_tokens=max_tokens)[0] if before else decoded
+            if before and _surety(retried) > _surety(decoded):
+                decoded, before = retried, []
+            if _derailed(decoded):
+                padded = list(self.transcribe(audio, route, chunks, offset=offset))
+                if min((s.avg_logprob for s in padded), default=float("-inf")) > _surety(decoded):
+                    return Heard(padded, self.detector.detect_short(speech) if detect else None, seconds)
         detection = (
             self.detector.detection_of(languages) if shared else self.detector.detect_short(speech) if detect else None
         )
@@ -380,6 +392,16 @@ class WhisperRecognizer(WhisperModels):
     def close(self) -> None:
         if self._batcher is not None:
             self._batcher.close()
+
+
+def _derailed(decoded: list[Any]) -> bool:
+    """Whether an exact decode lost the speech: nothing, a loop, or below Whisper's confidence floor."""
+    return not decoded or any(s.avg_logprob < guards.LOGPROB_FLOOR or repeats(s.text) for s in decoded)
+
+
+def _surety(decoded: list[Any]) -> float:
+    """A decode's mean log-probability per token (-inf when it holds nothing)."""
+    return min((float(s.avg_logprob) for s in decoded), default=float("-inf"))
 
 
 def _speech_segment(segment: Any, offset: float) -> SpeechSegment:
