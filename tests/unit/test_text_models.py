@@ -134,8 +134,8 @@ def test_ner_and_sentiment_models_are_routed_per_language_through_the_service(se
 
 
 def test_madlad_translation_through_ctranslate2_and_the_service(local_app, make_token, tmp_path: Path):
+    from engines.translation.load import load_translator
     from engines.translation.madlad import MadladTranslator
-    from engines.translation.nllb import load_translator
     from scripts.bench._tiny_models import build_tiny_madlad
 
     hf = build_tiny_madlad(tmp_path / "hf")
