@@ -48,7 +48,7 @@ from contracts.text import (
 from deployments.common import configure_replica_logging, load_settings
 from deployments.embeddings import LocalEmbeddings
 from deployments.serve_batch import batched
-from engines.model_registry import KnownModel
+from engines.models.catalogue import KnownModel
 from engines.text.configured import NON_ENGLISH, ConfiguredModel, configured_model
 from engines.text.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, EmbeddingCache, intent_probabilities
 from engines.text.langid import LanguageGuess, LanguageIdentifier

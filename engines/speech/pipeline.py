@@ -46,7 +46,7 @@ from contracts.languages import speech_name as language_name
 from contracts.quality import UNMEASURED, Quality, published, speech_quality
 from contracts.settings import SpeechSettings, TranscriptionSettings, WhisperSettings
 from contracts.speech import Segment, StreamRequest, StreamStep, TranscriptionResult, Withheld
-from engines.model_registry import catalogued
+from engines.models.catalogue import catalogued
 from engines.speech import diarise as diarisation
 from engines.speech import music as music_detection
 from engines.speech.audio import SAMPLE_RATE, iter_audio, load_audio, load_pcm16, probe

@@ -29,7 +29,8 @@ from contracts import languages
 from contracts.errors import Unavailable, UnsupportedLanguage
 from contracts.installs import MODEL_SETTING, install_hint
 from contracts.languages import CODE_SWITCHED_ZULU, TRANSCRIPTION_CODES, transcription_code
-from engines.model_registry import ModelError, ModelRegistry, catalogued, model_format
+from engines.models.catalogue import catalogued
+from engines.models.registry import ModelError, ModelRegistry, model_format
 from engines.speech import ctc_guards, guards
 from engines.speech.ctc import CTCRecognizer
 from engines.speech.recognition import CTC, Detection, Heard, Route, SpeechSegment

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from contracts.errors import TimedOut, Unavailable, UnsupportedLanguage
+from engines.models.ctc_layout import SHERPA_ONNX, TRANSFORMERS, inspect
 from engines.speech import ctc_decoding as ctc
 from engines.speech import ctc_guards
 from engines.speech.ctc import CTCRecognizer
-from engines.speech.ctc_layout import SHERPA_ONNX, TRANSFORMERS, inspect
 from engines.speech.recognition import SpeechSegment
 from tests.speech_models import ALPHABETS, TinyCTCModels, session_ctc_models, speechlike
 

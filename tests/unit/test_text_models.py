@@ -11,7 +11,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from engines.model_registry import KNOWN_MODELS, ModelEntry, ModelRegistry, add_local
+from engines.models.catalogue import KNOWN_MODELS
+from engines.models.install import add_local
+from engines.models.registry import ModelEntry, ModelRegistry
 from tests.unit.test_translation_models import _khuluma
 
 NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-DATE", "I-DATE"]
