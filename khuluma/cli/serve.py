@@ -27,8 +27,8 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from cluster.settings_env import setting_warnings
 from contracts.settings import Settings
+from contracts.settings.variables import setting_warnings
 
 console = Console(stderr=True)
 DEFAULT_CONFIG = Path("configs/serve.yaml")
