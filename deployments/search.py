@@ -31,7 +31,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from cluster.metrics import model_timer
 from cluster.transfer import materialise
 from contracts.capabilities import CapabilityInfo, LanguageSupport
 from contracts.embeddings import EmbeddingsClient, EmbeddingSource
@@ -46,6 +45,7 @@ from engines.search.chunk_store import ChunkStore, acquire_store_lock, connect_c
 from engines.search.chunking import Chunk, chunk_text
 from engines.search.documents import ExtractedText, ExtractionLimits, extract_text_isolated
 from engines.search.fusion import FusionConfig, Hit, fuse, rank_by_similarity
+from runtime.metrics import model_timer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from cluster.metrics import model_timer
 from contracts import languages
 from contracts.batching import ItemFailed, run_isolated, unwrap
 from contracts.capabilities import CapabilityInfo, LanguageSupport
@@ -56,6 +55,7 @@ from engines.text.ner import HEURISTIC_LANGUAGES, EntityRecogniser, Transformers
 from engines.text.sentiment import SentimentClassifier
 from engines.text.sentiment_model import TransformersSentiment
 from engines.text.utils import split_sentences
+from runtime.metrics import model_timer
 
 log = logging.getLogger(__name__)
 # Languages that multilingual-e5's pre-training (XLM-R's 100 languages) includes; the others are covered only

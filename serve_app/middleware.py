@@ -14,10 +14,10 @@ from contextvars import ContextVar
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cluster.memory import release_freed_memory
-from cluster.metrics import record_refusals, record_request, set_admission
-from cluster.request_context import serve_request_id
 from contracts.errors import Overloaded, RateLimited, Unauthenticated, http_status
+from runtime.memory import release_freed_memory
+from runtime.metrics import record_refusals, record_request, set_admission
+from runtime.request_context import serve_request_id
 from serve_app.admission.capacity import Capacity, audio_in_body, header_cost, kind_of
 from serve_app.admission.customers import STATE_KEY, Admitted
 from serve_app.auth import presented_token
@@ -163,7 +163,7 @@ async def _refuse(send: Send, scope: Scope, detail: str) -> None:
 
 class MetricsMiddleware:
     """Count and time every HTTP answer by route template (``/api/v1/search/knowledgebase/{knowledgebase_id}``,
-    never the raw path: bounded label values), method and status (``cluster/metrics.py``)."""
+    never the raw path: bounded label values), method and status (``runtime/metrics.py``)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -212,7 +212,7 @@ class AdmissionMiddleware:
 
     A refusal here is answered before routing, so it is counted in ``khuluma_admission_refusals_total``, not per
     route: reported with each kind's limit and cost in flight at most once a second, as requests pass
-    (``cluster/metrics.py``).
+    (``runtime/metrics.py``).
     """
 
     def __init__(self, app: ASGIApp, drain: Drain, capacity: Capacity) -> None:

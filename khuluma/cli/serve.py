@@ -90,7 +90,7 @@ def serve(
     bind_port = port or (os.environ.get("KHULUMA_PORT") and settings.port) or http.get("port") or settings.port
     settings = settings.updated({"host": bind_host, "port": int(bind_port)})
     settings.ensure_dirs()
-    from cluster.ports import reserve
+    from runtime.ports import reserve
 
     reserve(settings.port, metrics_port, dashboard_port)  # never picked for anything else this process starts
 
@@ -275,13 +275,13 @@ def _bounded(cleanup: Cleanup, limit_s: float, signals: StopSignals) -> None:
 def _our_processes() -> set[Any]:
     """Every process below this one and of the sessions they lead: with this process leading its own session (as
     :func:`split` makes it), Ray's daemons that outlived their parent too; never this process."""
-    from cluster.processes import started_processes
+    from runtime.processes import started_processes
 
     return started_processes(os.getpid(), include_root=False)
 
 
 def _terminate(processes: list[Any], grace_s: float = 5.0) -> None:
-    from cluster.processes import terminate
+    from runtime.processes import terminate
 
     if not processes:
         return
@@ -354,10 +354,10 @@ def ray_env() -> dict[str, str]:
 def cluster_ports(*, fresh: bool = True) -> dict[str, str]:
     """Ports that one Ray cluster on this machine must not share with another: HAProxy's metrics and stats
     listeners (fixed 9101 and 8404 by default), the fallback proxy's (8500 and 9500) and the direct-ingress replica
-    ranges (see cluster/ports.py: two
+    ranges (see runtime/ports.py: two
     clusters on Serve's default range would answer each other's requests). ``fresh=False`` keeps values already
     in the process environment (the user's, or an earlier call's)."""
-    from cluster.ports import DIRECT_INGRESS_VARIABLES, direct_ingress_ports, free_port
+    from runtime.ports import DIRECT_INGRESS_VARIABLES, direct_ingress_ports, free_port
 
     known = {} if fresh else os.environ
     ports = {name: known.get(name) or str(free_port()) for name in HAPROXY_PORT_VARIABLES}

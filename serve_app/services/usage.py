@@ -7,9 +7,9 @@ request path (``KHULUMA_USAGE_FLUSH_SECONDS``); the usage report flushes it firs
 
 from __future__ import annotations
 
-from cluster.metrics import record_audio
 from persistence.models import utcnow
 from persistence.usage_meter import UsageRow
+from runtime.metrics import record_audio
 from serve_app.context import AppContext
 from serve_app.tokens import Principal
 

@@ -32,6 +32,7 @@ TOP_LEVEL = (
     "engines",
     "khuluma",
     "persistence",
+    "runtime",
     "scripts",
     "serve_app",
     "tests",
