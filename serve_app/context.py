@@ -25,7 +25,7 @@ from contracts.text import TextClient
 from contracts.translation import TranslationClient
 from persistence.session import Database
 from persistence.usage_meter import UsageMeter
-from serve_app.admission.customers import Admission
+from serve_app.admission import Admission
 from serve_app.admission.live import TimedSpeechClient
 from serve_app.lifecycle import Drain
 from serve_app.tokens import TokenVerifier

@@ -35,7 +35,7 @@ async def record_usage(
         "created_at": utcnow(),  # when it was answered, not when the meter writes it
     }
     await ctx.usage.add(row)
-    ctx.admission.note_audio(principal.customer_id, seconds)  # counts toward the customer's audio of the day
+    ctx.admission.customers.note_audio(principal.customer_id, seconds)  # counts toward the customer's audio of the day
     if status == "successful":
         record_audio(route, seconds)
 
