@@ -77,19 +77,7 @@ def serve(
     if config is None and DEFAULT_CONFIG.exists():
         config = DEFAULT_CONFIG
     cfg = load_serve_config(config)
-    overrides: dict[str, Any] = {}
-    if host:
-        overrides["host"] = host
-    if port:
-        overrides["port"] = port
-    for line in setting_warnings(os.environ):  # ignored, not fatal: each replica logs the same once as it starts
-        console.print(f"[yellow]WARNING:[/] {escape(line)}", highlight=False)
-    settings = Settings(**overrides)
-    http = cfg["http_options"]
-    bind_host = host or (os.environ.get("KHULUMA_HOST") and settings.host) or http.get("host") or settings.host
-    bind_port = port or (os.environ.get("KHULUMA_PORT") and settings.port) or http.get("port") or settings.port
-    settings = settings.updated({"host": bind_host, "port": int(bind_port)})
-    settings.ensure_dirs()
+    settings = _bound_settings(cfg, host, port)
     from runtime.ports import reserve
 
     reserve(settings.port, metrics_port, dashboard_port)  # never picked for anything else this process starts
@@ -107,12 +95,7 @@ def serve(
         stop_actor = _start_stop_actor()  # before the deploy: every ingress replica finds it when it starts
         _deploy(settings, cfg)
         signals.check()
-        base = f"http://{settings.host}:{settings.port}"
-        console.print(f"[bold green]Khuluma is serving at {base}[/]  (docs: {base}/docs)")
-        console.print("Create a token:   [bold]khuluma token create --customer you[/]")
-        console.print(f"Try it:           curl {base}/api/v1/health")
-        console.print(f'Point the SDK:    VulavulaClient(token, base_url="{base}/api/v1")')
-        console.print("Ctrl-C stops everything gracefully (a second Ctrl-C at once).")
+        _announce(settings)
         signals.serving()
         while not signals.stopping:
             time.sleep(0.2)
@@ -142,6 +125,34 @@ def serve(
     _drain(stop_actor, grace, signals)
     _stop_everything(cleanups, signals)
     console.print("Stopped.")
+
+
+def _bound_settings(cfg: dict[str, Any], host: str | None, port: int | None) -> Settings:
+    """The settings, with the address to bind: the command's options, else ``KHULUMA_HOST``/``KHULUMA_PORT``, else
+    the Serve config's ``http_options``, else the defaults. Unknown ``KHULUMA_*`` variables are reported first."""
+    overrides: dict[str, Any] = {}
+    if host:
+        overrides["host"] = host
+    if port:
+        overrides["port"] = port
+    for line in setting_warnings(os.environ):  # ignored, not fatal: each replica logs the same once as it starts
+        console.print(f"[yellow]WARNING:[/] {escape(line)}", highlight=False)
+    settings = Settings(**overrides)
+    http = cfg["http_options"]
+    bind_host = host or (os.environ.get("KHULUMA_HOST") and settings.host) or http.get("host") or settings.host
+    bind_port = port or (os.environ.get("KHULUMA_PORT") and settings.port) or http.get("port") or settings.port
+    settings = settings.updated({"host": bind_host, "port": int(bind_port)})
+    settings.ensure_dirs()
+    return settings
+
+
+def _announce(settings: Settings) -> None:
+    base = f"http://{settings.host}:{settings.port}"
+    console.print(f"[bold green]Khuluma is serving at {base}[/]  (docs: {base}/docs)")
+    console.print("Create a token:   [bold]khuluma token create --customer you[/]")
+    console.print(f"Try it:           curl {base}/api/v1/health")
+    console.print(f'Point the SDK:    VulavulaClient(token, base_url="{base}/api/v1")')
+    console.print("Ctrl-C stops everything gracefully (a second Ctrl-C at once).")
 
 
 class StopRequested(BaseException):
