@@ -110,7 +110,7 @@ def build_context(settings: Settings, clients: Clients) -> AppContext:
     settings.ensure_dirs()
     db = Database(settings.db_url)
     usage = UsageMeter(db, settings.usage_flush_seconds)
-    admission = Admission(db, usage, settings.admission)
+    admission = Admission.of(db, usage, settings.admission)
     return AppContext(settings, db, TokenVerifier(db, settings.token_cache_seconds), clients, usage, admission)
 
 

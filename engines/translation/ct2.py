@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from engines.translation.translator import DEFAULT_OPTIONS, DecodeOptions, SegmentingTranslator
+from engines.translation.translator import SegmentingTranslator
 
 
 class SentencePieceTokenizer:
@@ -80,19 +80,9 @@ class CTranslate2Model(SegmentingTranslator):
     family = ""
     tokenizer_files: tuple[str, ...] = ()  # the SentencePiece model's names, tried before tokenizer.json
 
-    def __init__(
-        self,
-        model_dir: Path | str,
-        name: str | None = None,
-        options: DecodeOptions = DEFAULT_OPTIONS,
-        device: str = "auto",
-        compute_type: str = "auto",
-        threads: int = 0,
-    ) -> None:
-        super().__init__(model_dir, name, options)
+    def _load(self, device: str, compute_type: str, threads: int) -> None:
         self.tokenizer = open_tokenizer(self.model_dir, self.tokenizer_files)
-        vocabulary = read_ct2_vocabulary(self.model_dir)
-        self.languages = self.languages_in(vocabulary)
+        self.languages = self.languages_in(read_ct2_vocabulary(self.model_dir))
         self._special = self.special_tokens()
         self._open(device, compute_type, threads)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from engines.translation.ct2 import read_ct2_vocabulary
 from engines.translation.madlad import MadladTranslator, is_madlad
 from engines.translation.nllb import NLLBTranslator, TransformersTranslator
-from engines.translation.translator import DEFAULT_OPTIONS, DecodeOptions, Translator
+from engines.translation.translator import DEFAULT_OPTIONS, DecodeOptions, SegmentingTranslator, Translator
 
 
 def load_translator(
@@ -20,9 +20,11 @@ def load_translator(
     compute_type: str = "auto",
     threads: int = 0,
 ) -> Translator:
+    family: type[SegmentingTranslator]
     if backend == "ctranslate2":
         family = MadladTranslator if is_madlad(read_ct2_vocabulary(Path(path))) else NLLBTranslator
-        return family(path, name, options, device, compute_type, threads)
-    if backend == "transformers":
-        return TransformersTranslator(path, name, options, device, threads)
-    raise ValueError(f"Unknown translation backend {backend!r} (ctranslate2 or transformers)")
+    elif backend == "transformers":
+        family = TransformersTranslator
+    else:
+        raise ValueError(f"Unknown translation backend {backend!r} (ctranslate2 or transformers)")
+    return family(path, name, options, device, compute_type, threads)

@@ -12,11 +12,10 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import cast
 
 from engines.translation.ct2 import CTranslate2Model
-from engines.translation.translator import DEFAULT_OPTIONS, DecodeOptions, Request, SegmentingTranslator
+from engines.translation.translator import Request, SegmentingTranslator
 
 LANG_TOKEN = re.compile(r"^[a-z]{3}_[A-Z][a-z]{3}$")  # NLLB language tokens, e.g. zul_Latn
 CONTROL_TOKENS = frozenset({"<s>", "</s>", "<pad>", "<unk>", "<mask>"})
@@ -49,18 +48,11 @@ class TransformersTranslator(SegmentingTranslator):
     backend = "transformers"
     family = FAMILY
 
-    def __init__(
-        self,
-        model_dir: Path | str,
-        name: str | None = None,
-        options: DecodeOptions = DEFAULT_OPTIONS,
-        device: str = "auto",
-        threads: int = 0,
-    ) -> None:
+    def _load(self, device: str, compute_type: str, threads: int) -> None:
+        """``compute_type`` is CTranslate2's: here float16 on CUDA, float32 on a CPU."""
         import torch
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-        super().__init__(model_dir, name, options)
         if threads:
             torch.set_num_threads(threads)
         self.device = "cuda" if device in ("auto", "cuda") and torch.cuda.is_available() else "cpu"

@@ -61,7 +61,8 @@ class Translator(Protocol):
 
 
 class SegmentingTranslator:
-    """Splits texts, decodes all segments in one call (:meth:`_decode`), joins them back."""
+    """Splits texts, decodes all segments in one call (:meth:`_decode`), joins them back. A family loads its model
+    in :meth:`_load`: every translator is made with the same arguments."""
 
     name: str
     backend: str
@@ -70,10 +71,24 @@ class SegmentingTranslator:
     languages: frozenset[str]
     options: DecodeOptions
 
-    def __init__(self, model_dir: Path | str, name: str | None, options: DecodeOptions) -> None:
+    def __init__(
+        self,
+        model_dir: Path | str,
+        name: str | None = None,
+        options: DecodeOptions = DEFAULT_OPTIONS,
+        device: str = "auto",
+        compute_type: str = "auto",
+        threads: int = 0,
+    ) -> None:
         self.model_dir = Path(model_dir)
         self.name = name or self.model_dir.name
         self.options = options
+        self._load(device, compute_type, threads)
+
+    def _load(self, device: str, compute_type: str, threads: int) -> None:
+        """Load the model and its tokenizer onto ``device``; set :attr:`languages`, :attr:`device` and
+        :attr:`compute_type`."""
+        raise NotImplementedError
 
     def unsupported(self, *codes: str) -> InvalidInput | None:
         """The 400 for codes this model has no language token for (the model decides what it serves), or None."""

@@ -16,8 +16,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from dataclasses import dataclass
 
 from contracts.settings import AdmissionSettings
 from persistence.session import Database
@@ -27,20 +26,19 @@ from serve_app.admission.customers import STATE_KEY, Admitted, Customers, Limits
 from serve_app.admission.live import LiveSeat, LiveSessions
 
 
+@dataclass(frozen=True)
 class Admission:
     """The admission of one ingress replica: its customers' limits (:attr:`customers`), its live sessions
     (:attr:`live`) and its capacity for each kind of work (:attr:`capacity`)."""
 
-    def __init__(
-        self,
-        db: Database,
-        usage: UsageMeter,
-        settings: AdmissionSettings,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.customers = Customers(db, usage, settings, clock)
-        self.live = LiveSessions(db, settings)
-        self.capacity = Capacity(settings)
+    customers: Customers
+    live: LiveSessions
+    capacity: Capacity
+
+    @classmethod
+    def of(cls, db: Database, usage: UsageMeter, settings: AdmissionSettings) -> Admission:
+        """A replica's admission, its counts shared with the other replicas in ``db``."""
+        return cls(Customers(db, usage, settings), LiveSessions(db, settings), Capacity(settings))
 
 
 __all__ = [

@@ -102,6 +102,21 @@ _PACKAGES = tuple(folder for folder in TOP_LEVEL if (ROOT / folder / "__init__.p
 _DOTTED = re.compile(rf"(?<![\w./:<-])((?:{'|'.join(_PACKAGES)})(?:\.\w+)+)")
 
 
+def _defined(statements: list[ast.stmt]) -> set[str]:
+    """The names a module's or a class's body defines, assigns or imports."""
+    names = set()
+    for node in statements:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(target.id for target in node.targets if isinstance(target, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return names
+
+
 def _classes() -> dict[str, list[tuple[set[str], list[str]]]]:
     """Every class of the repository's Python files: its name -> (the names its body defines, its bases' names)."""
     found: dict[str, list[tuple[set[str], list[str]]]] = {}
@@ -111,14 +126,7 @@ def _classes() -> dict[str, list[tuple[set[str], list[str]]]]:
         for node in ast.walk(ast.parse((ROOT / file).read_text(encoding="utf-8"))):
             if not isinstance(node, ast.ClassDef):
                 continue
-            members = set()
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                    members.add(item.name)
-                elif isinstance(item, ast.Assign):
-                    members.update(target.id for target in item.targets if isinstance(target, ast.Name))
-                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
-                    members.add(item.target.id)
+            members = _defined(node.body)
             bases = [base.id if isinstance(base, ast.Name) else getattr(base, "attr", "") for base in node.bases]
             found.setdefault(node.name, []).append((members, bases))
     return found
@@ -145,17 +153,7 @@ def _check_member(cls: str, member: str) -> str | None:
 
 def _module_names(module: Path) -> set[str]:
     """What a module defines or imports at its top level."""
-    names = set()
-    for node in ast.parse(module.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names.update(target.id for target in node.targets if isinstance(target, ast.Name))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-    return names
+    return _defined(ast.parse(module.read_text(encoding="utf-8")).body)
 
 
 def _check_dotted(name: str) -> str | None:
