@@ -7,8 +7,8 @@
 - Whisper: ``whisper`` (the recognizer), ``whisper_adapter`` (faster-whisper beyond its documented API),
   ``whisper_batching`` (windows of concurrent requests decoded together), ``whisper_layout`` (decodes and threads
   on the machine), ``whisper_weights`` (the offline default model);
-- CTC: ``ctc`` (the recognizer), ``ctc_runtimes``, ``ctc_decoding``, ``ctc_guards`` (a model directory's files:
-  ``engines/models/ctc_layout.py``, which the model registry reads too);
+- CTC: ``ctc`` (the recognizer), ``ctc_runtimes``, ``ctc_decoding``, ``ctc_guards``; a model directory's files
+  are told apart by ``engines/models/ctc_layout.py``, below the engines, as the model registry reads them too;
 - ``guards``: hallucination guards; ``timeline``: words with speakers, speech, music and silence; ``diarise``:
   who spoke when; ``music``: music-on-hold detection.
 """
