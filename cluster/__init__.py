@@ -13,16 +13,9 @@ Storage and transfer, used by the ingress as well (no Ray, no engine):
 Batch transcription: ``cluster.batch``, the Ray tasks and coordinator (runs the speech pipeline: only the BatchRunner
 deployment imports it).
 
-The processes of the service:
-
-- ``cluster.graceful_stop``: the actor through which ``khuluma serve`` tells every ingress replica that a graceful
-  stop has begun;
-- ``cluster.processes``: the processes a command started (by parent and by session) and their memory;
-- ``cluster.ports``: free ports, and blocks of them for Serve's direct-ingress replicas;
-- ``cluster.settings_env``: unknown ``KHULUMA_*`` environment variables, reported at start;
-- ``cluster.memory``: freed heap memory handed back to the operating system;
-- ``cluster.metrics``: the application's Prometheus metrics (through Ray's metrics agent);
-- ``cluster.request_context``: the request id Serve carries, for log lines.
+The processes of the service: ``cluster.graceful_stop``, the actor through which ``khuluma serve`` tells every
+ingress replica that a graceful stop has begun. What one process needs of its own (memory, ports, metrics, the
+request id) is ``runtime/``.
 
 ``cluster/kuberay/`` and ``cluster/launcher/`` hold the KubeRay and Ray cluster launcher configurations.
 

@@ -9,7 +9,7 @@ DEFAULT_MODELS: dict[str, str] = {
     "speech": "csukuangfj2/sherpa-onnx-omnilingual-asr-1600-languages-300M-ctc-int8-2025-11-12",
     "llm": "qwen2.5-0.5b-instruct",
 }
-# Short names of those defaults in `khuluma models pull`'s catalogue (engines/model_registry.KNOWN_MODELS).
+# Short names of those defaults in `khuluma models pull`'s catalogue (engines/models/catalogue.py:KNOWN_MODELS).
 DEFAULT_SHORT_NAMES: dict[str, str] = {"speech": "omnilingual-ctc-300m"}
 
 # Default models whose licence forbids commercial use: their pull command carries --accept-licence.

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from cluster.request_context import serve_request_id
-from cluster.settings_env import report_setting_warnings
 from contracts.logs import configure_logging
 from contracts.settings import Settings
+from contracts.settings.variables import report_setting_warnings
+from runtime.request_context import serve_request_id
 
 __all__ = ["configure_replica_logging", "load_settings"]
 

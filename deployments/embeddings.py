@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from cluster.metrics import model_timer
 from contracts.capabilities import CapabilityInfo
 from contracts.embeddings import EmbeddingKind, Vectors
 from contracts.settings import Settings
 from deployments.common import configure_replica_logging, load_settings
 from deployments.serve_batch import batched
 from engines.embeddings import load_embedder
+from runtime.metrics import model_timer
 
 # Lists longer than this skip the micro-batcher: they fill a model call on their own.
 DIRECT_BATCH = 8

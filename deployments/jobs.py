@@ -38,7 +38,6 @@ from ray.exceptions import (
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError
 
 from cluster import retention
-from cluster.metrics import record_audio, record_webhook, set_queue_depth
 from cluster.transfer import upload_blob
 from cluster.webhooks import deliver, retry_delay
 from contracts.capabilities import CapabilityInfo
@@ -50,6 +49,7 @@ from persistence import jobs as job_queue
 from persistence.jobs import ClaimedJob, DueWebhook
 from persistence.models import utcnow
 from persistence.session import Database
+from runtime.metrics import record_audio, record_webhook, set_queue_depth
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,8 @@ from contracts.settings import Settings
 from engines.llm import vllm
 from engines.llm.prompt import Assembled
 from engines.llm.tokenizer import ChatTokenizer
-from engines.model_registry import ModelRegistry, resolve
+from engines.models.registry import ModelRegistry
+from engines.models.resolve import resolve
 
 SERVER_NAME = "LLMServer"
 MISSING_EXTRA = (

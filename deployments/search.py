@@ -31,7 +31,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from cluster.metrics import model_timer
 from cluster.transfer import materialise
 from contracts.capabilities import CapabilityInfo, LanguageSupport
 from contracts.embeddings import EmbeddingsClient, EmbeddingSource
@@ -40,12 +39,15 @@ from contracts.languages import LANGUAGES
 from contracts.search import AddDocument, DocumentFile, IndexedDocument, Passage, SearchQuery, SearchResultItem
 from deployments.common import configure_replica_logging, load_settings
 from deployments.embeddings import LocalEmbeddings
-from engines.search.bm25 import Bm25Cache, Bm25Index
+from engines.search.bm25 import Bm25Index
+from engines.search.bm25_cache import Bm25Cache
 from engines.search.chunk_language import detect_languages, detectable_languages, dominant_language
 from engines.search.chunk_store import ChunkStore, acquire_store_lock, connect_chroma, release_store_lock
 from engines.search.chunking import Chunk, chunk_text
-from engines.search.documents import ExtractedText, ExtractionLimits, extract_text_isolated
+from engines.search.documents import ExtractedText, ExtractionLimits
 from engines.search.fusion import FusionConfig, Hit, fuse, rank_by_similarity
+from engines.search.isolation import extract_text_isolated
+from runtime.metrics import model_timer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -212,7 +214,7 @@ class Search:
 
         An unsupported or unreadable file is :class:`UnsupportedMedia`, one without text
         :class:`contracts.search.EmptyDocument`, one past the ``search.extract_*`` limits :class:`TooLarge`
-        (``engines.search.documents``: extraction runs in a killable child process with a time and memory cap)."""
+        (``engines.search.isolation``: extraction runs in a killable child process with a time and memory cap)."""
         file = request.file
         extracted = await asyncio.to_thread(self._extract, file)
         chunks = await asyncio.to_thread(

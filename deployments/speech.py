@@ -26,8 +26,6 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from cluster.memory import IdleTrim
-from cluster.metrics import model_timer
 from cluster.transfer import materialise
 from contracts.capabilities import CapabilityInfo
 from contracts.errors import DomainError
@@ -39,6 +37,8 @@ from contracts.translation import TranslationClient, TranslationRequest
 from deployments.common import configure_replica_logging, load_settings
 from engines.speech.pipeline import TranscriptionPipeline, get_pipeline
 from engines.speech.routing import SETTING
+from runtime.memory import IdleTrim
+from runtime.metrics import model_timer
 
 log = logging.getLogger(__name__)
 

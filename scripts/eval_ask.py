@@ -137,7 +137,8 @@ def score(question: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
 
 def run_model(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from contracts.settings import Settings, get_settings
-    from engines.model_registry import ModelRegistry, resolve
+    from engines.models.registry import ModelRegistry
+    from engines.models.resolve import resolve
     from khuluma.app import build_local
     from persistence.session import Database
     from serve_app.tokens import create_token

@@ -24,7 +24,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-PACKAGES = ("khuluma", "serve_app", "contracts", "deployments", "engines", "cluster", "persistence")
+PACKAGES = ("khuluma", "serve_app", "contracts", "deployments", "engines", "cluster", "runtime", "persistence")
 
 
 class CallTracer:

@@ -12,6 +12,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from contracts.settings import Settings
 from serve_app import __version__
 from serve_app.admission.capacity import Capacity
+from serve_app.admission.kinds import LLM, RouteKinds, admitted_as
 from serve_app.errors import install_error_handlers
 from serve_app.lifecycle import Drain
 from serve_app.middleware import AdmissionMiddleware, BodyLimitMiddleware, MetricsMiddleware, WireCompatMiddleware
@@ -30,6 +31,10 @@ from serve_app.routers import (
     usage,
     utility,
 )
+
+# TODO(merge): the ask route's kind of work is declared here only because serve_app/routers/llm.py belongs to the
+# knowledge-base branch of issue #45; it goes on the route itself there (`@admitted_as(LLM)` on `ask`).
+admitted_as(LLM)(llm.ask)
 
 DESCRIPTION = """Khuluma: a self-hostable, Vulavula-compatible language, search and speech API.
 
@@ -85,5 +90,10 @@ def create_app(
     app.add_middleware(WireCompatMiddleware)  # every answer past admission, a 413 included, carries the request id
     # outermost: refused while draining or past this server's capacity for the kind of work, before routing,
     # authentication and the body, so a refusal costs as little as it can
-    app.add_middleware(AdmissionMiddleware, drain=drain, capacity=capacity or Capacity(settings.admission))
+    app.add_middleware(
+        AdmissionMiddleware,
+        drain=drain,
+        capacity=capacity or Capacity(settings.admission),
+        kinds=RouteKinds.of(app.routes),  # each model-bound route's kind of work, as the route declares it
+    )
     return app

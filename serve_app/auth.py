@@ -98,7 +98,7 @@ async def admit(ctx: AppContext, connection: HTTPConnection, principal: Principa
     """Count the request against the customer's requests per minute (429 past it); noted in the scope's state."""
     admitted = Admitted(principal.customer_id, ctx.usage)
     connection.scope.setdefault("state", {})[STATE_KEY] = admitted  # before the check: a refusal is counted too
-    admitted.rate = await ctx.admission.admit_request(principal)
+    admitted.rate = await ctx.admission.customers.admit_request(principal)
     return admitted
 
 
@@ -137,8 +137,8 @@ async def admit_live_principal(ctx: AppContext, connection: HTTPConnection, prin
     await admit(ctx, connection, principal)
     if ctx.drain.draining:
         raise Overloaded(REFUSAL, RETRY_AFTER_S)
-    await ctx.admission.check_audio(principal)
-    limits = await ctx.admission.limits_for(principal.customer_id)
+    await ctx.admission.customers.check_audio(principal)
+    limits = await ctx.admission.customers.limits_for(principal.customer_id)
     return await ctx.admission.live.take(principal, limits.live_sessions)
 
 

@@ -25,7 +25,7 @@ from contracts.text import TextClient
 from contracts.translation import TranslationClient
 from persistence.session import Database
 from persistence.usage_meter import UsageMeter
-from serve_app.admission.customers import Admission
+from serve_app.admission import Admission
 from serve_app.admission.live import TimedSpeechClient
 from serve_app.lifecycle import Drain
 from serve_app.tokens import TokenVerifier
@@ -118,7 +118,7 @@ def build_context(settings: Settings, clients: Clients) -> AppContext:
     settings.ensure_dirs()
     db = Database(settings.db_url)
     usage = UsageMeter(db, settings.usage_flush_seconds)
-    admission = Admission(db, usage, settings.admission)
+    admission = Admission.of(db, usage, settings.admission)
     return AppContext(settings, db, TokenVerifier(db, settings.token_cache_seconds), clients, usage, admission)
 
 

@@ -17,7 +17,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from cluster.request_context import serve_request_id
 from contracts.errors import (
     DomainError,
     LanguageNotServed,
@@ -30,6 +29,7 @@ from contracts.errors import (
     find_domain_error,
     http_status,
 )
+from runtime.request_context import serve_request_id
 from serve_app.admission.customers import STATE_KEY, Admitted, rate_headers
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,9 @@ from fastapi import FastAPI
 from ray import serve
 
 from cluster import graceful_stop
-from cluster.settings_env import report_setting_warnings
 from contracts.logs import configure_logging
 from contracts.settings import Settings
+from contracts.settings.variables import report_setting_warnings
 from serve_app.app import create_app
 from serve_app.context import AppContext, Clients, build_context
 from serve_app.lifecycle import SHUTTING_DOWN

@@ -14,12 +14,14 @@ from contextvars import ContextVar
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cluster.memory import release_freed_memory
-from cluster.metrics import record_refusals, record_request, set_admission
-from cluster.request_context import serve_request_id
 from contracts.errors import Overloaded, RateLimited, Unauthenticated, http_status
-from serve_app.admission.capacity import Capacity, audio_in_body, header_cost, kind_of
+from runtime.memory import release_freed_memory
+from runtime.metrics import record_refusals, record_request, set_admission
+from runtime.request_context import serve_request_id
+from serve_app.admission.capacity import Capacity
+from serve_app.admission.cost import audio_in_body, header_cost
 from serve_app.admission.customers import STATE_KEY, Admitted
+from serve_app.admission.kinds import RouteKinds
 from serve_app.auth import presented_token
 from serve_app.context import AppContext
 from serve_app.errors import error_body, refusal_headers, refusal_reason
@@ -163,7 +165,7 @@ async def _refuse(send: Send, scope: Scope, detail: str) -> None:
 
 class MetricsMiddleware:
     """Count and time every HTTP answer by route template (``/api/v1/search/knowledgebase/{knowledgebase_id}``,
-    never the raw path: bounded label values), method and status (``cluster/metrics.py``)."""
+    never the raw path: bounded label values), method and status (``runtime/metrics.py``)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -196,10 +198,11 @@ class AdmissionMiddleware:
 
     - while the replica drains (a graceful stop, ``serve_app/lifecycle.py``) a new HTTP request answers 503 at once
       (``Retry-After``, ``Connection: close``), except the health routes;
-    - a model-bound request is sized from its headers and passes this server's capacity for its kind of work
-      (``serve_app/admission/capacity.py``), or answers 503 (429 past its customer's concurrent share) with
-      ``Retry-After`` at once; the customer is the one of a token the replica has verified (a token not seen yet
-      is sized as one anonymous customer), and a refusal is counted for it;
+    - a model-bound request (its kind of work as its route declared it: ``kinds``, the app's
+      :class:`~serve_app.admission.kinds.RouteKinds`) is sized from its headers and passes this server's capacity
+      for its kind of work (``serve_app/admission/capacity.py``), or answers 503 (429 past its customer's
+      concurrent share) with ``Retry-After`` at once; the customer is the one of a token the replica has verified
+      (a token not seen yet is sized as one anonymous customer), and a refusal is counted for it;
     - a transcription's size is then the audio seconds its file's header states, from the first bytes of the body,
       handed on to the route unchanged;
     - requests and sessions in flight are counted, so the drain knows when they are done;
@@ -212,13 +215,14 @@ class AdmissionMiddleware:
 
     A refusal here is answered before routing, so it is counted in ``khuluma_admission_refusals_total``, not per
     route: reported with each kind's limit and cost in flight at most once a second, as requests pass
-    (``cluster/metrics.py``).
+    (``runtime/metrics.py``).
     """
 
-    def __init__(self, app: ASGIApp, drain: Drain, capacity: Capacity) -> None:
+    def __init__(self, app: ASGIApp, drain: Drain, capacity: Capacity, kinds: RouteKinds) -> None:
         self.app = app
         self.drain = drain
         self.capacity = capacity
+        self.kinds = kinds
         self.refused: Counter[tuple[str, int]] = Counter()
         self.reported_at = 0.0
         self.patience = Patience()
@@ -236,7 +240,7 @@ class AdmissionMiddleware:
             self._count("draining", 503)
             await _refuse_while_draining(send)
             return
-        work = kind_of(scope.get("method", ""), path) if kind == "http" else None
+        work = self.kinds.kind_of(scope.get("method", ""), path) if kind == "http" else None
         if work is None:
             self.drain.in_flight += 1
             try:
@@ -342,7 +346,7 @@ def _customer(scope: Scope, headers: dict[bytes, bytes]) -> tuple[int | None, in
     principal = context.tokens.known(token) if token else None
     if principal is None:
         return None, 0, context
-    limits = context.admission.cached_limits(principal.customer_id)
+    limits = context.admission.customers.cached_limits(principal.customer_id)
     share = limits.concurrent_share if limits is not None else context.settings.admission.concurrent_share
     return principal.customer_id, share, context
 

@@ -94,7 +94,7 @@ def serving(client: TestClient) -> Iterator[str]:
 
     import uvicorn
 
-    from cluster.ports import free_port
+    from runtime.ports import free_port
 
     port = free_port()
     server = uvicorn.Server(

@@ -18,7 +18,7 @@ from typing import Any
 
 from contracts.errors import ModelMissing
 from contracts.llm import ChatMessage
-from engines.model_registry import LLM_CONTEXT_FILE as CONTEXT_FILE
+from engines.models.install import LLM_CONTEXT_FILE as CONTEXT_FILE
 
 PLAIN_TEMPLATE = (
     "{% for message in messages %}{{ message['role'] | capitalize }}: {{ message['content'] }}\n\n{% endfor %}"

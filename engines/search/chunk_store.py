@@ -1,9 +1,9 @@
 """The vector side of search: chunks of each knowledge base in their own Chroma collection.
 
 One collection per knowledge base, named ``kb-<uuid hex>`` (cosine HNSW). Its metadata carries the owner's customer
-id and a *generation* token that changes on every write: BM25 caches (``engines.search.bm25.Bm25Cache``) compare it,
-so several replicas on one Chroma server never serve stale text. Embeddings are always passed in: Chroma's default
-embedding function is never used (so never downloaded).
+id and a *generation* token that changes on every write: BM25 caches (``engines.search.bm25_cache.Bm25Cache``)
+compare it, so several replicas on one Chroma server never serve stale text. Embeddings are always passed in:
+Chroma's default embedding function is never used (so never downloaded).
 
 Chroma is embedded (``PersistentClient``: one writing process per directory, see :func:`acquire_store_lock`) or
 a server (``HttpClient``).
@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from engines.search.bm25 import Generation
+from engines.search.bm25_cache import Generation
 from engines.search.fusion import Hit
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from contracts.errors import Unavailable
 from contracts.installs import MODEL_SETTING
 from contracts.languages import transcription_code
-from engines.model_registry import ModelError, ModelRegistry
+from engines.models.registry import ModelError, ModelRegistry
 from engines.speech.ctc.family import CTCFamily
 from engines.speech.recognition import Family, FamilySettings, Located, Recognizer
 from engines.speech.whisper.family import WhisperFamily

@@ -3,7 +3,7 @@ languages it is routed.
 
 A setting names a model by its registered name, a Hugging Face id or a directory. The languages it reads are the
 setting's (``text.ner_model_languages``, ``text.sentiment_model_languages``), else those the catalogue says it was
-trained on (``engines.model_registry.KNOWN_MODELS``), else the default of the capability.
+trained on (``engines.models.catalogue.KNOWN_MODELS``), else the default of the capability.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.languages import TEXT_CODES
-from engines.model_registry import KnownModel, ModelError, ModelRegistry, catalogued, resolve
+from engines.models.catalogue import KnownModel, catalogued
+from engines.models.registry import ModelError, ModelRegistry
+from engines.models.resolve import resolve
 
 
 @dataclass(frozen=True)

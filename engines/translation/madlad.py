@@ -3,22 +3,15 @@
 A T5 model: the target language is a token written before the source text (``<2zu> Good morning``), and the
 source language is not given at all. The API's NLLB codes are mapped to MADLAD's language tokens
 (:data:`MADLAD_TOKENS`); a language whose token the model's vocabulary lacks is refused like an NLLB model's.
-Sentence splitting, batching and re-joining are the NLLB translator's (``engines/translation/nllb.py``).
+Sentence splitting, batching and re-joining are every translator's (``engines/translation/translator.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
-from engines.translation.nllb import (
-    DecodeOptions,
-    Request,
-    _CTranslate2Model,
-    _HFTokenizerJson,
-    _SentencePiece,
-    read_ct2_vocabulary,
-)
+from engines.translation.ct2 import CTranslate2Model
+from engines.translation.translator import Request
 
 # NLLB code -> MADLAD-400's target-language token (ISO 639-1 where the language has one)
 MADLAD_TOKENS = {
@@ -43,32 +36,16 @@ def is_madlad(vocabulary: Sequence[str]) -> bool:
     return any(token in MADLAD_TOKENS.values() for token in vocabulary)
 
 
-class MadladTranslator(_CTranslate2Model):
-    backend = "ctranslate2"
+class MadladTranslator(CTranslate2Model):
     family = "MADLAD-400"
+    tokenizer_files = ("spiece.model", "sentencepiece.model")
 
-    def __init__(
-        self,
-        model_dir: Path | str,
-        name: str | None = None,
-        options: DecodeOptions = DecodeOptions(),  # noqa: B008 - frozen, as the NLLB translators' default
-        device: str = "auto",
-        compute_type: str = "auto",
-        threads: int = 0,
-    ) -> None:
-        super().__init__(model_dir, name, options)
-        for candidate in ("spiece.model", "sentencepiece.model"):
-            if (self.model_dir / candidate).is_file():
-                self.tokenizer = _SentencePiece(self.model_dir / candidate)
-                break
-        else:
-            if not (self.model_dir / "tokenizer.json").is_file():
-                raise FileNotFoundError(f"{self.model_dir} has neither spiece.model nor tokenizer.json")
-            self.tokenizer = _HFTokenizerJson(self.model_dir / "tokenizer.json")
-        vocabulary = set(read_ct2_vocabulary(self.model_dir))
-        self.languages = frozenset(code for code, token in MADLAD_TOKENS.items() if token in vocabulary)
-        self._special = CONTROL | set(MADLAD_TOKENS.values())
-        self._open(device, compute_type, threads)
+    def languages_in(self, vocabulary: list[str]) -> frozenset[str]:
+        present = set(vocabulary)
+        return frozenset(code for code, token in MADLAD_TOKENS.items() if token in present)
+
+    def special_tokens(self) -> frozenset[str]:
+        return CONTROL | frozenset(MADLAD_TOKENS.values())
 
     def source_tokens(self, text: str, tgt: str) -> list[str]:
         return [MADLAD_TOKENS[tgt], *self.tokenizer.encode(text), EOS]

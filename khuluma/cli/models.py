@@ -18,19 +18,9 @@ from rich.table import Table
 
 from contracts.installs import MODEL_SETTING, speech_route
 from contracts.settings import get_settings
-from engines.model_registry import (
-    CAPABILITIES,
-    KNOWN_MODELS,
-    SPEECH,
-    KnownModel,
-    ModelEntry,
-    ModelError,
-    ModelRegistry,
-    add_local,
-    catalogued,
-    pull,
-    speech_layout,
-)
+from engines.models.catalogue import KNOWN_MODELS, KnownModel, catalogued
+from engines.models.install import add_local, pull, speech_layout
+from engines.models.registry import CAPABILITIES, SPEECH, ModelEntry, ModelError, ModelRegistry
 
 app = typer.Typer(
     help="Install and list models (translation, speech, NER, sentiment, language models).", no_args_is_help=True

@@ -27,8 +27,8 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from cluster.settings_env import setting_warnings
 from contracts.settings import Settings
+from contracts.settings.variables import setting_warnings
 
 console = Console(stderr=True)
 DEFAULT_CONFIG = Path("configs/serve.yaml")
@@ -77,20 +77,8 @@ def serve(
     if config is None and DEFAULT_CONFIG.exists():
         config = DEFAULT_CONFIG
     cfg = load_serve_config(config)
-    overrides: dict[str, Any] = {}
-    if host:
-        overrides["host"] = host
-    if port:
-        overrides["port"] = port
-    for line in setting_warnings(os.environ):  # ignored, not fatal: each replica logs the same once as it starts
-        console.print(f"[yellow]WARNING:[/] {escape(line)}", highlight=False)
-    settings = Settings(**overrides)
-    http = cfg["http_options"]
-    bind_host = host or (os.environ.get("KHULUMA_HOST") and settings.host) or http.get("host") or settings.host
-    bind_port = port or (os.environ.get("KHULUMA_PORT") and settings.port) or http.get("port") or settings.port
-    settings = settings.updated({"host": bind_host, "port": int(bind_port)})
-    settings.ensure_dirs()
-    from cluster.ports import reserve
+    settings = _bound_settings(cfg, host, port)
+    from runtime.ports import reserve
 
     reserve(settings.port, metrics_port, dashboard_port)  # never picked for anything else this process starts
 
@@ -107,12 +95,7 @@ def serve(
         stop_actor = _start_stop_actor()  # before the deploy: every ingress replica finds it when it starts
         _deploy(settings, cfg)
         signals.check()
-        base = f"http://{settings.host}:{settings.port}"
-        console.print(f"[bold green]Khuluma is serving at {base}[/]  (docs: {base}/docs)")
-        console.print("Create a token:   [bold]khuluma token create --customer you[/]")
-        console.print(f"Try it:           curl {base}/api/v1/health")
-        console.print(f'Point the SDK:    VulavulaClient(token, base_url="{base}/api/v1")')
-        console.print("Ctrl-C stops everything gracefully (a second Ctrl-C at once).")
+        _announce(settings)
         signals.serving()
         while not signals.stopping:
             time.sleep(0.2)
@@ -142,6 +125,34 @@ def serve(
     _drain(stop_actor, grace, signals)
     _stop_everything(cleanups, signals)
     console.print("Stopped.")
+
+
+def _bound_settings(cfg: dict[str, Any], host: str | None, port: int | None) -> Settings:
+    """The settings, with the address to bind: the command's options, else ``KHULUMA_HOST``/``KHULUMA_PORT``, else
+    the Serve config's ``http_options``, else the defaults. Unknown ``KHULUMA_*`` variables are reported first."""
+    overrides: dict[str, Any] = {}
+    if host:
+        overrides["host"] = host
+    if port:
+        overrides["port"] = port
+    for line in setting_warnings(os.environ):  # ignored, not fatal: each replica logs the same once as it starts
+        console.print(f"[yellow]WARNING:[/] {escape(line)}", highlight=False)
+    settings = Settings(**overrides)
+    http = cfg["http_options"]
+    bind_host = host or (os.environ.get("KHULUMA_HOST") and settings.host) or http.get("host") or settings.host
+    bind_port = port or (os.environ.get("KHULUMA_PORT") and settings.port) or http.get("port") or settings.port
+    settings = settings.updated({"host": bind_host, "port": int(bind_port)})
+    settings.ensure_dirs()
+    return settings
+
+
+def _announce(settings: Settings) -> None:
+    base = f"http://{settings.host}:{settings.port}"
+    console.print(f"[bold green]Khuluma is serving at {base}[/]  (docs: {base}/docs)")
+    console.print("Create a token:   [bold]khuluma token create --customer you[/]")
+    console.print(f"Try it:           curl {base}/api/v1/health")
+    console.print(f'Point the SDK:    VulavulaClient(token, base_url="{base}/api/v1")')
+    console.print("Ctrl-C stops everything gracefully (a second Ctrl-C at once).")
 
 
 class StopRequested(BaseException):
@@ -275,13 +286,13 @@ def _bounded(cleanup: Cleanup, limit_s: float, signals: StopSignals) -> None:
 def _our_processes() -> set[Any]:
     """Every process below this one and of the sessions they lead: with this process leading its own session (as
     :func:`split` makes it), Ray's daemons that outlived their parent too; never this process."""
-    from cluster.processes import started_processes
+    from runtime.processes import started_processes
 
     return started_processes(os.getpid(), include_root=False)
 
 
 def _terminate(processes: list[Any], grace_s: float = 5.0) -> None:
-    from cluster.processes import terminate
+    from runtime.processes import terminate
 
     if not processes:
         return
@@ -354,10 +365,10 @@ def ray_env() -> dict[str, str]:
 def cluster_ports(*, fresh: bool = True) -> dict[str, str]:
     """Ports that one Ray cluster on this machine must not share with another: HAProxy's metrics and stats
     listeners (fixed 9101 and 8404 by default), the fallback proxy's (8500 and 9500) and the direct-ingress replica
-    ranges (see cluster/ports.py: two
+    ranges (see runtime/ports.py: two
     clusters on Serve's default range would answer each other's requests). ``fresh=False`` keeps values already
     in the process environment (the user's, or an earlier call's)."""
-    from cluster.ports import DIRECT_INGRESS_VARIABLES, direct_ingress_ports, free_port
+    from runtime.ports import DIRECT_INGRESS_VARIABLES, direct_ingress_ports, free_port
 
     known = {} if fresh else os.environ
     ports = {name: known.get(name) or str(free_port()) for name in HAPROXY_PORT_VARIABLES}

@@ -158,12 +158,7 @@ async def run_stream(
         outcome.audio_sent_at = clock()
         await ws.send(json.dumps({"type": "session.close"}) if live_api else "EOS")
 
-    if live_api:
-        secret = await asyncio.to_thread(mint_live_secret, url, token, lang)
-        base = url.rstrip("/").replace("https://", "wss://", 1).replace("http://", "ws://", 1)
-        target, headers, protocols = f"{base}/v1/realtime", {}, ["realtime", f"vulavula-insecure-api-key.{secret}"]
-    else:
-        target, headers, protocols = stream_url(url, lang), {"X-CLIENT-TOKEN": token}, None
+    target, headers, protocols = await _socket_target(url, token, lang, live_api)
     try:
         async with connect(
             target,
@@ -179,13 +174,9 @@ async def run_stream(
                     outcome.events.append((clock(), event))
                     if on_event is not None:
                         on_event(event)
-                    kind = event.get("type")
-                    if kind in START_EVENTS and sender is None:
+                    if event.get("type") in START_EVENTS and sender is None:
                         sender = asyncio.create_task(send_audio(ws))
-                    elif kind == "error":  # both protocols send one only for a session that ends
-                        detail = event.get("detail") or (event.get("error") or {}).get("message")
-                        raise StreamError(str(detail))
-                    elif kind in DONE_EVENTS:
+                    elif _ended(event):
                         break
             finally:
                 if sender is not None and not sender.done():
@@ -204,6 +195,27 @@ async def run_stream(
     if outcome.final is None:
         raise StreamError("The stream ended without a final result.")
     return outcome
+
+
+async def _socket_target(
+    url: str, token: str, lang: str | None, live_api: bool
+) -> tuple[str, dict[str, str], list[str] | None]:
+    """The socket's URL, headers and subprotocols: ``/ws/stream-transcribe`` with the token, or the Live API with a
+    client secret minted with it."""
+    if not live_api:
+        return stream_url(url, lang), {"X-CLIENT-TOKEN": token}, None
+    secret = await asyncio.to_thread(mint_live_secret, url, token, lang)
+    base = url.rstrip("/").replace("https://", "wss://", 1).replace("http://", "ws://", 1)
+    return f"{base}/v1/realtime", {}, ["realtime", f"vulavula-insecure-api-key.{secret}"]
+
+
+def _ended(event: dict[str, Any]) -> bool:
+    """Whether the session ended with ``event``; :class:`StreamError` for an error (both protocols send one only for
+    a session that ends)."""
+    kind = event.get("type")
+    if kind == "error":
+        raise StreamError(str(event.get("detail") or (event.get("error") or {}).get("message")))
+    return kind in DONE_EVENTS
 
 
 class _Screen:

@@ -27,7 +27,7 @@ from typing import TypeVar
 
 import psutil
 
-from cluster.ports import free_port
+from runtime.ports import free_port
 
 RAY = Path(sys.executable).with_name("ray")
 T = TypeVar("T")
@@ -170,7 +170,7 @@ class LocalCluster:
             f"--node-manager-port={free_port()}",
             f"--object-manager-port={free_port()}",
             # each worker binds a port the OS chooses (Ray's "random ports"): in the kernel's ephemeral range, apart
-            # from the ports cluster/ports.py hands out, and never one another node's worker holds
+            # from the ports runtime/ports.py hands out, and never one another node's worker holds
             "--min-worker-port=0",
             "--max-worker-port=0",
         ]

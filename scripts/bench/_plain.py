@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from cluster.ports import free_port
+from runtime.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

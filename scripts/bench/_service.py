@@ -2,7 +2,7 @@
 
 :func:`start_service` runs the command on free ports (HTTP and metrics) with its own data directory and a token of
 its own; :func:`stop_service` stops it gracefully. The memory figures count the processes of
-:func:`memory_processes`; ``cluster.processes.started_processes`` and ``pss_mb`` count every process the command
+:func:`memory_processes`; ``runtime.processes.started_processes`` and ``pss_mb`` count every process the command
 started, storage and proxy included.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import psutil
 
-from cluster.ports import free_port
-from cluster.processes import started_processes
+from runtime.ports import free_port
+from runtime.processes import started_processes
 from scripts.bench._plain import wait_healthy
 
 # Ray's processes by command line: its workers and actors (replicas among them), raylet, GCS and the dashboard

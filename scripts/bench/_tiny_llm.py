@@ -161,7 +161,7 @@ def build_shaped(dest: Path, shape: str, seed: int = 0) -> Path:
 
 def convert(hf_dir: Path, dest: Path, quantization: str | None = "int8") -> Path:
     """Convert with the same code path `khuluma models add|pull` uses."""
-    from engines.model_registry import convert_to_ctranslate2
+    from engines.models.install import convert_to_ctranslate2
 
     return convert_to_ctranslate2(Path(hf_dir), Path(dest), "llm", quantization=quantization)
 

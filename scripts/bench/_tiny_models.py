@@ -222,7 +222,7 @@ def build_tiny_xlmr(dest: Path, task: str, labels: list[str], forced: str | None
 
 def convert_tiny(hf_dir: Path, dest: Path, quantization: str | None = "int8") -> Path:
     """Convert with the same code path `khuluma models add` uses."""
-    from engines.model_registry import convert_to_ctranslate2
+    from engines.models.install import convert_to_ctranslate2
 
     return convert_to_ctranslate2(Path(hf_dir), Path(dest), "translation", quantization=quantization)
 

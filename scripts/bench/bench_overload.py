@@ -337,8 +337,8 @@ async def paced(session: aiohttp.ClientSession, send: Request, every_s: float, u
 
 
 def service_processes(pid: int) -> list[Any]:
-    """Every process ``khuluma serve`` (``pid``) started (``cluster.processes.started_processes``), by pid."""
-    from cluster.processes import started_processes
+    """Every process ``khuluma serve`` (``pid``) started (``runtime.processes.started_processes``), by pid."""
+    from runtime.processes import started_processes
 
     return sorted(started_processes(pid), key=lambda p: p.pid)
 

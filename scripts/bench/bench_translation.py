@@ -93,7 +93,8 @@ def main() -> None:
     from scripts.bench._tiny_models import build_tiny_nllb, convert_tiny, training_lines
 
     if args.model:
-        from engines.model_registry import ModelRegistry, resolve
+        from engines.models.registry import ModelRegistry
+        from engines.models.resolve import resolve
 
         entry = resolve(ModelRegistry(data), args.model)
         model_dir, model_label = Path(entry.path), entry.name

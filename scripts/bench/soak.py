@@ -39,7 +39,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from cluster.processes import pss_mb  # noqa: E402
+from runtime.processes import pss_mb  # noqa: E402
 from scripts.bench._hostile import docx_bomb, lying_wav  # noqa: E402
 from scripts.bench._service import memory_processes, start_service, stop_service  # noqa: E402
 from scripts.bench._speech import espeak  # noqa: E402

@@ -1,16 +1,11 @@
-"""Admission by capacity: what a model-bound request costs, and how much of each kind of work one ingress replica
-lets in at once.
+"""Admission by capacity: how much of each kind of model-bound work (``kinds.py``) one ingress replica lets in at
+once, for requests sized by ``cost.py``: one :class:`Limiter` per kind (:class:`Capacity`), on the cost in flight,
+with a fair share between customers. A request past its kind's limit answers 503 with ``Retry-After`` before its
+body is read (``serve_app/middleware.py:AdmissionMiddleware``).
 
-**The cost**, known before the request runs (:data:`KINDS`): only the headers are read, except for speech. The size
-of a text, a query or a document is its ``Content-Length`` (a request's fixed work counts as :attr:`Kind.overhead`
-more); a transcription's is the seconds of audio its file's header states (``contracts/audio_length.py``), from the
-first bytes of the upload, read only once the capacity check has passed (:func:`audio_in_body`) and handed on to
-the route unchanged.
-
-**The limit.** Each kind (text, translation, search, documents, speech) has a :class:`Limiter` on the cost in
-flight. It is not configured but learned from the **queueing delay** the admitted requests measure, in the spirit of
-CoDel and of adaptive concurrency limiters (Netflix's concurrency-limits, Envoy's adaptive concurrency filter), so
-the same code fits 2 cores, 16 cores or a GPU node:
+**The limit** is not configured but learned from the **queueing delay** the admitted requests measure, in the
+spirit of CoDel and of adaptive concurrency limiters (Netflix's concurrency-limits, Envoy's adaptive concurrency
+filter), so the same code fits 2 cores, 16 cores or a GPU node:
 
 - a request's *delay* is its latency (from its admission to the start of its answer: the ingress's own queue
   included) less what it takes alone: its cost times the fewest seconds per unit measured on a request of its size
@@ -39,148 +34,18 @@ flooding cannot lock the others out, and customers gone quiet hold nobody back. 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 import math
-import re
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
-from starlette.types import Message, Receive
-
-from contracts.audio_length import FALLBACK_BYTES_PER_S, HEAD_BYTES, audio_seconds
 from contracts.errors import Overloaded, RateLimited
 from contracts.settings import AdmissionSettings
+from serve_app.admission.kinds import KINDS
 
 log = logging.getLogger(__name__)
-
-# ------------------------------------------------------------------------------------------------ the cost
-
-
-@dataclass(frozen=True)
-class Kind:
-    """One kind of model-bound work, with its own :class:`Limiter`."""
-
-    name: str
-    paths: re.Pattern[str]
-    unit: str  # what its cost counts
-    overhead: float  # the cost of a request's fixed work (parsing, routing, the model call), in ``unit``
-    setting: str = ""  # the settings field of its optional ceiling of requests in flight
-    audio: bool = False  # sized by the seconds of audio in its upload
-
-
-_SPEECH = r"/(api/v1/transcribe/sync|api/v2alpha/transcribe/(sync/file|fast)|v1/transcribe(/sync)?|v1/audio/\w+)"
-KINDS: tuple[Kind, ...] = (
-    Kind(
-        "text",
-        re.compile(
-            r"/api/v1/(entity_recognition/(process|explain)|sentiment_analysis/process|classify|language/detect)"
-            r"|/v1/embeddings"
-        ),
-        "bytes",
-        64,
-        "text_in_flight",
-    ),
-    Kind("translation", re.compile(r"/(api/v1/translate/process|v1/translate)"), "bytes", 64, "translation_in_flight"),
-    Kind("search", re.compile(r"/api/v1/search/knowledgebase/[^/]+/query"), "bytes", 2048, "search_in_flight"),
-    Kind(
-        "documents", re.compile(r"/api/v1/search/knowledgebase/[^/]+/document"), "bytes", 64 * 1024, "search_in_flight"
-    ),
-    Kind("speech", re.compile(_SPEECH), "audio seconds", 1.0, "speech_in_flight", audio=True),
-    # an answer's cost is mostly the tokens it generates, bounded per request: a fixed overhead as large as a long
-    # question, on top of the bytes of the question (the learned speed per size absorbs the rest)
-    Kind(
-        "llm",
-        re.compile(r"/api/v1/search/knowledgebase/[^/]+/ask|/v1/chat/completions"),
-        "bytes",
-        16 * 1024,
-        "llm_in_flight",
-    ),
-)
-_BY_NAME = {kind.name: kind for kind in KINDS}
-
-
-def kind_of(method: str, path: str) -> Kind | None:
-    """The kind of model-bound work a request is, or None (health, metadata, async jobs and batches, management)."""
-    if method != "POST":
-        return None
-    for kind in KINDS:
-        if kind.paths.fullmatch(path):
-            return kind
-    return None
-
-
-def kind_named(name: str) -> Kind:
-    return _BY_NAME[name]
-
-
-def content_length(headers: Mapping[bytes, bytes]) -> int | None:
-    value = headers.get(b"content-length", b"")
-    return int(value) if value.isdigit() else None
-
-
-def header_cost(kind: Kind, headers: Mapping[bytes, bytes], typical: float) -> float:
-    """The cost the headers say: the body's size (speech: at a compressed speech bit rate) plus the fixed work;
-    ``typical`` when the body's size is not known (a chunked upload)."""
-    length = content_length(headers)
-    if length is None:
-        return typical or kind.overhead
-    return kind.overhead + (length / FALLBACK_BYTES_PER_S if kind.audio else length)
-
-
-async def audio_in_body(receive: Receive, headers: Mapping[bytes, bytes]) -> tuple[float | None, Receive]:
-    """Seconds of audio in the upload (multipart, or the v1 routes' JSON with a base64 ``audio_blob``) from its first
-    :data:`~contracts.audio_length.HEAD_BYTES`, and a ``receive`` that hands the app the whole body as if nothing
-    had been read. None when no file is found there."""
-    held: list[Message] = []
-    head = b""
-    more = True
-    while more and len(head) < HEAD_BYTES + 4096:
-        message = await receive()
-        held.append(message)
-        if message["type"] != "http.request":
-            break
-        head += message.get("body", b"")
-        more = bool(message.get("more_body", False))
-    total = content_length(headers) or len(head)
-    seconds = _audio_seconds(head, total, headers.get(b"content-type", b""))
-
-    async def replay() -> Message:
-        return held.pop(0) if held else await receive()
-
-    return seconds, replay
-
-
-def _audio_seconds(head: bytes, total: int, content_type: bytes) -> float | None:
-    if content_type.lower().startswith(b"multipart/"):
-        start = _multipart_file(head)
-        if start is None:
-            return None
-        return audio_seconds(head[start : start + HEAD_BYTES], total - start)
-    blob = re.search(rb'"audio_blob"\s*:\s*"', head)
-    if blob is None:
-        return None
-    encoded = head[blob.end() :].split(b'"', 1)[0][: HEAD_BYTES * 4 // 3]
-    try:
-        file_head = base64.b64decode(encoded[: len(encoded) // 4 * 4])
-    except (binascii.Error, ValueError):
-        return None
-    return audio_seconds(file_head, (total - blob.end()) * 3 // 4)
-
-
-def _multipart_file(head: bytes) -> int | None:
-    """Where the first file part's bytes start in a multipart body's head."""
-    named = head.lower().find(b"filename=")
-    if named < 0:
-        return None
-    end = head.find(b"\r\n\r\n", named)
-    return end + 4 if end >= 0 else None
-
-
-# ------------------------------------------------------------------------------------------------ the limit
 
 OWN_WAIT = 0.5  # a request whose own work is long may wait this share of it (beyond the target)
 UNMEASURED_REQUESTS = 8  # in flight at once before the first request of the kind has been measured

@@ -36,8 +36,6 @@ from contracts.settings import AdmissionSettings
 from persistence import admission_counts as store
 from persistence.session import Database
 from persistence.usage_meter import UsageMeter
-from serve_app.admission.capacity import Capacity
-from serve_app.admission.live import LiveSessions
 from serve_app.tokens import LIMIT_FIELDS, Principal
 
 log = logging.getLogger(__name__)
@@ -124,9 +122,9 @@ class _LoopLocks:
         return held[1]
 
 
-class Admission:
-    """The admission of one ingress replica: its customers' limits (the shared counts live in the database), its
-    live sessions (:attr:`live`) and its capacity for each kind of work (:attr:`capacity`)."""
+class Customers:
+    """The customers' limits on one ingress replica: requests per minute and audio seconds per day (the shared counts
+    live in the database), and each customer's limits, cached."""
 
     def __init__(
         self,
@@ -142,8 +140,6 @@ class Admission:
         self._audio: dict[int, _AudioDay] = {}
         self._locks = _LoopLocks()
         self._forgotten_before = 0
-        self.live = LiveSessions(db, settings)
-        self.capacity = Capacity(settings)
 
     def now(self) -> float:
         return self._clock()

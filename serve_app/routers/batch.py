@@ -6,6 +6,7 @@ from fastapi import APIRouter, Response
 
 from contracts.batch import BatchCreated, BatchInfo
 from contracts.speech import TranscriptionRecord
+from serve_app.admission.kinds import not_capacity_checked
 from serve_app.auth import Caller, Ctx
 from serve_app.services import batch as service
 
@@ -13,6 +14,7 @@ router = APIRouter(prefix="/api/v2alpha/transcribe/batch", tags=["batch transcri
 
 
 @router.post("", response_model=BatchCreated, status_code=201)
+@not_capacity_checked("creates a batch: asks the speech deployment only whether it serves the language")
 async def create_batch(caller: Caller, ctx: Ctx, lang_code: str | None = None) -> BatchCreated:
     return await service.create(ctx, caller, lang_code)
 

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Body, Response, WebSocket
 
 from contracts.errors import DomainError
 from contracts.realtime import ClientSecret, ClientSecretRequest
+from serve_app.admission.kinds import not_capacity_checked
 from serve_app.auth import AnyCaller, Caller, Ctx, admit_live_principal, admit_live_session, authenticate
 from serve_app.errors import refuse_websocket
 from serve_app.services.live import realtime as live_api
@@ -53,6 +54,7 @@ async def stream_transcribe(websocket: WebSocket, ctx: Ctx) -> None:
 
 
 @router.post("/v1/realtime/client_secrets", response_model=ClientSecret)
+@not_capacity_checked("mints a client secret: asks the speech deployment only whether it serves the language")
 async def client_secrets(
     caller: AnyCaller, ctx: Ctx, body: Annotated[ClientSecretRequest | None, Body()] = None
 ) -> ClientSecret:

@@ -20,6 +20,7 @@ from contracts.openai import (
     TranscriptionJson,
     VerboseTranscription,
 )
+from serve_app.admission.kinds import LLM, SPEECH, TEXT, admitted_as
 from serve_app.auth import Ctx, OpenAICaller
 from serve_app.services import openai_audio, openai_chat, openai_embeddings, openai_models
 from serve_app.uploads import multipart_openapi
@@ -44,17 +45,20 @@ _AUDIO: dict[str, Any] = {
 
 
 @router.post("/audio/transcriptions", **_AUDIO)
+@admitted_as(SPEECH)
 async def transcriptions(request: Request, caller: OpenAICaller, ctx: Ctx) -> Response | TranscriptionJson:
     return await openai_audio.transcriptions(ctx, caller, request)
 
 
 @router.post("/audio/translations", **_AUDIO)
+@admitted_as(SPEECH)
 async def translations(request: Request, caller: OpenAICaller, ctx: Ctx) -> Response | TranscriptionJson:
     """Speech to English text: 503 for non-English audio while no translation model is installed."""
     return await openai_audio.translations(ctx, caller, request)
 
 
 @router.post("/embeddings", response_model=EmbeddingList)
+@admitted_as(TEXT)
 async def embeddings(body: EmbeddingRequest, caller: OpenAICaller, ctx: Ctx) -> EmbeddingList:
     return await openai_embeddings.embed(ctx, caller, body)
 
@@ -69,6 +73,7 @@ async def embeddings(body: EmbeddingRequest, caller: OpenAICaller, ctx: Ctx) -> 
         }
     },
 )
+@admitted_as(LLM)
 async def chat_completions(
     body: ChatCompletionRequest, caller: OpenAICaller, ctx: Ctx
 ) -> ChatCompletion | StreamingResponse:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 
 from contracts.profile import ProfileTranscription, ProfileTranslateRequest, ProfileTranslation
+from serve_app.admission.kinds import SPEECH, TRANSLATION, admitted_as
 from serve_app.auth import Ctx, ProfileCaller
 from serve_app.services import profile as service
 from serve_app.uploads import multipart_openapi
@@ -14,6 +15,7 @@ router = APIRouter(prefix="/v1", tags=["self-hosted profile"])
 
 
 @router.post("/translate", response_model=ProfileTranslation)
+@admitted_as(TRANSLATION)
 async def translate(body: ProfileTranslateRequest, caller: ProfileCaller, ctx: Ctx) -> ProfileTranslation:
     """NLLB codes (zul_Latn, eng_Latn, ...). 503 until a translation model is installed."""
     return await service.translate(ctx, caller, body.text, body.src_lang, body.tgt_lang)
@@ -24,6 +26,7 @@ async def translate(body: ProfileTranslateRequest, caller: ProfileCaller, ctx: C
     response_model=ProfileTranscription,
     openapi_extra=multipart_openapi("file", "Audio in any format and at any sample rate."),
 )
+@admitted_as(SPEECH)
 async def transcribe(
     request: Request,
     caller: ProfileCaller,

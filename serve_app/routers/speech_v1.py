@@ -12,6 +12,7 @@ from contracts.speech import (
     V1SyncRequest,
     V1SyncResult,
 )
+from serve_app.admission.kinds import SPEECH, admitted_as, not_capacity_checked
 from serve_app.auth import Caller, Ctx
 from serve_app.services import jobs as jobs_service
 from serve_app.services import speech as service
@@ -26,6 +27,7 @@ router = APIRouter(prefix="/api/v1", tags=["transcription v1 (deprecated)"], dep
 
 
 @router.post("/transcribe/sync", response_model=V1SyncResult)
+@admitted_as(SPEECH)
 async def transcribe_sync(body: V1SyncRequest, caller: Caller, ctx: Ctx, response: Response) -> V1SyncResult:
     _deprecated(response)
     return await service.v1_sync(ctx, caller, body.file_name, body.audio_blob)
@@ -38,6 +40,7 @@ async def file_upload(body: V1SyncRequest, caller: Caller, ctx: Ctx, response: R
 
 
 @router.post("/transcribe/process/{upload_id}", response_model=MessageResult)
+@not_capacity_checked("queues an async job: asks the speech deployment only whether it serves the language")
 async def transcribe_process(
     upload_id: str, caller: Caller, ctx: Ctx, response: Response, body: ProcessRequest | None = None
 ) -> MessageResult:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 
 from contracts.speech import FastTranscription, TranscriptionRecord
+from serve_app.admission.kinds import SPEECH, admitted_as
 from serve_app.auth import Caller, Ctx
 from serve_app.services import speech as service
 from serve_app.uploads import multipart_openapi
@@ -19,6 +20,7 @@ _AUDIO = "Audio: WAV, MP3, FLAC, AAC, OGG, MP4, AIFF or OPUS."
     response_model=TranscriptionRecord,
     openapi_extra=multipart_openapi("file", _AUDIO),
 )
+@admitted_as(SPEECH)
 async def sync_file(
     request: Request,
     caller: Caller,
@@ -33,11 +35,13 @@ async def sync_file(
 @router.post(
     "/api/v2alpha/transcribe/fast", response_model=FastTranscription, openapi_extra=multipart_openapi("upload", _AUDIO)
 )
+@admitted_as(SPEECH)
 async def fast(request: Request, caller: Caller, ctx: Ctx, lang_code: str | None = None) -> FastTranscription:
     return await service.fast(ctx, caller, request, lang_code)
 
 
 @router.post("/v1/transcribe/sync", response_model=TranscriptionRecord, openapi_extra=multipart_openapi("file", _AUDIO))
+@admitted_as(SPEECH)
 async def api_url_sync(
     request: Request,
     caller: Caller,

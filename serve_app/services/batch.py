@@ -89,7 +89,7 @@ async def process(ctx: AppContext, caller: Principal, batch_id: str, diarise: bo
     batch = await anyio.to_thread.run_sync(_owned, ctx, caller, batch_id)
     if batch.status != BatchStatus.CREATED:
         return False
-    await ctx.admission.check_audio(caller)  # the customer's audio of the day: 429 before the batch starts
+    await ctx.admission.customers.check_audio(caller)  # the customer's audio of the day: 429 before the batch starts
     objects = await _storage(list_objects, for_bucket(ctx.settings.s3, batch.bucket), batch_prefix(batch_id))
     if not objects:
         raise InvalidInput(

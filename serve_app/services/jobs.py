@@ -104,7 +104,7 @@ async def v1_process(
 ) -> MessageResult:
     await anyio.to_thread.run_sync(_owned, ctx, caller, upload_id)
     jobs = required(ctx.clients.jobs, "jobs")
-    await ctx.admission.check_audio(caller)  # the customer's audio of the day: 429 before the job is queued
+    await ctx.admission.customers.check_audio(caller)  # the customer's audio of the day: 429 before the job is queued
     language_code = await _check_language(ctx, language_code)
     if webhook is not None and webhook.strip():
         webhook = await check_webhook_url_async(webhook, ctx.settings.webhooks.allow_private)

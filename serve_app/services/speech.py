@@ -151,7 +151,7 @@ async def file_transcription(
 ) -> AsyncIterator[Transcription]:
     """THE file transcription of the routes (see the module docstring): the upload received, then the route's
     body (its options, one :meth:`Transcription.transcribe`), metered once, with nothing left behind."""
-    await ctx.admission.check_audio(caller)  # the customer's audio of the day: 429 before the upload is read
+    await ctx.admission.customers.check_audio(caller)  # the customer's audio of the day: 429 before the upload is read
     try:
         upload = await receive_file(request, field, _limit_bytes(ctx), ctx.settings.data_dir / "uploads")
     except DomainError:
@@ -217,7 +217,7 @@ def _decoded_blob(ctx: AppContext, file_name: str, audio_blob: str) -> Blob:
 
 
 async def v1_sync(ctx: AppContext, caller: Principal, file_name: str, audio_blob: str) -> V1SyncResult:
-    await ctx.admission.check_audio(caller)
+    await ctx.admission.customers.check_audio(caller)
     name = sanitize_filename(file_name, default="audio")
     async with metered(ctx, caller, ROUTE_V1_SYNC, Transcription(ctx, file_name=name)) as job:
         job.audio = await anyio.to_thread.run_sync(_decoded_blob, ctx, file_name, audio_blob)

@@ -7,9 +7,9 @@ request path (``KHULUMA_USAGE_FLUSH_SECONDS``); the usage report flushes it firs
 
 from __future__ import annotations
 
-from cluster.metrics import record_audio
 from persistence.models import utcnow
 from persistence.usage_meter import UsageRow
+from runtime.metrics import record_audio
 from serve_app.context import AppContext
 from serve_app.tokens import Principal
 
@@ -35,7 +35,7 @@ async def record_usage(
         "created_at": utcnow(),  # when it was answered, not when the meter writes it
     }
     await ctx.usage.add(row)
-    ctx.admission.note_audio(principal.customer_id, seconds)  # counts toward the customer's audio of the day
+    ctx.admission.customers.note_audio(principal.customer_id, seconds)  # counts toward the customer's audio of the day
     if status == "successful":
         record_audio(route, seconds)
 

@@ -35,9 +35,9 @@ import httpx
 import psutil
 import pytest
 
-from cluster.ports import free_port
-from cluster.processes import alive, started_processes
 from khuluma.cli.serve import cluster_ports
+from runtime.ports import free_port
+from runtime.processes import alive, started_processes
 from scripts.bench._plain import wait_healthy
 from tests.speechdata import espeak
 

@@ -1,8 +1,8 @@
 """No secret appears in what Ray shows an operator, nor in Ray's logs.
 
 Secrets (``SecretStr`` settings: ``database_url``, ``s3.secret_key``) reach replicas through the process environment
-only (contracts/settings.py: ``Settings.for_replica`` / ``from_bound``). This checks every place Ray keeps or shows
-an application's configuration:
+only (contracts/settings/service.py: ``Settings.for_replica`` / ``from_bound``). This checks every place Ray keeps or
+shows an application's configuration:
 
 - ``serve.status()`` and the Serve application details (the controller's ``get_serve_instance_details``: exactly
   what the dashboard's ``GET /api/serve/applications/`` returns; the test clusters run without a dashboard);

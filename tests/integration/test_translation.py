@@ -39,7 +39,8 @@ def test_serve_deployment_batches_and_hot_reloads(serve_url, settings, tiny_nllb
 
     from contracts.translation import TranslationClient, TranslationRequest
     from deployments.translation import Translation
-    from engines.translation.nllb import CTranslate2Translator, DecodeOptions
+    from engines.translation.nllb import NLLBTranslator
+    from engines.translation.translator import DecodeOptions
     from scripts.bench._tiny_models import training_lines
 
     bound = settings.updated({"translation": {"max_length": 12, "compute_type": "float32"}}).for_replica(
@@ -58,7 +59,7 @@ def test_serve_deployment_batches_and_hot_reloads(serve_url, settings, tiny_nllb
     typed = [TranslationRequest(text=text, source=src, target=tgt) for text, src, tgt in requests]
 
     def expected(path) -> list[str]:
-        engine = CTranslate2Translator(path, options=DecodeOptions(beam_size=2, max_length=12), compute_type="float32")
+        engine = NLLBTranslator(path, options=DecodeOptions(beam_size=2, max_length=12), compute_type="float32")
         return [o.text for o in engine.translate_batch(requests)]
 
     old, new = expected(tiny_nllb.ct2_f32), expected(tiny_nllb.other_ct2_f32)

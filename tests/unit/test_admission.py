@@ -25,7 +25,7 @@ from persistence import admission_counts as store
 from persistence.models import UsageRecord, UsageRefusal, utcnow
 from persistence.session import Database
 from persistence.usage_meter import UsageMeter
-from serve_app.admission.customers import Admission
+from serve_app.admission.customers import Customers
 from serve_app.app import create_app
 from serve_app.context import Clients, build_context, get_context
 from serve_app.tokens import LIMIT_FIELDS, Principal, create_token, customer_limits, hash_token
@@ -124,7 +124,7 @@ def test_the_migration_matches_the_models(db: Database) -> None:
 
 
 def test_replicas_never_admit_more_than_the_limit_together(db: Database) -> None:
-    """Four replicas (each its own Admission, thread and event loop) admit 40 concurrent requests each for one
+    """Four replicas (each its own customers' limits, thread and event loop) admit 40 concurrent requests each for one
     customer with a limit of 50 per minute: exactly 50 are admitted, whatever the interleaving."""
     _, principal = _customer(db, requests_per_minute=50)
     settings = AdmissionSettings(cache_seconds=0)
@@ -132,7 +132,7 @@ def test_replicas_never_admit_more_than_the_limit_together(db: Database) -> None
     admitted: list[int] = []
 
     def replica() -> None:
-        admission = Admission(db, UsageMeter(db, 0.2), settings, clock=lambda: now)  # one minute for all
+        admission = Customers(db, UsageMeter(db, 0.2), settings, clock=lambda: now)  # one minute for all
 
         async def one() -> int:
             try:
@@ -157,7 +157,7 @@ def test_replicas_never_admit_more_than_the_limit_together(db: Database) -> None
 def test_a_new_minute_admits_again_and_the_limits_cache_expires(db: Database) -> None:
     _, principal = _customer(db, requests_per_minute=2)
     t = [1_700_000_000.0]  # 20 s into a minute
-    admission = Admission(db, UsageMeter(db, 0.2), AdmissionSettings(cache_seconds=0), clock=lambda: t[0])
+    admission = Customers(db, UsageMeter(db, 0.2), AdmissionSettings(cache_seconds=0), clock=lambda: t[0])
 
     async def go() -> None:
         first = await admission.admit_request(principal)
@@ -443,6 +443,7 @@ def test_a_draining_replica_refuses_new_work_and_says_so(settings, db) -> None:
 
 
 def test_drain_waits_for_requests_in_flight_and_closes_live_sessions(settings, db) -> None:
+    from serve_app.admission.kinds import RouteKinds
     from serve_app.admission.live import LiveSeat
     from serve_app.ingress import drain_replica
     from serve_app.lifecycle import SHUTTING_DOWN
@@ -457,7 +458,7 @@ def test_drain_waits_for_requests_in_flight_and_closes_live_sessions(settings, d
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"done"})
 
-    middleware = AdmissionMiddleware(slow_app, context.drain, context.admission.capacity)
+    middleware = AdmissionMiddleware(slow_app, context.drain, context.admission.capacity, RouteKinds())
 
     async def request(path: str = "/x") -> int:
         sent: list[dict[str, Any]] = []

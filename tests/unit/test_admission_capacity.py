@@ -28,7 +28,9 @@ from contracts.audio_length import FALLBACK_BYTES_PER_S, HEAD_BYTES, audio_secon
 from contracts.errors import Overloaded, RateLimited
 from contracts.settings import AdmissionSettings, Settings
 from contracts.speech import StreamRequest
-from serve_app.admission.capacity import Capacity, Limiter, audio_in_body, header_cost, kind_named, kind_of
+from serve_app.admission.capacity import Capacity, Limiter
+from serve_app.admission.cost import audio_in_body, header_cost
+from serve_app.admission.kinds import RouteKinds, kind_named
 from serve_app.admission.live import (
     CURRENT_SEAT,
     REALTIME_HEADROOM,
@@ -37,12 +39,14 @@ from serve_app.admission.live import (
     LiveSessions,
     TimedSpeechClient,
 )
+from serve_app.app import create_app
 from serve_app.context import Clients, build_context
 from serve_app.lifecycle import Drain
 from serve_app.middleware import AdmissionMiddleware
 from serve_app.tokens import Principal, create_token, customer_limits
 
 SENTIMENT = "/api/v1/sentiment_analysis/process"
+KINDS = RouteKinds.of(create_app().routes)  # each model-bound route's kind of work, as the app's routes declare it
 
 
 # ------------------------------------------------------------------------------------------------ the cost
@@ -63,7 +67,7 @@ def test_routes_are_sized_by_their_kind_of_work() -> None:
         "/v1/chat/completions": "llm",
     }
     for path, kind in named.items():
-        found = kind_of("POST", path)
+        found = KINDS.kind_of("POST", path)
         assert found is not None and found.name == kind, path
     # not model-bound: management, uploads of async jobs, reads
     for method, path in [
@@ -72,7 +76,7 @@ def test_routes_are_sized_by_their_kind_of_work() -> None:
         ("GET", "/api/v1/search/knowledgebase/abc/documents"),
         ("GET", "/api/v1/health"),
     ]:
-        assert kind_of(method, path) is None
+        assert KINDS.kind_of(method, path) is None
     text = kind_named("text")
     light = header_cost(text, {b"content-length": b"120"}, 0)
     heavy = header_cost(text, {b"content-length": b"3600"}, 0)
@@ -436,7 +440,7 @@ def _edge(settings: Settings, app: HeldApp) -> tuple[httpx.AsyncClient, Any, Cap
     """The admission middleware over ``app``, seeing a real context (tokens, customers' limits) as the ingress's."""
     context = build_context(settings, Clients())
     capacity = Capacity(settings.admission)
-    middleware = AdmissionMiddleware(app, Drain(), capacity)
+    middleware = AdmissionMiddleware(app, Drain(), capacity, KINDS)
     holder = SimpleNamespace(state=SimpleNamespace(context=context))
 
     async def with_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -496,7 +500,7 @@ def test_past_its_concurrent_share_a_customer_gets_429_at_the_edge(settings: Set
         app = HeldApp()
         client, context, capacity = _edge(settings, app)
         token, customer = _token(context, concurrent_share=40)
-        await context.admission.limits_for(customer)  # as authentication reads them
+        await context.admission.customers.limits_for(customer)  # as authentication reads them
         capacity["text"].limit, capacity["text"].last_alone = 10_000.0, time.monotonic()
         body = {"encoded_text": "y" * 3000}
         async with client:

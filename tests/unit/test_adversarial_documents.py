@@ -14,7 +14,8 @@ from pathlib import Path
 from contracts.errors import TooLarge, UnsupportedMedia
 from contracts.settings import SearchSettings
 from engines.search.chunking import chunk_text
-from engines.search.documents import DEFAULT_LIMITS, ExtractionLimits, extract_text, extract_text_isolated
+from engines.search.documents import DEFAULT_LIMITS, ExtractionLimits, extract_text
+from engines.search.isolation import extract_text_isolated
 from scripts.bench._hostile import docx_bomb, legit_docx
 from tests.unit.test_documents import make_pdf, write_pdf
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("khuluma", "contracts", "engines", "deployments", "serve_app", "cluster", "persistence")
+PACKAGES = ("khuluma", "contracts", "engines", "deployments", "serve_app", "cluster", "runtime", "persistence")
 # The venv's own tools: next to the interpreter running the tests (not resolved: .venv/bin/python is a link).
 BIN = Path(sys.executable).parent
 
@@ -155,6 +155,57 @@ FORBIDDEN = [
         "from serve_app import errors",
         "cluster.s3 -> serve_app.errors",
         id="cluster-imports-serve-app",
+    ),
+    pytest.param(
+        "runtime-below-serving",
+        "runtime/metrics.py",
+        "from serve_app import errors",
+        "runtime.metrics -> serve_app.errors",
+        id="runtime-imports-serve-app",
+    ),
+    pytest.param(
+        "packages-layered",
+        "runtime/ports.py",
+        "import cluster.s3",
+        "runtime.ports -> cluster.s3",
+        id="runtime-imports-cluster",
+    ),
+    pytest.param(
+        "packages-layered",
+        "persistence/models.py",
+        "import engines.text.utils",
+        "persistence.models -> engines.text.utils",
+        id="persistence-imports-engines",
+    ),
+    # Inside engines/: the registry imports no capability engine, and the capability engines import none of each other.
+    pytest.param(
+        "engines-layers",
+        "engines/models/registry.py",
+        "import engines.speech.audio",
+        "engines.models.registry -> engines.speech.audio",
+        id="registry-imports-speech",
+    ),
+    pytest.param(
+        "engines-layers",
+        "engines/translation/ct2.py",
+        "import engines.search.fusion",
+        "engines.translation.ct2 -> engines.search.fusion",
+        id="translation-imports-search",
+    ),
+    # A cycle between two modules of one package (which import of the two is named to break it is grimp's choice).
+    pytest.param(
+        "no-cycles",
+        "engines/translation/ct2.py",
+        "import engines.translation.madlad",
+        "No cycles are allowed in engines.translation",
+        id="cycle-in-translation",
+    ),
+    pytest.param(
+        "no-cycles",
+        "serve_app/tokens.py",
+        "import serve_app.auth",
+        "No cycles are allowed in serve_app",
+        id="cycle-in-serve-app",
     ),
 ]
 

@@ -18,16 +18,10 @@ from contracts.llm import Sampling
 from contracts.settings import Settings
 from engines.llm import vllm
 from engines.llm.tokenizer import ChatTokenizer
-from engines.model_registry import (
-    KNOWN_MODELS,
-    ModelError,
-    ModelRegistry,
-    add_local,
-    check_licence,
-    model_format,
-    pull,
-    resolve,
-)
+from engines.models.catalogue import KNOWN_MODELS, check_licence
+from engines.models.install import add_local, pull
+from engines.models.registry import ModelError, ModelRegistry, model_format
+from engines.models.resolve import resolve
 from khuluma.app import default_capabilities, deployment_names
 
 ROOT = Path(__file__).resolve().parents[2]

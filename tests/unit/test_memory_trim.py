@@ -1,4 +1,4 @@
-"""Freed heap memory handed back once a replica is idle (cluster/memory.py): when a trim runs, and that it does
+"""Freed heap memory handed back once a replica is idle (runtime/memory.py): when a trim runs, and that it does
 give memory back."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.memory import IdleTrim, release_freed_memory, trim_heap
+from runtime.memory import IdleTrim, release_freed_memory, trim_heap
 
 
 def test_a_trim_runs_once_work_has_stopped_for_the_delay_and_never_during_work() -> None:

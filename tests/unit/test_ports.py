@@ -1,4 +1,4 @@
-"""Ports for the Ray clusters and services the project starts (cluster/ports.py): never one already in use, never
+"""Ports for the Ray clusters and services the project starts (runtime/ports.py): never one already in use, never
 the same twice in one process, and never in the kernel's ephemeral range, where outgoing connections take their
 local ports (a port picked there was taken before Ray's agent bound it, and the start failed)."""
 
@@ -8,7 +8,7 @@ import random
 import socket
 from pathlib import Path
 
-from cluster.ports import free_port, free_port_block
+from runtime.ports import free_port, free_port_block
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -27,7 +27,7 @@ def test_free_ports_are_distinct_free_and_below_the_ephemeral_range() -> None:
 
 
 def test_a_port_in_use_handed_out_or_reserved_is_never_picked() -> None:
-    from cluster.ports import _SINGLE_SEARCH, reserve
+    from runtime.ports import _SINGLE_SEARCH, reserve
 
     first = random.Random(1234).randrange(*_SINGLE_SEARCH)  # free_port's first choice with this seed
     with socket.socket() as held:
@@ -46,7 +46,7 @@ def test_a_port_in_use_handed_out_or_reserved_is_never_picked() -> None:
 
 def test_a_port_handed_out_is_held_only_a_while() -> None:
     """Held until it is surely bound, not for ever: a long test session starts and stops dozens of clusters."""
-    from cluster import ports
+    from runtime import ports
 
     port = free_port()
     assert ports._held(port)

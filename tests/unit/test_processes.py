@@ -1,4 +1,4 @@
-"""``cluster/processes.py``: the processes a command started are found by parent and by session, an orphan in a
+"""``runtime/processes.py``: the processes a command started are found by parent and by session, an orphan in a
 session of its own included, and nothing of the caller's session beyond them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from cluster.processes import alive, pss_mb, started_processes, terminate
+from runtime.processes import alive, pss_mb, started_processes, terminate
 
 # A command that starts a child in a session of its own, which starts a grandchild and exits: the grandchild is an
 # orphan that only its session ties to the command. Each writes its pid to the file named by argv[1].

@@ -18,7 +18,8 @@ from contracts.errors import InvalidInput, NotFound
 from contracts.payloads import Blob
 from contracts.search import AddDocument, DocumentFile, SearchQuery
 from contracts.settings import Settings
-from engines.search.bm25 import Bm25Cache, Bm25Index
+from engines.search.bm25 import Bm25Index
+from engines.search.bm25_cache import Bm25Cache
 from engines.search.chunk_language import detect_languages
 from engines.search.chunk_store import ChunkStore, collection_name, connect_chroma
 from engines.search.fusion import FusionConfig, Hit, fuse

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from contracts.errors import TimedOut, Unavailable, UnsupportedLanguage
+from engines.models.ctc_layout import SHERPA_ONNX, TRANSFORMERS, inspect
 from engines.speech.ctc import decoding as ctc
 from engines.speech.ctc import guards as ctc_guards
-from engines.speech.ctc.layout import SHERPA_ONNX, TRANSFORMERS, inspect
 from engines.speech.ctc.recognizer import CTCRecognizer
 from engines.speech.recognition import SpeechSegment
 from tests.speech_models import ALPHABETS, TinyCTCModels, session_ctc_models, speechlike

@@ -12,16 +12,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from engines import model_registry
-from engines.model_registry import (
-    KNOWN_MODELS,
-    ModelError,
-    ModelRegistry,
-    add_local,
-    check_licence,
-    model_format,
-    resolve,
-)
+from engines.models import install
+from engines.models.catalogue import KNOWN_MODELS, check_licence
+from engines.models.install import add_local
+from engines.models.registry import ModelError, ModelRegistry, model_format
+from engines.models.resolve import resolve
 from engines.speech.ctc.recognizer import CTCRecognizer
 from tests.speech_models import TinyCTCModels, session_ctc_models
 
@@ -121,5 +116,5 @@ def test_a_pull_takes_only_the_files_the_repository_has(monkeypatch: pytest.Monk
     import huggingface_hub
 
     monkeypatch.setattr(huggingface_hub, "HfApi", Api)
-    wanted = model_registry._listed_files(KNOWN_MODELS["mms-1b-all"], "facebook/mms-1b-all", None)
+    wanted = install._listed_files(KNOWN_MODELS["mms-1b-all"], "facebook/mms-1b-all", None)
     assert sorted(wanted) == ["adapter.zul.safetensors", "config.json", "pytorch_model.bin", "vocab.json"]

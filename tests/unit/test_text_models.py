@@ -11,7 +11,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from engines.model_registry import KNOWN_MODELS, ModelEntry, ModelRegistry, add_local
+from engines.models.catalogue import KNOWN_MODELS
+from engines.models.install import add_local
+from engines.models.registry import ModelEntry, ModelRegistry
 from tests.unit.test_translation_models import _khuluma
 
 NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-DATE", "I-DATE"]
@@ -134,8 +136,8 @@ def test_ner_and_sentiment_models_are_routed_per_language_through_the_service(se
 
 
 def test_madlad_translation_through_ctranslate2_and_the_service(local_app, make_token, tmp_path: Path):
+    from engines.translation.load import load_translator
     from engines.translation.madlad import MadladTranslator
-    from engines.translation.nllb import load_translator
     from scripts.bench._tiny_models import build_tiny_madlad
 
     hf = build_tiny_madlad(tmp_path / "hf")

@@ -7,20 +7,22 @@ import random
 import pytest
 
 from contracts.errors import InvalidInput
-from engines.translation.nllb import CTranslate2Translator, DecodeOptions, TransformersTranslator, split_sentences
+from engines.translation.nllb import NLLBTranslator, TransformersTranslator
+from engines.translation.sentences import split_sentences
+from engines.translation.translator import DecodeOptions
 from scripts.bench._tiny_models import training_lines
 
 OPTS = DecodeOptions(beam_size=2, max_length=12)
 
 
 @pytest.fixture(scope="module")
-def ct2(tiny_nllb) -> CTranslate2Translator:
-    return CTranslate2Translator(tiny_nllb.ct2, "tiny", OPTS)  # production settings: int8, beam 2
+def ct2(tiny_nllb) -> NLLBTranslator:
+    return NLLBTranslator(tiny_nllb.ct2, "tiny", OPTS)  # production settings: int8, beam 2
 
 
 @pytest.fixture(scope="module")
-def ct2_f32(tiny_nllb) -> CTranslate2Translator:
-    return CTranslate2Translator(tiny_nllb.ct2_f32, "tiny-f32", OPTS, compute_type="float32")
+def ct2_f32(tiny_nllb) -> NLLBTranslator:
+    return NLLBTranslator(tiny_nllb.ct2_f32, "tiny-f32", OPTS, compute_type="float32")
 
 
 def _requests(n: int, seed: int = 3) -> list[tuple[str, str, str]]:
@@ -52,7 +54,7 @@ def test_sentences_split_where_they_end():
     assert [p.text for p in pieces] == ["Sawubona.", "Mr. Dlamini is here!", "Are you well?", "Yebo"]
 
 
-def test_source_layout_and_forced_target_token(ct2: CTranslate2Translator):
+def test_source_layout_and_forced_target_token(ct2: NLLBTranslator):
     assert {"zul_Latn", "xho_Latn", "eng_Latn", "afr_Latn"} <= ct2.languages and len(ct2.languages) == 202
     src = ct2.source_tokens("Sawubona umuntu", "zul_Latn")
     assert src[0] == "zul_Latn" and src[-1] == "</s>" and len(src) > 3
@@ -68,12 +70,12 @@ def test_source_layout_and_forced_target_token(ct2: CTranslate2Translator):
     assert len({repr(v) for v in by_target.values()}) == len(by_target)
 
 
-def test_unknown_language_token_is_refused(ct2: CTranslate2Translator):
+def test_unknown_language_token_is_refused(ct2: NLLBTranslator):
     with pytest.raises(InvalidInput, match="xyz_Latn"):
         ct2.translate_batch([("hello", "eng_Latn", "xyz_Latn")])
 
 
-def test_batch_returns_outputs_in_request_order(ct2_f32: CTranslate2Translator):
+def test_batch_returns_outputs_in_request_order(ct2_f32: NLLBTranslator):
     requests = _requests(40)
     batched = ct2_f32.translate_batch(requests)
     alone = [ct2_f32.translate_batch([r])[0] for r in requests]
@@ -82,7 +84,7 @@ def test_batch_returns_outputs_in_request_order(ct2_f32: CTranslate2Translator):
     assert len({b.text for b in batched}) > 30  # outputs depend on the input, so order is really checked
 
 
-def test_sentence_splitting_translates_each_sentence_and_rejoins(ct2_f32: CTranslate2Translator):
+def test_sentence_splitting_translates_each_sentence_and_rejoins(ct2_f32: NLLBTranslator):
     sentences = ["Sawubona umuntu omkhulu.", "The house is big!", "Ngiyabonga kakhulu?", "inja ntja pula imvula"]
     text = f"  {sentences[0]} {sentences[1]}\n\n{sentences[2]}   {sentences[3]}\n"
     [whole] = ct2_f32.translate_batch([(text, "zul_Latn", "xho_Latn")])
@@ -93,7 +95,7 @@ def test_sentence_splitting_translates_each_sentence_and_rejoins(ct2_f32: CTrans
 
 
 def test_long_sentence_is_cut_into_segments(tiny_nllb):
-    engine = CTranslate2Translator(tiny_nllb.ct2, "tiny", DecodeOptions(max_length=8, max_segment_words=10))
+    engine = NLLBTranslator(tiny_nllb.ct2, "tiny", DecodeOptions(max_length=8, max_segment_words=10))
     words = " ".join(training_lines(30, seed=9)).replace(".", "").replace("?", "").replace("!", "").split()
     text = " ".join(words[:95])
     [out] = engine.translate_batch([(text, "eng_Latn", "zul_Latn")])
@@ -104,7 +106,7 @@ def test_long_sentence_is_cut_into_segments(tiny_nllb):
 def test_transformers_backend_decodes_the_same_tokens_as_ctranslate2(tiny_nllb):
     greedy = DecodeOptions(beam_size=1, max_length=10)
     hf = TransformersTranslator(tiny_nllb.hf, "tiny-hf", greedy)
-    ct = CTranslate2Translator(tiny_nllb.ct2_f32, "tiny-f32", greedy, compute_type="float32")
+    ct = NLLBTranslator(tiny_nllb.ct2_f32, "tiny-f32", greedy, compute_type="float32")
     requests = _requests(6, seed=11)
     hf_out, ct_out = hf.translate_batch(requests), ct.translate_batch(requests)
     assert hf.languages == ct.languages
@@ -119,7 +121,7 @@ def test_tokenizer_json_is_used_when_the_sentencepiece_file_is_missing(tiny_nllb
 
     copy = shutil.copytree(tiny_nllb.ct2_f32, tmp_path / "no-spm")
     (copy / "sentencepiece.bpe.model").unlink()
-    engine = CTranslate2Translator(copy, "no-spm", OPTS, compute_type="float32")
+    engine = NLLBTranslator(copy, "no-spm", OPTS, compute_type="float32")
     text = "Sawubona umuntu omkhulu. The house is big"
     assert engine.source_tokens(text, "zul_Latn") == ct2_f32.source_tokens(text, "zul_Latn")
     [a], [b] = (

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engines.model_registry import ModelEntry, ModelError, ModelRegistry, add_local, model_format, resolve
+from engines.models.install import add_local
+from engines.models.registry import ModelEntry, ModelError, ModelRegistry, model_format
+from engines.models.resolve import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,8 @@ from contracts.errors import InvalidInput, Unavailable
 from contracts.languages import TRANSLATION_NLLB_CODES as LANGUAGES
 from contracts.translation import TranslationRequest
 from deployments.translation import Translation
-from engines.translation.nllb import CTranslate2Translator, DecodeOptions, Translator
+from engines.translation.nllb import NLLBTranslator
+from engines.translation.translator import DecodeOptions, Translator
 from scripts.bench._tiny_models import training_lines
 
 URL = "/api/v1/translate/process"
@@ -28,8 +29,8 @@ def _request(text: str, source: str, target: str) -> TranslationRequest:
     return TranslationRequest(text=text, source=source, target=target)
 
 
-def _engine(path) -> CTranslate2Translator:
-    return CTranslate2Translator(path, options=DecodeOptions(beam_size=2, max_length=12), compute_type="float32")
+def _engine(path) -> NLLBTranslator:
+    return NLLBTranslator(path, options=DecodeOptions(beam_size=2, max_length=12), compute_type="float32")
 
 
 def _loaded(deployment: Translation) -> Translator:
@@ -92,7 +93,7 @@ def test_route_translates_and_validates(local_app, make_token, tiny_nllb):
     body = r.json()
     assert len(body["id"]) == 36 and body["translation"][0]["translated_text"].strip()
     expected = (
-        CTranslate2Translator(tiny_nllb.ct2, options=DecodeOptions(max_length=12))
+        NLLBTranslator(tiny_nllb.ct2, options=DecodeOptions(max_length=12))
         .translate_batch([("Sawubona umuntu omkhulu. Ngiyabonga!", "zul_Latn", "xho_Latn")])[0]
         .text
     )

@@ -1,6 +1,6 @@
 """The CTC family as the family list (``engines.speech.families``) asks it: a directory in sherpa-onnx's ONNX
 layout (an ONNX model or ``tokens.txt``) or a Hugging Face checkpoint of a ``*ForCTC`` architecture is a CTC model
-(``engines.speech.ctc.layout`` then says what it lacks, if anything); its recognizer serves every language routed
+(``engines.models.ctc_layout`` then says what it lacks, if anything); its recognizer serves every language routed
 to such a directory."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 from contracts.errors import Unavailable
 from contracts.installs import MODEL_SETTING
-from engines.model_registry import catalogued
-from engines.speech.ctc.layout import LAYOUT_HELP, ONNX_MODELS, TOKENS
+from engines.models.catalogue import catalogued
+from engines.models.ctc_layout import LAYOUT_HELP, ONNX_MODELS, TOKENS
 from engines.speech.ctc.models import CTCModel, CTCModels
 from engines.speech.ctc.recognizer import CTCRecognizer
 from engines.speech.recognition import FamilySettings, Located

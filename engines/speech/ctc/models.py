@@ -18,7 +18,7 @@ import numpy as np
 
 from contracts.languages import CODE_SWITCHED_ZULU
 from contracts.quality import UNMEASURED, Quality, published
-from engines.model_registry import catalogued
+from engines.models.catalogue import catalogued
 from engines.speech.ctc import guards
 from engines.speech.ctc.recognizer import CTCRecognizer
 from engines.speech.recognition import Chunk, Heard, LanguageDetector, Route, Served, SpeechSegment

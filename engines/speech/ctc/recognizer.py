@@ -20,7 +20,7 @@ its words timed by the CTC alignment and mapped back to the audio, each with a p
 ``avg_logprob`` is the mean log-probability of its letters. ``no_speech_prob`` is 0: CTC has no such estimate.
 
 Models load lazily on first use, once, from local files only (never downloaded);
-:func:`engines.speech.ctc.layout.inspect` checks the directory at construction, so a missing or malformed one
+:func:`engines.models.ctc_layout.inspect` checks the directory at construction, so a missing or malformed one
 raises :class:`Unavailable` at once, naming what the directory must hold. Thread-safe: concurrent calls run side
 by side (an MMS model's calls in different languages take turns, ``ctc.runtimes.AdapterGate``).
 """
@@ -37,8 +37,8 @@ import numpy as np
 
 from contracts.errors import TimedOut, UnsupportedLanguage
 from contracts.languages import CODE_SWITCHED_ZULU, transcription_code
+from engines.models.ctc_layout import SHERPA_ONNX, Layout, inspect
 from engines.speech.ctc import decoding as ctc
-from engines.speech.ctc.layout import SHERPA_ONNX, Layout, inspect
 from engines.speech.ctc.runtimes import OnnxCTC, Runtime, TransformersCTC
 from engines.speech.recognition import SpeechSegment
 

@@ -30,8 +30,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from contracts.errors import Unavailable, UnsupportedLanguage
+from engines.models.ctc_layout import LAYOUT_HELP, TOKENS, Layout
 from engines.speech.ctc.decoding import Vocabulary, log_softmax
-from engines.speech.ctc.layout import LAYOUT_HELP, TOKENS, Layout
 
 log = logging.getLogger(__name__)
 

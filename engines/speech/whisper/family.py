@@ -5,7 +5,7 @@ language, in ``whisper.language_models`` (Whisper's own map) or ``speech.languag
 
 from __future__ import annotations
 
-from engines.model_registry import model_format
+from engines.models.registry import model_format
 from engines.speech.recognition import FamilySettings, Located
 from engines.speech.whisper.placement import build_recognizer
 from engines.speech.whisper.recognizer import WhisperRecognizer

@@ -1,6 +1,6 @@
 """Unknown ``KHULUMA_*`` environment variables, reported at start with the setting that was meant.
 
-A misspelt or renamed variable is ignored by the settings (``contracts/settings.py``), so a service would run
+A misspelt or renamed variable is ignored by the settings (``contracts/settings/``), so a service would run
 without the setting its operator believes set. ``khuluma serve`` prints one line per unknown name before it starts
 anything, and each replica logs the same lines once as it starts (:func:`report_setting_warnings`); they never stop
 the service. The names come from the settings' model tree (:func:`setting_variables`), so a new setting needs no
@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping
 
 from pydantic import BaseModel
 
-from contracts.settings import ENV_PREFIX, SECRETS_FILE_ENV, Settings, renamed_variable
+from contracts.settings.renames import ENV_PREFIX, renamed_variable
+from contracts.settings.service import SECRETS_FILE_ENV, Settings
 
 # KHULUMA_* variables the project reads that are not settings: never reported as unknown.
 NOT_SETTINGS: dict[str, str] = {
@@ -94,7 +95,7 @@ def setting_warnings(environ: Mapping[str, str]) -> list[str]:
         elif close := difflib.get_close_matches(name.removeprefix(ENV_PREFIX), candidates, n=1, cutoff=0.6):
             hint = f"did you mean {ENV_PREFIX}{close[0]}?"
         else:
-            hint = "no setting has a similar name; they are listed in contracts/settings.py"
+            hint = "no setting has a similar name; they are listed in contracts/settings/"
         lines.append(f"{key} is not a setting ({hint})")
     return lines
 

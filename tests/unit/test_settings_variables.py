@@ -1,5 +1,6 @@
-"""Unknown ``KHULUMA_*`` environment variables are reported at start, with the setting meant (cluster/settings_env.py):
-by ``khuluma serve`` on its console and by each replica in its log, once; they never stop the service."""
+"""Unknown ``KHULUMA_*`` environment variables are reported at start, with the setting meant
+(contracts/settings/variables.py): by ``khuluma serve`` on its console and by each replica in its log, once; they
+never stop the service."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster import settings_env
-from cluster.settings_env import (
+from contracts.settings import Settings, renamed_variable, variables
+from contracts.settings.variables import (
     NOT_SETTINGS,
     RENAMED_VARIABLES,
     report_setting_warnings,
@@ -19,7 +20,6 @@ from cluster.settings_env import (
     setting_warnings,
     unknown_variables,
 )
-from contracts.settings import Settings, renamed_variable
 from deployments.common import configure_replica_logging
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,7 +141,7 @@ def test_every_khuluma_name_the_project_mentions_is_known() -> None:
 def test_a_replica_logs_each_warning_once(
     monkeypatch: pytest.MonkeyPatch, settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(settings_env, "_reported", set())
+    monkeypatch.setattr(variables, "_reported", set())
     monkeypatch.setenv("KHULUMA_WEBHOOK_ALLOW_PRIVATE", "true")
     with caplog.at_level(logging.WARNING, logger="khuluma.settings"):
         configure_replica_logging("TextAnalysis", settings)
