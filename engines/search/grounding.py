@@ -1,0 +1,212 @@
+"""Whether a sentence of an answer is grounded in the passages it was given, and which passage sentence answers
+instead when it is not.
+
+A sentence is supported by a set of passages when:
+
+- every number it states (time, date, amount, count, telephone number) appears in them, and every name (see
+  ``engines.search.sentences``): a fact not in the passages is never shown as grounded;
+- at least :data:`MIN_SUPPORT` of its content words (the search tokenizer's, crudely stemmed) are theirs: the
+  lexical stand-in for entailment (no entailment model ships offline for our languages);
+- it denies only what they deny: a negation (``not``, ``never``, ``nie``, ...) must appear in them too.
+
+The check is deterministic and cheap (microseconds a sentence), so it runs on every sentence as it is generated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engines.search import sentences as text
+
+MIN_SUPPORT = 0.6  # of a sentence's content words found in its passages
+MIN_COVERAGE = 0.5  # of the question's content words a replacement sentence must hold
+_NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "cannot", "nie", "geen", "nooit", "akukho", "awukho"})
+# words of how a question is asked rather than what it asks about
+QUESTION_FRAME = frozenset(
+    {
+        "time", "much", "many", "long", "number", "day", "days", "date", "often", "get", "give", "tell", "know",
+        "please", "need", "want", "find", "laat", "tyd", "dag", "datum", "sikhathi", "ngasikhathi", "sini", "yiphi",
+        "inombolo", "ngiyi", "ngithola",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The check of one sentence: ``sources`` (indexes of the passages that support it, empty when it is not
+    supported) and, when it is not, ``reason`` (what is missing, without repeating the unsupported value)."""
+
+    sources: tuple[int, ...]
+    reason: str | None = None
+
+    @property
+    def supported(self) -> bool:
+        return bool(self.sources)
+
+
+def _negated(words: set[str], raw: str) -> bool:
+    return bool(words & _NEGATIONS) or "n't" in raw.lower() or "n’t" in raw.lower()
+
+
+def unsupported(sentence: str, passage: str) -> str | None:
+    """Why ``passage`` does not support ``sentence`` (None: it does)."""
+    claim = text.without_markers(sentence)
+    missing = text.numbers(claim) - text.numbers(passage)
+    if missing:
+        return f"{'a number' if len(missing) == 1 else 'numbers'} not in the passages"
+    if text.names(claim) - text.words_of(passage):
+        return "a name not in the passages"
+    words = text.content(claim)
+    if words:
+        known = set(text.content(passage))
+        if sum(w in known for w in words) / len(words) < MIN_SUPPORT:
+            return "words the passages do not support"
+    lower = {w.lower() for w in text.words_of(claim)}
+    if _negated(lower, claim) and not _negated({w.lower() for w in text.words_of(passage)}, passage):
+        return "a negation the passages do not state"
+    return None
+
+
+def check(sentence: str, passages: Sequence[str], cites: Sequence[int] = ()) -> Verdict:
+    """Check ``sentence`` against the passages it cites (indexes into ``passages``), together; where it cites
+    none, or they do not support it, against each passage alone (the one that supports it becomes its
+    citation)."""
+    cited = [i for i in dict.fromkeys(cites) if 0 <= i < len(passages)]
+    reason = None
+    if cited:
+        reason = unsupported(sentence, "\n".join(passages[i] for i in cited))
+        if reason is None:
+            return Verdict(tuple(cited))
+    for index, passage in enumerate(passages):
+        if index in cited:
+            continue
+        why = unsupported(sentence, passage)
+        if why is None:
+            return Verdict((index,))
+        reason = reason or why
+    return Verdict((), reason or "no passage")
+
+
+def question_words(question: str) -> list[str]:
+    """What a question asks about: its content words less the words of how it is asked."""
+    return [w for w in dict.fromkeys(text.content(question)) if w not in QUESTION_FRAME]
+
+
+def coverage(question: Sequence[str], sentence: str) -> float:
+    """The share of the question's words (:func:`question_words`) that ``sentence`` holds."""
+    if not question:
+        return 0.0
+    words = set(text.content(sentence)) | set(text.names(sentence))
+    return sum(w in words for w in question) / len(question)
+
+
+def replacement(
+    question: str, failed: str, passages: Sequence[str], prefer: Sequence[int] = (), used: Sequence[str] = ()
+) -> tuple[int, str] | None:
+    """The passage sentence that answers ``question`` in place of the ``failed`` one: it holds at least
+    :data:`MIN_COVERAGE` of the question's words; the most of them wins, then the most words shared with the failed
+    sentence, then a passage in ``prefer`` (the ones it cited). None when no sentence qualifies (``used``
+    sentences are skipped: an answer says a thing once)."""
+    asked = question_words(question)
+    said = set(text.content(failed))
+    best: tuple[tuple[float, int, bool], int, str] | None = None
+    for index, passage in enumerate(passages):
+        for span in text.split(passage):
+            if span.text in used:
+                continue
+            cover = coverage(asked, span.text)
+            if cover < MIN_COVERAGE:
+                continue
+            key = (cover, len(said & set(text.content(span.text))), index in prefer)
+            if best is None or key > best[0]:
+                best = (key, index, span.text)
+    return None if best is None else (best[1], best[2])
+
+
+Origin = str  # "generated" | "extracted" | "withheld" (contracts.llm.SentenceOrigin)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A sentence of an answer as it may be shown: ``text`` with the citations of ``sources`` (indexes into the
+    passages; "" when withheld), where it came from, and why it was replaced or withheld."""
+
+    text: str
+    origin: Origin
+    sources: tuple[int, ...] = ()
+    note: str | None = None
+
+
+def with_citations(sentence: str, sources: Sequence[int]) -> str:
+    """``sentence`` with its markers replaced by those of ``sources`` (numbered from 1), before its final stop."""
+    bare = text.without_markers(sentence)
+    marker = f" [{', '.join(str(i + 1) for i in sources)}]" if sources else ""
+    stop = len(bare) - len(bare.rstrip(".!?;:"))
+    return f"{bare[: len(bare) - stop]}{marker}{bare[len(bare) - stop :]}" if stop else f"{bare}{marker}"
+
+
+class Guard:
+    """Checks an answer sentence by sentence as it is generated (:meth:`feed`, then :meth:`finish`): a supported
+    sentence is shown as written, cited by the passages that support it; one that is not is replaced by the passage
+    sentence that answers the question (:func:`replacement`) or withheld. Nothing is shown before its sentence is
+    whole, and nothing shown is taken back. ``record`` keeps every sentence's fate, in order."""
+
+    def __init__(self, question: str, passages: Sequence[str]) -> None:
+        self.question = question
+        self.passages = list(passages)
+        self.buffer = ""
+        self.record: list[Checked] = []
+        self._said: set[str] = set()
+
+    def feed(self, piece: str) -> list[Checked]:
+        """The sentences that ``piece`` completes, checked (each one also in ``record``)."""
+        self.buffer += piece
+        spans = text.split(self.buffer)
+        if len(spans) < 2:
+            return []
+        done = [self._check(span.text) for span in spans[:-1]]
+        self.buffer = self.buffer[spans[-1].start :]
+        return done
+
+    def finish(self, cut: bool = False) -> list[Checked]:
+        """The last sentence, checked; withheld when the generation was ``cut`` (a loop stopped it midway)."""
+        rest = [span.text for span in text.split(self.buffer)]
+        self.buffer = ""
+        if cut and rest:
+            last = Checked("", "withheld", note="cut short: the model began repeating itself")
+            self.record.append(last)
+            return [self._check(t) for t in rest[:-1]] + [last]
+        return [self._check(t) for t in rest]
+
+    @property
+    def shown(self) -> list[Checked]:
+        return [c for c in self.record if c.origin != "withheld"]
+
+    def _check(self, sentence: str) -> Checked:
+        key = " ".join(text.without_markers(sentence).lower().split())
+        if key in self._said:
+            checked = Checked("", "withheld", note="repeats an earlier sentence")
+        else:
+            checked = self._checked(sentence)
+            self._said.add(key)
+        if checked.text:
+            self._said.add(" ".join(text.without_markers(checked.text).lower().split()))
+        self.record.append(checked)
+        return checked
+
+    def _checked(self, sentence: str) -> Checked:
+        cites = [n - 1 for n in text.cited(sentence)]
+        verdict = check(sentence, self.passages, cites)
+        if verdict.supported:
+            return Checked(with_citations(sentence, verdict.sources), "generated", verdict.sources)
+        used = [c.text for c in self.record]
+        found = replacement(self.question, sentence, self.passages, cites, used=self._quoted())
+        if found is not None and with_citations(found[1], (found[0],)) not in used:
+            index, quoted = found
+            note = f"the generated sentence had {verdict.reason}; the passage's own sentence instead"
+            return Checked(with_citations(quoted, (index,)), "extracted", (index,), note)
+        return Checked("", "withheld", note=f"withheld: it had {verdict.reason}")
+
+    def _quoted(self) -> list[str]:
+        return [text.without_markers(c.text) for c in self.record if c.origin == "extracted"]

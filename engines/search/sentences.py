@@ -1,0 +1,153 @@
+"""Sentences of passages and answers, and the facts a sentence states.
+
+A sentence ends at ``.``, ``!`` or ``?`` followed by a space (a known abbreviation such as ``e.g.`` or ``Dr.``
+does not end one), or at a line break (a table row, a list item and a heading are sentences of their own). The
+citation markers an answer puts after a sentence (``It closes at 13:00 [1].``, ``... 13:00. [1]``) stay with it.
+
+The facts of a sentence are what an answer must never invent: its numbers (times, dates, amounts, counts,
+telephone numbers; thousands separators dropped, ``13h00`` read as ``13:00``, English number words as digits) and
+its names (a capitalised word after the first, or a word with a capital inside it such as ``eThekwini`` or
+``SASSA``; a lower-case class prefix glued to a name is dropped: ``yaseMamelodi`` -> ``mamelodi``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from engines.search.lexical import tokenize
+
+MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+_MARKERS_AFTER = r"(?:\s*\[\d+(?:\s*,\s*\d+)*\])*"
+# a sentence ends after . ! ? (and the citation markers that follow it), where whitespace comes next
+_END = re.compile(r"[.!?]+[\"')\]]*" + _MARKERS_AFTER + r"(?=\s|$)")
+_ABBREVIATIONS = frozenset({"e.g", "i.e", "dr", "mr", "mrs", "ms", "prof", "no", "nr", "st", "etc", "vs", "cf", "bl"})
+_THOUSANDS = re.compile(r"(?<![\d.,])(\d{1,3})((?:[ ,\u00a0]\d{3})+)(?![\d])")
+_TIME = re.compile(r"(?<!\d)(\d{1,2})[:hH](\d{2})(?!\d)")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_NUMBER_WORDS = {
+    "one": "1",
+    "two": "2",
+    "three": "3",
+    "four": "4",
+    "five": "5",
+    "six": "6",
+    "seven": "7",
+    "eight": "8",
+    "nine": "9",
+    "ten": "10",
+    "eleven": "11",
+    "twelve": "12",
+    "fifteen": "15",
+    "twenty": "20",
+    "thirty": "30",
+    "forty": "40",
+    "fifty": "50",
+    "sixty": "60",
+    "ninety": "90",
+    "hundred": "100",
+    "thousand": "1000",
+}
+_WORD = re.compile(r"[^\W\d_][\w'’-]*", re.UNICODE)
+_PREFIXED = re.compile(r"^[A-Za-z][a-z]{0,3}-?(?=[A-Z][a-z])")  # yaseMamelodi, e-KwaMashu, NgoMgqibelo -> the name
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int
+    end: int
+    text: str
+
+
+def split(text: str) -> list[Span]:
+    """The sentences of ``text`` with their offsets (whitespace around them left out)."""
+    spans: list[Span] = []
+    for line in re.finditer(r"[^\n]+", text):
+        start = line.start()
+        for end in _ends(line.group()):
+            _add(spans, text, start, line.start() + end)
+            start = line.start() + end
+        _add(spans, text, start, line.end())
+    return spans
+
+
+def _ends(line: str) -> list[int]:
+    ends = []
+    for match in _END.finditer(line):
+        before = line[: match.start()].rsplit(None, 1)
+        word = before[-1].lower().rstrip(".") if before else ""
+        if match.group().startswith(".") and (word in _ABBREVIATIONS or len(word) == 1):
+            continue  # e.g. / Dr. / an initial
+        ends.append(match.end())
+    return ends
+
+
+def _add(spans: list[Span], text: str, start: int, end: int) -> None:
+    piece = text[start:end]
+    stripped = piece.strip()
+    if any(ch.isalnum() for ch in stripped):
+        lead = len(piece) - len(piece.lstrip())
+        spans.append(Span(start + lead, start + lead + len(stripped), stripped))
+
+
+def cited(sentence: str) -> set[int]:
+    """The source numbers a sentence cites: ``[1]``, ``[2, 3]``."""
+    return {int(n) for group in MARKER.findall(sentence) for n in group.split(",")}
+
+
+def without_markers(sentence: str) -> str:
+    return re.sub(r"\s+([.!?])", r"\1", MARKER.sub("", sentence)).strip()
+
+
+def numbers(text: str) -> set[str]:
+    """The numbers ``text`` states, normalised: ``R2,315`` -> ``2315``, ``08:00``/``8h00`` -> ``8:00`` (and the
+    hour ``8`` a time also states), ``five`` -> ``5``."""
+    text = _THOUSANDS.sub(lambda m: m.group(1) + re.sub(r"\D", "", m.group(2)), text)
+    found: set[str] = set()
+    for hour, minute in _TIME.findall(text):
+        found |= {f"{int(hour)}:{minute}", str(int(hour))}
+    text = _TIME.sub(" ", text)
+    for number in _NUMBER.findall(text):
+        found.add(re.sub(r"^0+(?=\d)", "", number))
+    found |= {_NUMBER_WORDS[w] for w in re.findall(r"[a-z]+", text.lower()) if w in _NUMBER_WORDS}
+    return found
+
+
+def names(text: str) -> set[str]:
+    """The names ``text`` states (lower-cased, class prefixes dropped): capitalised words after a sentence's
+    first word, and words with a capital inside them anywhere."""
+    found = set()
+    for index, match in enumerate(_WORD.finditer(text)):
+        word = match.group().rstrip("'’-")
+        inner = any(ch.isupper() for ch in word[1:])
+        at_start = index == 0 or text[: match.start()].rstrip().endswith((".", "!", "?", ":", "\n"))
+        if inner or (word[:1].isupper() and not at_start):
+            found.add(name_key(word))
+    found.discard("")
+    return found
+
+
+def name_key(word: str) -> str:
+    """How a name is compared: without its class prefix, lower-cased, a plural or possessive ``s`` dropped."""
+    while (bare := _PREFIXED.sub("", word)) != word:
+        word = bare
+    word = word.lower()
+    for suffix in ("'s", "’s", "s"):
+        if word.endswith(suffix) and len(word) > len(suffix) + 2:
+            return word[: -len(suffix)]
+    return word
+
+
+def words_of(text: str) -> set[str]:
+    """Every word of ``text`` by :func:`name_key` (what a name in an answer is looked up in)."""
+    return {name_key(w.rstrip("'’-")) for w in _WORD.findall(text)}
+
+
+def content(text: str) -> list[str]:
+    """The content words of ``text`` (the search tokenizer's, numbers left out), each cut to a crude stem."""
+    return [stem(t) for t in tokenize(MARKER.sub(" ", text)) if not t[0].isdigit()]
+
+
+def stem(token: str) -> str:
+    """A crude stem that joins inflections of one word (``closes``/``close``, ``immunised``/``immunisations``)."""
+    return token[:5] if len(token) > 5 else token
