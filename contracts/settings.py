@@ -346,6 +346,18 @@ class LLMSettings(BaseModel):
         "while a batch runs wait for it to end (static batching), so clients that start together should land in one "
         "batch: a few milliseconds against the prefill's hundreds.",
     )
+    repetition_penalty: float = Field(
+        default=1.1,
+        ge=1.0,
+        description="CTranslate2's penalty on tokens the answer already holds (1: none). With SmolLM2-135M 1.1 kept "
+        "answers short and on topic; 1.2 made it ramble (docs/search.md). Loops that still come are cut.",
+    )
+    no_repeat_ngram_size: int = Field(
+        default=0,
+        ge=0,
+        description="CTranslate2: no n-gram of this many tokens twice in an answer (0: off). Off by default: it also "
+        "forbids a second `[1]` citation or a repeated phrase of the passages.",
+    )
     languages: list[str] | None = Field(
         default=None,
         description="ISO 639-3 codes of the languages the configured model writes well enough to answer in "

@@ -33,6 +33,7 @@ from contracts.capabilities import CapabilityInfo, LanguageSupport
 from contracts.errors import DomainError, ModelMissing, Unavailable
 from contracts.installs import LLM_NOT_INSTALLED
 from contracts.llm import (
+    AnswerSentence,
     Generation,
     GenerationDelta,
     GenerationEnd,
@@ -43,9 +44,11 @@ from contracts.llm import (
 )
 from deployments.common import configure_replica_logging, load_settings
 from engines.llm.ct2 import CT2Generator, Job, SamplingKey
-from engines.llm.prompt import Assembled, assemble
+from engines.llm.prompt import GROUNDED_STOPS, Assembled, assemble
+from engines.llm.repetition import loop_start
 from engines.llm.tokenizer import ChatTokenizer
 from engines.model_registry import ModelEntry, ModelError, ModelRegistry, catalogued, resolve
+from engines.search.grounding import Checked, Guard
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +106,8 @@ class LLM:
                     threads=s.threads or os.cpu_count() or 1,  # a fractional-CPU replica would get one
                     max_batch_size=s.max_batch_size,
                     batch_wait_s=s.batch_wait_ms / 1000,
+                    repetition_penalty=s.repetition_penalty,
+                    no_repeat_ngram_size=s.no_repeat_ngram_size,
                 )
             )
         except DomainError as exc:
@@ -194,6 +199,9 @@ class LLM:
             events = stream_completion(self.server, loaded.name, assembled, request.sampling)
         else:
             events = _ct2_stream(loaded.generator, loaded.tokenizer, assembled, request)
+        events = _until_loop(events, loaded.tokenizer)
+        if request.grounded:  # every sentence checked against the passages before it is shown
+            events = _checked(events, request, assembled)
         async for event in events:
             yield event
 
@@ -242,6 +250,66 @@ class LLM:
         ]
 
 
+async def _until_loop(
+    events: AsyncIterator[GenerationEvent], tokenizer: ChatTokenizer
+) -> AsyncIterator[GenerationEvent]:
+    """The generation, cut where a repetition loop begins (``engines/llm/repetition.py``): the loop's first
+    occurrence is kept, the generation stops, and its end says ``looped``."""
+    text = ""
+    try:
+        async for event in events:
+            if not isinstance(event, GenerationDelta):
+                yield event
+                continue
+            before = len(text)
+            text += event.text
+            cut = loop_start(text)
+            if cut is None:
+                yield event
+                continue
+            if cut > before:
+                yield GenerationDelta(text=text[before:cut])
+            yield GenerationEnd(finish_reason="stop", completion_tokens=tokenizer.count_text(text), looped=True)
+            return
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
+
+
+async def _checked(
+    events: AsyncIterator[GenerationEvent], request: GenerationRequest, assembled: Assembled
+) -> AsyncIterator[GenerationEvent]:
+    """Only checked text (``engines/search/grounding.py``: each sentence against the passages it cites, replaced
+    by the passage's own sentence or withheld when they do not support it), a sentence behind the model; the end
+    lists every sentence's fate."""
+    question = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+    guard = Guard(question, [request.sources[i].text for i in assembled.used])
+    shown = 0
+
+    def delta(checked: list[Checked]) -> GenerationDelta | None:
+        nonlocal shown
+        texts = [c.text for c in checked if c.text]
+        if not texts:
+            return None
+        piece = " ".join(texts)
+        piece, shown = (f" {piece}" if shown else piece), shown + len(texts)
+        return GenerationDelta(text=piece)
+
+    async for event in events:
+        if isinstance(event, GenerationDelta):
+            if (out := delta(guard.feed(event.text))) is not None:
+                yield out
+        elif isinstance(event, GenerationEnd):
+            if (out := delta(guard.finish(cut=event.looped))) is not None:
+                yield out
+            record = [
+                AnswerSentence(text=c.text, origin=c.origin, citations=[i + 1 for i in c.sources], note=c.note)
+                for c in guard.record
+            ]
+            yield event.model_copy(update={"sentences": record})
+        else:
+            yield event
+
+
 async def _ct2_stream(
     generator: CT2Generator, tokenizer: ChatTokenizer, assembled: Assembled, request: GenerationRequest
 ) -> AsyncIterator[GenerationEvent]:
@@ -258,7 +326,7 @@ async def _ct2_stream(
         prompt=tokenizer.tokens(assembled.prompt_ids),
         max_tokens=assembled.max_tokens,
         sampling=SamplingKey(sampling.temperature, sampling.top_p),
-        stops=(*sampling.stop, *tokenizer.stops),
+        stops=(*sampling.stop, *tokenizer.stops, *(GROUNDED_STOPS if request.grounded else ())),
         on_text=lambda text: relay("text", text),
         on_end=lambda reason, tokens, error: relay("end", (reason, tokens, error)),
     )

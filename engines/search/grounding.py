@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from contracts.llm import REFUSAL, SentenceOrigin
 from engines.search import sentences as text
 
+_REFUSAL_KEY = "don't know from these documents"
 MIN_SUPPORT = 0.6  # of a sentence's content words found in its passages
 MIN_COVERAGE = 0.5  # of the question's content words a replacement sentence must hold
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "cannot", "nie", "geen", "nooit", "akukho", "awukho"})
@@ -124,16 +126,13 @@ def replacement(
     return None if best is None else (best[1], best[2])
 
 
-Origin = str  # "generated" | "extracted" | "withheld" (contracts.llm.SentenceOrigin)
-
-
 @dataclass(frozen=True)
 class Checked:
     """A sentence of an answer as it may be shown: ``text`` with the citations of ``sources`` (indexes into the
     passages; "" when withheld), where it came from, and why it was replaced or withheld."""
 
     text: str
-    origin: Origin
+    origin: SentenceOrigin
     sources: tuple[int, ...] = ()
     note: str | None = None
 
@@ -196,13 +195,14 @@ class Guard:
         return checked
 
     def _checked(self, sentence: str) -> Checked:
+        if _REFUSAL_KEY in sentence.lower().replace("’", "'"):  # the model says the passages do not answer
+            return Checked(REFUSAL, "generated")
         cites = [n - 1 for n in text.cited(sentence)]
         verdict = check(sentence, self.passages, cites)
         if verdict.supported:
             return Checked(with_citations(sentence, verdict.sources), "generated", verdict.sources)
-        used = [c.text for c in self.record]
         found = replacement(self.question, sentence, self.passages, cites, used=self._quoted())
-        if found is not None and with_citations(found[1], (found[0],)) not in used:
+        if found is not None:
             index, quoted = found
             note = f"the generated sentence had {verdict.reason}; the passage's own sentence instead"
             return Checked(with_citations(quoted, (index,)), "extracted", (index,), note)

@@ -49,7 +49,8 @@ _NUMBER_WORDS = {
     "thousand": "1000",
 }
 _WORD = re.compile(r"[^\W\d_][\w'’-]*", re.UNICODE)
-_PREFIXED = re.compile(r"^[A-Za-z][a-z]{0,3}-?(?=[A-Z][a-z])")  # yaseMamelodi, e-KwaMashu, NgoMgqibelo -> the name
+# a class prefix glued to a name: yaseMamelodi, e-API, eThekwini (lower case), NgoMgqibelo, KwaMashu (capitalised)
+_PREFIXED = re.compile(r"^[a-z]{1,4}-?(?=[A-Z])|^[A-Z][a-z]{1,3}-?(?=[A-Z][a-z])")
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ def names(text: str) -> set[str]:
         word = match.group().rstrip("'’-")
         inner = any(ch.isupper() for ch in word[1:])
         at_start = index == 0 or text[: match.start()].rstrip().endswith((".", "!", "?", ":", "\n"))
-        if inner or (word[:1].isupper() and not at_start):
+        if len(word) > 1 and (inner or (word[:1].isupper() and not at_start)):
             found.add(name_key(word))
     found.discard("")
     return found
@@ -149,5 +150,10 @@ def content(text: str) -> list[str]:
 
 
 def stem(token: str) -> str:
-    """A crude stem that joins inflections of one word (``closes``/``close``, ``immunised``/``immunisations``)."""
-    return token[:5] if len(token) > 5 else token
+    """A crude stem that joins inflections of one word (``closes``/``close``, ``pipes``/``pipe``,
+    ``immunised``/``immunisations``): an English ending dropped, then the first five letters."""
+    for ending in ("ing", "ed", "s"):
+        if token.endswith(ending) and len(token) - len(ending) >= 3:
+            token = token[: -len(ending)]
+            break
+    return token[:5]

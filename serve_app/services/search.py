@@ -70,7 +70,7 @@ INDEXING_ROOM = 20  # extra passages a query asks for, in case some belong to do
 # --- helpers -------------------------------------------------------------------------------------------------
 
 
-def _parse_id(value: str, field: str) -> str:
+def parse_id(value: str, field: str) -> str:
     try:
         return str(uuid.UUID(str(value)))
     except ValueError:
@@ -168,7 +168,7 @@ async def list_kbs(ctx: AppContext, caller: Principal) -> list[KnowledgeBaseInfo
 
 
 async def delete_kb(ctx: AppContext, caller: Principal, kb_id: str) -> Deleted:
-    kb_id = _parse_id(kb_id, "knowledgebase_id")
+    kb_id = parse_id(kb_id, "knowledgebase_id")
     await _db(ctx, _owned_kb, caller, kb_id)
     await _knowledge(ctx).delete_kb(kb_id)  # vectors first: a failure here leaves the knowledge base intact
 
@@ -185,7 +185,7 @@ async def delete_kb(ctx: AppContext, caller: Principal, kb_id: str) -> Deleted:
 
 
 async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: Request) -> DocumentCreated:
-    kb_id = _parse_id(kb_id, "knowledgebase_id")
+    kb_id = parse_id(kb_id, "knowledgebase_id")
     await _db(ctx, _owned_kb, caller, kb_id)
     knowledge = _knowledge(ctx)
     limit = int(ctx.settings.search.max_document_mb * 1024 * 1024)
@@ -308,7 +308,7 @@ async def _sweep_stale(ctx: AppContext, kb_id: str) -> None:
 
 
 async def list_documents(ctx: AppContext, caller: Principal, kb_id: str) -> list[DocumentInfo]:
-    kb_id = _parse_id(kb_id, "knowledgebase_id")
+    kb_id = parse_id(kb_id, "knowledgebase_id")
 
     def fetch(session: Session) -> list[DocumentInfo]:
         kb = _owned_kb(session, caller, kb_id)
@@ -318,7 +318,7 @@ async def list_documents(ctx: AppContext, caller: Principal, kb_id: str) -> list
 
 
 async def delete_document(ctx: AppContext, caller: Principal, document_id: str) -> Deleted:
-    document_id = _parse_id(document_id, "document_id")
+    document_id = parse_id(document_id, "document_id")
 
     def find(session: Session) -> str:
         doc = session.get(Document, document_id)
@@ -343,7 +343,7 @@ async def query(
     top_k: int = 5,
     strict_language: bool = False,
 ) -> QueryResult:
-    kb_id = _parse_id(kb_id, "knowledgebase_id")
+    kb_id = parse_id(kb_id, "knowledgebase_id")
     if not text or not text.strip():
         raise InvalidInput("Invalid request: field 'query' must not be empty.")
     check_size(text, "query", TextLimits.of(ctx.settings))
@@ -364,7 +364,7 @@ async def passages(ctx: AppContext, caller: Principal, kb_id: str, text: str, to
     """What an answer is grounded on (the ask route, the chat completions' knowledge base): the query route's
     ranking of ``text`` with each passage's chunk index and similarity. The text is checked by the caller, and
     the calling route meters."""
-    kb_id = _parse_id(kb_id, "knowledgebase_id")
+    kb_id = parse_id(kb_id, "knowledgebase_id")
     request = SearchQuery(kb_id=kb_id, text=text)
     return await _search(ctx, caller, kb_id, request, top_k, lambda knowledge, query: knowledge.passages(query))
 
