@@ -28,7 +28,7 @@ import numpy as np
 from engines.search import grounding
 from engines.search import sentences as text
 
-MAX_CANDIDATES = 12
+MAX_CANDIDATES = 8
 MAX_SENTENCES = 3
 MARGIN = 0.08
 COVERAGE_WEIGHT = 0.1
@@ -63,12 +63,13 @@ class Chosen:
 def candidates(question: str, passages: Sequence[str]) -> list[Candidate]:
     """The sentences worth embedding: those holding most of the question's words first, then by passage rank."""
     asked = grounding.question_words(question)
-    found = [
-        Candidate(index, span.text, grounding.coverage(asked, span.text))
-        for index, passage in enumerate(passages)
-        for span in text.split(passage)
-        if len(span.text) > 3
-    ]
+    found: list[Candidate] = []
+    seen: set[str] = set()
+    for index, passage in enumerate(passages):
+        for span in text.split(passage):
+            if len(span.text) > 3 and span.text not in seen:  # overlapping chunks repeat their boundary sentences
+                seen.add(span.text)
+                found.append(Candidate(index, span.text, grounding.coverage(asked, span.text)))
     ranked = sorted(range(len(found)), key=lambda i: (-found[i].coverage, i))
     return [found[i] for i in sorted(ranked[:MAX_CANDIDATES])]
 
