@@ -171,8 +171,9 @@ def not_installed(note: str = LLM_NOT_INSTALLED) -> CapabilityInfo:
 # What each answerer measured (scripts/eval_ask.py over tests/data/ask: the 22 questions on the repository's docs
 # and the 40 in South African settings; docs/search.md has the tables): shown in /api/v1/models.
 MEASURED = {
-    EXTRACTIVE: "MEASURED_EXTRACTIVE",
-    "smollm2-135m-instruct": "MEASURED_SMOLLM2",
+    EXTRACTIVE: "Measured on 40 questions in South African settings (English, isiZulu, Afrikaans): fact recall "
+    "0.82 on the 28 answerable (2 refused), 12 of 12 unanswerable refused, no sentence with a number or name its "
+    "passages lack; first delta 0.48 s median on a shared 2-core machine.",
 }
 
 

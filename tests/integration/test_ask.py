@@ -1,6 +1,6 @@
 """The language model on real Ray Serve: the shared app without one (the extractive answerer; chat 503), and an
-LLM deployment with a tiny random Llama model in the same cluster, streamed through its typed handle across processes (Serve's
-streaming handle), generated whole, and reloaded through ``user_config``."""
+LLM deployment with a tiny random Llama model in the same cluster, streamed through its typed handle across
+processes (Serve's streaming handle), generated whole, and reloaded through ``user_config``."""
 
 from __future__ import annotations
 
