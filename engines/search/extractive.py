@@ -3,16 +3,22 @@
 A fresh install has no language model, and a small one states wrong facts; quoting the passage that states the
 fact cannot. For a question and its passages (those the refusal rule let through, in rank order):
 
-1. **Is it answered at all?** The question's words (its content words, less how it is asked: ``what time``,
-   ``hoe laat``) are looked up in the passages. A name the question asks about (``Soweto``, ``Pretoria Boys High``)
-   that no passage mentions: not answered. Most of its words found (:data:`SAME_LANGUAGE`): answered when every
-   one is, or when nearly all are and the best sentence is very close in meaning (:data:`CLOSE`). Few found (a
-   question in another language than the documents): answered when the best sentence is close in meaning
-   (:data:`CROSS_LINGUAL`). The thresholds are measured on the ask sets (docs/search.md).
-2. **Which sentences?** Each candidate sentence is scored by its cosine similarity to the question (the
-   embedding model's ``query:``/``passage:`` space) plus :data:`COVERAGE_WEIGHT` times the share of the
-   question's words it holds; the best, and up to :data:`MAX_SENTENCES` - 1 more within :data:`MARGIN` of it, are
-   the answer, best first.
+1. **Is it answered at all?** The question's words (its content words and names, less how it is asked: ``what
+   time``, ``hoe laat``, ``use``) are looked up in the passages. A name the question asks about (``Soweto``,
+   ``Pretoria Boys High``) that no passage mentions: not answered. Most of its words found
+   (:data:`SAME_LANGUAGE`): answered when every one is, or when nearly all are and the best sentence is very close
+   in meaning (:data:`CLOSE`). Few found (a question in another language than the documents): answered when the
+   best sentence is close in meaning (:data:`CROSS_LINGUAL`). The thresholds are measured on the ask sets
+   (docs/search.md).
+2. **Which sentences?** The passages are read as Markdown (``engines/search/sentences.py``: a table row or a list
+   item is one sentence, hard-wrapped lines are joined); headings and titles state no fact and are left out, and
+   so is a sentence that lacks, in its context, a place, person or day the question names. Each remaining sentence
+   is scored by its cosine similarity to the question (the embedding model's ``query:``/``passage:`` space), plus
+   :data:`COVERAGE_WEIGHT` times the share of the question's words it holds (each weighted by its rarity among
+   the sentences found; a name of its context counts, another word of its context half), plus
+   :data:`VALUE_WEIGHT` when the question asks for a number, a time or a day and the sentence states one. The
+   best, and the next best within :data:`MARGIN` of it (up to :data:`MAX_SENTENCES`), are the answer, in their
+   passage's order.
 
 Only :data:`MAX_CANDIDATES` sentences are embedded (those holding most of the question's words, then the
 best-ranked passages' first): on a CPU an embedding costs tens of milliseconds.
@@ -20,6 +26,8 @@ best-ranked passages' first): on a CPU an embedding costs tens of milliseconds.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,9 +37,10 @@ from engines.search import grounding
 from engines.search import sentences as text
 
 MAX_CANDIDATES = 8
-MAX_SENTENCES = 3
-MARGIN = 0.08
+MAX_SENTENCES = 2
+MARGIN = 0.05
 COVERAGE_WEIGHT = 0.1
+VALUE_WEIGHT = 0.03  # a sentence with a number or a day, for a question that asks for one
 SAME_LANGUAGE = 0.5  # share of the question's words in the passages from which it reads as the documents' language
 CLOSE = (0.86, 0.75)  # best sentence's similarity and word share that excuse one missing word
 CROSS_LINGUAL = 0.843  # least similarity of the best sentence to a question in another language
@@ -46,11 +55,22 @@ _CALENDAR = frozenset(
 )  # fmt: skip
 
 
+# how a question asks for a number, a time, a date or a day, in English, Afrikaans and isiZulu
+_VALUE_QUESTION = re.compile(
+    r"\b(?:how (?:many|much|long|often|old|far)|what (?:time|date|day|number|year|percentage)|when|by what|"
+    r"which (?:day|date|number|year)|hoeveel|hoe (?:laat|lank|gereeld|oud)|wanneer|watter (?:datum|dag|nommer|tyd)|"
+    r"\w*malini|nini|sikhathi|\w*nombolo|\w*ngaki)\b",
+    re.IGNORECASE,
+)
+
+
 @dataclass(frozen=True)
 class Candidate:
     source: int  # index of its passage
     text: str
-    coverage: float  # share of the question's words it holds
+    coverage: float  # share of the question's words it holds (a name also in its context)
+    position: int = 0  # its place among its passage's sentences
+    valued: bool = False  # it states a number, a weekday or a month
 
 
 @dataclass(frozen=True)
@@ -60,25 +80,74 @@ class Chosen:
     score: float
 
 
+def expects_value(question: str) -> bool:
+    """Whether ``question`` asks for a number, a time, a date or a day (how many, when, hoe laat, malini, ...)."""
+    return bool(_VALUE_QUESTION.search(question))
+
+
 def candidates(question: str, passages: Sequence[str]) -> list[Candidate]:
-    """The sentences worth embedding: those holding most of the question's words first, then by passage rank."""
+    """The sentences worth embedding: those holding most of the question's words first, then by passage rank.
+    Headings and titles state no fact; a sentence cut short where its passage begins, found whole in another
+    passage, is left to that one."""
     asked = grounding.question_words(question)
-    found: list[Candidate] = []
+    named = _named(question, passages)
+    places: list[tuple[int, grounding.Context, set[str]]] = []
     seen: set[str] = set()
     for index, passage in enumerate(passages):
-        for span in text.split(passage):
-            if len(span.text) > 3 and span.text not in seen:  # overlapping chunks repeat their boundary sentences
-                seen.add(span.text)
-                found.append(Candidate(index, span.text, grounding.coverage(asked, span.text)))
+        for place in grounding.contexts(passage):
+            if place.heading or len(place.sentence) <= 3 or place.sentence in seen:
+                continue  # overlapping chunks repeat their boundary sentences
+            if not named <= text.words_of(place.around):
+                continue  # about something else than what the question names
+            seen.add(place.sentence)
+            names = text.content(" ".join(sorted(text.names(place.around))))
+            places.append((index, place, set(text.content(place.sentence)) | set(names)))
+    weight = _rarity(asked, [words for _, _, words in places])
+    total = sum(weight.values()) or 1.0
+    found = [
+        Candidate(index, p.sentence, _covered(asked, weight, words, p) / total, p.position, _valued(p.sentence))
+        for index, p, words in places
+    ]
+    found = [c for c in found if not any(c.text != o.text and c.text in o.text for o in found)]
     ranked = sorted(range(len(found)), key=lambda i: (-found[i].coverage, i))
     return [found[i] for i in sorted(ranked[:MAX_CANDIDATES])]
+
+
+def _named(question: str, passages: Sequence[str]) -> set[str]:
+    """The names of places, people and days in ``question`` that the passages hold: an answer's sentence must hold
+    them too, in its context (a question about Soshanguve's Saturday hours is not answered by its weekday hours,
+    nor one about refuse in Chatsworth by Umlazi's collection day). Acronyms (``API``, ``SASSA``, ``BM25``) name
+    a system or a kind that a passage often leaves implicit ("Tokens are stored as SHA-256 hashes"): not bound."""
+    held: set[str] = set()
+    for passage in passages:
+        held |= text.words_of(passage)
+    acronyms = {text.name_key(w) for w in text.words(question) if w.isupper() or any(ch.isdigit() for ch in w)}
+    return (text.names(question) & held) - acronyms
+
+
+def _covered(asked: Sequence[str], weight: dict[str, float], words: set[str], place: grounding.Context) -> float:
+    """The weight of the question's words a sentence holds (with the names of its context); another word only in
+    its context ("Put your bags out by 06:30" after "Refuse in Umlazi is collected on Wednesdays") counts half."""
+    return sum(weight[w] * (1.0 if w in words else 0.5 if w in place.words else 0.0) for w in asked)
+
+
+def _rarity(asked: Sequence[str], sentences: Sequence[set[str]]) -> dict[str, float]:
+    """Each question word's weight: rarer among the sentences found, more telling (an inverse document
+    frequency): "manager" picks the one sentence that names the clinic's manager, "Mamelodi" does not."""
+    count = len(sentences)
+    return {w: math.log(1 + count / (1 + sum(w in s for s in sentences))) for w in asked}
+
+
+def _valued(sentence: str) -> bool:
+    return bool(text.numbers(sentence)) or any(text.name_key(w) in _CALENDAR for w in text.words_of(sentence))
 
 
 def answered(question: str, passages: Sequence[str], best_similarity: float) -> bool:
     """Whether the passages answer ``question`` at all (step 1 of the module's rule)."""
     words: set[str] = set()
     for passage in passages:
-        words |= set(text.content(passage)) | text.words_of(passage)
+        names = text.words_of(passage)  # eThekwini, ngoMgqibelo: without their class prefixes
+        words |= set(text.content(passage)) | names | {text.stem(n) for n in names}
     unknown = [n for n in text.names(question) if n not in words and text.name_key(n) not in _CALENDAR]
     if unknown:
         return False
@@ -95,15 +164,21 @@ def answered(question: str, passages: Sequence[str], best_similarity: float) -> 
 def choose(
     question: str, passages: Sequence[str], found: Sequence[Candidate], query: np.ndarray, vectors: np.ndarray
 ) -> list[Chosen]:
-    """The sentences of ``found`` (:func:`candidates`) that answer ``question``, best first; empty when the
+    """The sentences of ``found`` (:func:`candidates`) that answer ``question``, in passage order; empty when the
     passages do not answer it. ``query``: the question's unit vector; ``vectors``: the candidates' (in order)."""
     if not found:
         return []
     similarity = np.asarray(vectors, dtype=np.float32) @ np.asarray(query, dtype=np.float32)
-    scores = [float(s) + COVERAGE_WEIGHT * c.coverage for s, c in zip(similarity, found)]
-    order = sorted(range(len(found)), key=lambda i: -scores[i])
-    if not answered(question, passages, float(similarity[order[0]])):
+    value = expects_value(question)
+    scores = [
+        float(s) + COVERAGE_WEIGHT * c.coverage + (VALUE_WEIGHT if value and c.valued else 0.0)
+        for s, c in zip(similarity, found)
+    ]
+    best = max(range(len(found)), key=lambda i: scores[i])
+    if not answered(question, passages, float(similarity[best])):
         return []
-    top = scores[order[0]]
-    picked = [i for i in order[:MAX_SENTENCES] if scores[i] >= top - MARGIN]
+    close = sorted((i for i in range(len(found)) if scores[i] >= scores[best] - MARGIN), key=lambda i: -scores[i])
+    picked = close[:MAX_SENTENCES]
+    # in a passage's order where they come from one passage ("Its ..." after what it points to)
+    picked.sort(key=lambda i: (found[i].source != found[best].source, found[i].source, found[i].position))
     return [Chosen(found[i].source, found[i].text, round(scores[i], 4)) for i in picked]

@@ -7,6 +7,12 @@ A sentence is supported by a set of passages when:
   ``engines.search.sentences``): a fact not in the passages is never shown as grounded;
 - at least :data:`MIN_SUPPORT` of its content words (the search tokenizer's, crudely stemmed) are theirs: the
   lexical stand-in for entailment (no entailment model ships offline for our languages);
+- every number and name it states is stated there *of the same thing*: some passage sentence that holds the value,
+  read with the sentence before it and its paragraph's first sentence (where "It" and "Its" point), holds at
+  least :data:`MIN_CONTEXT` of the sentence's content words. A sentence that takes a right value from the
+  passages but binds it to something else ("the maternity section is open 07:30 to 16:30" where those are the
+  clinic's hours and the maternity section's are 24 hours) fails; an ordinal is not a count (``the 2nd working
+  day`` does not state ``2 working days``);
 - it denies only what they deny: a negation (``not``, ``never``, ``nie``, ...) must appear in them too.
 
 The check is deterministic and cheap (microseconds a sentence), so it runs on every sentence as it is generated.
@@ -14,6 +20,7 @@ The check is deterministic and cheap (microseconds a sentence), so it runs on ev
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,15 +30,19 @@ from engines.search import sentences as text
 _REFUSAL_KEY = "don't know from these documents"
 MIN_SUPPORT = 0.6  # of a sentence's content words found in its passages
 MIN_COVERAGE = 0.5  # of the question's content words a replacement sentence must hold
+MIN_CONTEXT = 0.8  # of a sentence's content words found around each of its values in one passage sentence
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "cannot", "nie", "geen", "nooit", "akukho", "awukho"})
 # words of how a question is asked rather than what it asks about
 QUESTION_FRAME = frozenset(
     {
         "time", "much", "many", "long", "number", "day", "days", "date", "often", "get", "give", "tell", "know",
-        "please", "need", "want", "find", "laat", "tyd", "dag", "datum", "sikhathi", "ngasikhathi", "sini", "yiphi",
-        "inombolo", "ngiyi", "ngithola",
+        "please", "need", "want", "find", "use", "used", "keep", "take", "make", "default", "laat", "tyd", "dag",
+        "datum", "sikhathi", "ngasikhathi", "sini", "yiphi", "inombolo", "ngiyi", "ngithola",
     }
 )  # fmt: skip
+
+
+_FRAME_STEMS = frozenset(text.stem(w) for w in QUESTION_FRAME)
 
 
 @dataclass(frozen=True)
@@ -64,10 +75,67 @@ def unsupported(sentence: str, passage: str) -> str | None:
         known = set(text.content(passage))
         if sum(w in known for w in words) / len(words) < MIN_SUPPORT:
             return "words the passages do not support"
+    if words and not all(_in_context(value, set(words), text.names(claim), passage) for value in _values(claim)):
+        return "a value the passages state of something else"
     lower = {w.lower() for w in text.words_of(claim)}
     if _negated(lower, claim) and not _negated({w.lower() for w in text.words_of(passage)}, passage):
         return "a negation the passages do not state"
     return None
+
+
+def _values(claim: str) -> list[tuple[str, str]]:
+    """The numbers and names ``claim`` states, each as (kind, normalised value)."""
+    return [("number", n) for n in sorted(text.numbers(claim))] + [("name", n) for n in sorted(text.names(claim))]
+
+
+def _in_context(value: tuple[str, str], words: set[str], names: set[str], passage: str) -> bool:
+    """Whether some sentence of ``passage`` that states ``value`` holds, with its context (the sentence before it
+    and its paragraph's first sentence), every one of the claim's ``names`` (what its values are bound to) and at
+    least :data:`MIN_CONTEXT` of its content ``words``."""
+    kind, wanted = value
+    for place in contexts(passage):
+        # a number must be in the sentence itself; a name may be in its context (the clinic "It" names)
+        stated = text.numbers(place.sentence) if kind == "number" else text.words_of(place.around)
+        if wanted not in stated or not names <= text.words_of(place.around):
+            continue
+        if sum(w in place.words for w in words) >= MIN_CONTEXT * len(words):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Context:
+    """A sentence of a passage in its context: ``around`` is the paragraph's first sentence, the sentence before it
+    and itself (where "It" and "Its" point; a passage cut from the middle of a paragraph starts one), ``words`` its
+    content words; ``position`` counts the passage's sentences; ``heading`` says it states no fact (a heading, or
+    a title: a paragraph of one line with no final stop)."""
+
+    sentence: str
+    around: str
+    words: frozenset[str]
+    position: int
+    heading: bool
+
+
+@functools.lru_cache(maxsize=256)  # an answer's sentences are checked against the same few passages
+def contexts(passage: str) -> tuple[Context, ...]:
+    """Each sentence of ``passage`` in its context, in order."""
+    out: list[Context] = []
+    found = text.blocks(passage)
+    first, previous, paragraph = "", "", -1
+    for number, block in enumerate(found):
+        if block.paragraph != paragraph:
+            paragraph, first, previous = block.paragraph, "", ""
+        spans = text.block_sentences(passage, block)
+        alone = all(other.paragraph != paragraph for other in found[max(0, number - 1) : number + 2] if other != block)
+        title = block.kind == "prose" and alone and len(spans) == 1 and not spans[0].text.endswith((".", "!", "?", ":"))
+        for span in spans:
+            first = first or span.text
+            around = " ".join(dict.fromkeys((first, previous, span.text)))
+            heading = block.kind == "heading" or title
+            out.append(Context(span.text, around, frozenset(text.content(around)), len(out), heading))
+            previous = span.text
+    return tuple(out)
 
 
 def check(sentence: str, passages: Sequence[str], cites: Sequence[int] = ()) -> Verdict:
@@ -77,7 +145,7 @@ def check(sentence: str, passages: Sequence[str], cites: Sequence[int] = ()) -> 
     cited = [i for i in dict.fromkeys(cites) if 0 <= i < len(passages)]
     reason = None
     if cited:
-        reason = unsupported(sentence, "\n".join(passages[i] for i in cited))
+        reason = unsupported(sentence, "\n\n".join(passages[i] for i in cited))
         if reason is None:
             return Verdict(tuple(cited))
     for index, passage in enumerate(passages):
@@ -91,15 +159,18 @@ def check(sentence: str, passages: Sequence[str], cites: Sequence[int] = ()) -> 
 
 
 def question_words(question: str) -> list[str]:
-    """What a question asks about: its content words less the words of how it is asked."""
-    return [w for w in dict.fromkeys(text.content(question)) if w not in QUESTION_FRAME]
+    """What a question asks about: its content words (and the names it holds without their class prefixes:
+    ``waseMamelodi`` asks about Mamelodi) less the words of how it is asked."""
+    words = text.content(question) + text.content(" ".join(sorted(text.names(question))))
+    return [w for w in dict.fromkeys(words) if w not in _FRAME_STEMS]
 
 
-def coverage(question: Sequence[str], sentence: str) -> float:
-    """The share of the question's words (:func:`question_words`) that ``sentence`` holds."""
+def coverage(question: Sequence[str], sentence: str, also: set[str] | frozenset[str] = frozenset()) -> float:
+    """The share of the question's words (:func:`question_words`) that ``sentence`` holds (or ``also``: the names
+    of its context)."""
     if not question:
         return 0.0
-    words = set(text.content(sentence)) | set(text.names(sentence))
+    words = set(text.content(sentence)) | set(text.names(sentence)) | set(also)
     return sum(w in words for w in question) / len(question)
 
 

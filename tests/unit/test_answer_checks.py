@@ -51,6 +51,53 @@ def test_a_sentence_is_checked_against_its_passage(sentence: str, supported: boo
     assert grounding.check(sentence, [CLINIC, GRANTS], [0]).supported is supported
 
 
+SOSHANGUVE = (
+    "Soshanguve Block L Clinic is open from Monday to Friday, 07:30 to 16:30. Its maternity section is open 24 "
+    "hours a day, every day of the year. Family planning is offered on Mondays and Wednesdays."
+)
+PAYDAYS = "Older persons and disability grants are paid from the 2nd working day of each month."
+SRD = "The Social Relief of Distress grant (SRD) is R370 per month for unemployed people aged 18 to 59."
+
+
+@pytest.mark.parametrize(
+    ("sentence", "supported"),
+    [
+        # every value is in the passages, but stated of something else
+        ("The maternity section of Soshanguve Block L Clinic is open Monday to Friday, 07:30 to 16:30.", False),
+        ("The maternity section of Soshanguve Block L Clinic is open 24 hours a day.", True),  # "Its" read back
+        ("Sister Nomvula Khoza is the facility manager of Soshanguve Block L Clinic.", False),
+        ("Sister Nomvula Khoza is the facility manager of Mamelodi East.", True),
+        ("The SRD grant is R560 per month.", False),
+        ("The SRD grant is R370 per month.", True),
+        ("Older persons grants are paid within 2 working days.", False),  # an ordinal is not a count
+        ("Older persons grants are paid from the 2nd working day of the month.", True),
+    ],
+)
+def test_a_value_must_be_stated_of_what_the_sentence_binds_it_to(sentence: str, supported: bool) -> None:
+    passages = [f"{CLINIC}\n\n{SOSHANGUVE}", f"{GRANTS} {PAYDAYS}\n\n{SRD}"]
+    assert grounding.check(sentence, passages).supported is supported
+
+
+def test_markdown_blocks_are_sentences_and_wrapped_prose_is_joined() -> None:
+    doc = (
+        "# Limits\n\nA chunk holds at most\n800 characters. The overlap is 120.\n\n- a list item that\n  goes on\n"
+        "- another\n| `SETTING` | 0.79 | the refusal rule |\n|---|---|---|\n```bash\ncurl -s http://x\n```\nDone."
+    )
+    found = text.split(doc)
+    assert [s.text for s in found] == [
+        "# Limits",
+        "A chunk holds at most 800 characters.",
+        "The overlap is 120.",
+        "- a list item that goes on",
+        "- another",
+        "| `SETTING` | 0.79 | the refusal rule |",
+        "curl -s http://x",
+        "Done.",
+    ]
+    assert doc[found[1].start : found[1].end] == "A chunk holds at most\n800 characters."
+    assert text.numbers("the 2nd working day, the 7de") == {"#2", "#7"}
+
+
 def test_a_wrong_citation_is_corrected_by_the_passage_that_supports_it() -> None:
     verdict = grounding.check("The child support grant is R560 per month [1].", [CLINIC, GRANTS], [0])
     assert verdict.sources == (1,)
