@@ -201,7 +201,7 @@ class LLM:
             events = _ct2_stream(loaded.generator, loaded.tokenizer, assembled, request)
         events = _until_loop(events, loaded.tokenizer)
         if request.grounded:  # every sentence checked against the passages before it is shown
-            events = _checked(events, request, assembled)
+            events = _checked(events, request, assembled, loaded.tokenizer)
         async for event in events:
             yield event
 
@@ -276,14 +276,15 @@ async def _until_loop(
 
 
 async def _checked(
-    events: AsyncIterator[GenerationEvent], request: GenerationRequest, assembled: Assembled
+    events: AsyncIterator[GenerationEvent], request: GenerationRequest, assembled: Assembled, tokenizer: ChatTokenizer
 ) -> AsyncIterator[GenerationEvent]:
     """Only checked text (``engines/search/grounding.py``: each sentence against the passages it cites, replaced
     by the passage's own sentence or withheld when they do not support it), a sentence behind the model; the end
-    lists every sentence's fate."""
+    lists every sentence's fate. A model that has lost its way (:attr:`Guard.stalled`) is stopped there."""
     question = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
     guard = Guard(question, [request.sources[i].text for i in assembled.used])
     shown = 0
+    generated = ""
 
     def delta(checked: list[Checked]) -> GenerationDelta | None:
         nonlocal shown
@@ -294,20 +295,32 @@ async def _checked(
         piece, shown = (f" {piece}" if shown else piece), shown + len(texts)
         return GenerationDelta(text=piece)
 
-    async for event in events:
-        if isinstance(event, GenerationDelta):
-            if (out := delta(guard.feed(event.text))) is not None:
-                yield out
-        elif isinstance(event, GenerationEnd):
-            if (out := delta(guard.finish(cut=event.looped))) is not None:
-                yield out
-            record = [
-                AnswerSentence(text=c.text, origin=c.origin, citations=[i + 1 for i in c.sources], note=c.note)
-                for c in guard.record
-            ]
-            yield event.model_copy(update={"sentences": record})
-        else:
-            yield event
+    def end(event: GenerationEnd, cut: bool, why: str = "the model began repeating itself") -> list[GenerationEvent]:
+        out = delta(guard.finish(cut, why))
+        record = [
+            AnswerSentence(text=c.text, origin=c.origin, citations=[i + 1 for i in c.sources], note=c.note)
+            for c in guard.record
+        ]
+        return [*([out] if out else []), event.model_copy(update={"sentences": record})]
+
+    try:
+        async for event in events:
+            if isinstance(event, GenerationDelta):
+                generated += event.text
+                if (out := delta(guard.feed(event.text))) is not None:
+                    yield out
+                if guard.stalled:
+                    stopped = GenerationEnd(finish_reason="stop", completion_tokens=tokenizer.count_text(generated))
+                    for item in end(stopped, True, "the model stopped saying what the passages say"):
+                        yield item
+                    return
+            elif isinstance(event, GenerationEnd):
+                for item in end(event, cut=event.looped):
+                    yield item
+            else:
+                yield event
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
 
 
 async def _ct2_stream(

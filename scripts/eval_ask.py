@@ -135,7 +135,14 @@ def unsupported_facts(sentence: str, passages: list[str]) -> list[str]:
 def score(question: dict[str, Any], body: dict[str, Any], first_delta_s: float | None) -> dict[str, Any]:
     answer = body.get("answer", "")
     refused = bool(body.get("refused"))
-    out: dict[str, Any] = {"id": question["id"], "refused": refused, "answer": answer, "ttft": first_delta_s}
+    out: dict[str, Any] = {
+        "id": question["id"],
+        "heldout": bool(question.get("heldout")),
+        "refused": refused,
+        "answer": answer,
+        "ttft": first_delta_s,
+        "looped": any("repeating itself" in w for w in body.get("warnings", [])),
+    }
     by_id = {c["id"]: c["text"] for c in body.get("citations", [])}
     found = sentences(answer) if not refused else []
     bad = []
@@ -184,7 +191,12 @@ def ask_streamed(
     return done, first
 
 
-def run_answerer(args: argparse.Namespace, work: Path, name: str) -> dict[str, Any]:
+def run_answerer(
+    args: argparse.Namespace, work: Path, name: str, decoding: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Every question of the set ``name`` through the ask route (``decoding``: the language model's
+    ``repetition_penalty`` and ``no_repeat_ngram_size``, else the settings' defaults)."""
+    decoding = decoding or {}
     from contracts.settings import Settings, get_settings
     from engines.model_registry import ModelRegistry, resolve
     from khuluma.app import build_local
@@ -197,7 +209,7 @@ def run_answerer(args: argparse.Namespace, work: Path, name: str) -> dict[str, A
     if args.model:
         registry = ModelRegistry(args.data_dir or get_settings().data_dir)
         model = resolve(registry, args.model, "llm")
-        changes["llm"] = {"model": model.path, "threads": args.threads}
+        changes["llm"] = {"model": model.path, "threads": args.threads, **decoding}
         capabilities.append("llm")
         label = model.name
         if args.translation_model:
@@ -225,7 +237,7 @@ def run_answerer(args: argparse.Namespace, work: Path, name: str) -> dict[str, A
                 print(json.dumps(result, ensure_ascii=False), flush=True)
     finally:
         handles["search"].close.remote().result()
-    return {"answerer": label, "set": name, "results": results, "summary": summary(results)}
+    return {"answerer": label, "set": name, "decoding": decoding, "results": results, "summary": summary(results)}
 
 
 def _client(settings: Any, handles: dict[str, Any]) -> Any:
@@ -256,9 +268,38 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
         "unanswerable_answered": sum(not r["refused"] for r in unanswerable),
         "unsupported_shown": sum(len(r["unsupported_shown"]) for r in results),
         "sentences": {k: sum(r[k] for r in results) for k in ("generated", "extracted", "withheld")},
+        "looped": sum(r["looped"] for r in results),
         "ttft_median_s": round(statistics.median(ttfts), 3) if ttfts else None,
         "ttft_max_s": round(ttfts[-1], 3) if ttfts else None,
     }
+
+
+def splits(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The summary of the questions the answerers were tuned on, of the held-out ones, and of all."""
+    return {
+        "tuned": summary([r for r in results if not r["heldout"]]),
+        "heldout": summary([r for r in results if r["heldout"]]),
+        "all": summary(results),
+    }
+
+
+def report(run: dict[str, Any]) -> None:
+    decoding = run["decoding"]
+    how = ""
+    if decoding:
+        how = f" (repetition_penalty {decoding['repetition_penalty']}, no_repeat_ngram_size "
+        how += f"{decoding['no_repeat_ngram_size']})"
+    print(f"\n{run['answerer']}{how} on the {run['set']} set (shared machine: timings are indicative):")
+    for part, s in splits(run["results"]).items():
+        if not s["answerable"] and not s["unanswerable"]:
+            continue
+        print(
+            f"  {part:8s} answerable {s['answerable']}: fact recall {s['fact_recall']}, refused "
+            f"{s['answerable_refused']}; unanswerable {s['unanswerable']}: refused {s['unanswerable_refused']}, "
+            f"answered {s['unanswerable_answered']}; unsupported shown {s['unsupported_shown']}; loops cut "
+            f"{s['looped']}; sentences {s['sentences']}; first delta median {s['ttft_median_s']} s, max "
+            f"{s['ttft_max_s']} s"
+        )
 
 
 def main() -> None:
@@ -276,6 +317,11 @@ def main() -> None:
         default="docs,sa",
         help="Question sets: docs (the repository's docs), sa (South African public information).",
     )
+    ap.add_argument(
+        "--decoding",
+        help="With --model: decoding settings to compare, each PENALTY:NGRAM (repetition_penalty and "
+        "no_repeat_ngram_size), e.g. 1.0:0,1.1:0,1.2:0,1.1:4; every set is run once per setting.",
+    )
     ap.add_argument("--translation-model", help="An installed translation model (the translate-test pipeline).")
     ap.add_argument("--data-dir", help="Data directory of the model registry (default: KHULUMA_DATA_DIR).")
     ap.add_argument("--threads", type=int, default=2, help="The language model's CPU threads.")
@@ -286,11 +332,11 @@ def main() -> None:
     if not args.gate and not args.model and not args.answer:
         ap.error("give --gate, --answer or --model")
     work = Path(tempfile.mkdtemp(prefix="khuluma-eval-ask-"))
-    report: dict[str, Any] = {}
+    out: dict[str, Any] = {}
     if args.gate:
-        report["gate"] = gate(work / "gate", [float(t) for t in args.thresholds.split(",")])
+        out["gate"] = gate(work / "gate", [float(t) for t in args.thresholds.split(",")])
         print("\nThe refusal rule alone (best passage's similarity below the threshold: refused):")
-        for row in report["gate"]["rows"]:
+        for row in out["gate"]["rows"]:
             mark = "  <- llm.min_similarity" if row["configured"] else ""
             kinds = ", ".join(f"{k[8:]} {v}" for k, v in row.items() if k.startswith("refused_"))
             print(
@@ -298,23 +344,25 @@ def main() -> None:
                 f"unanswerable refused {row['refused']}/{row['unanswerable']} ({kinds}){mark}"
             )
     if args.model or args.answer:
-        report["answers"] = []
-        for name in args.sets.split(","):
-            run = run_answerer(args, work / name, name)
-            report["answers"].append(run)
-            s = run["summary"]
-            print(f"\n{run['answerer']} on the {name} set (shared machine: timings are indicative):")
-            print(
-                f"  answerable {s['answerable']}: fact recall {s['fact_recall']}, refused {s['answerable_refused']}; "
-                f"unanswerable {s['unanswerable']}: refused {s['unanswerable_refused']}, answered "
-                f"{s['unanswerable_answered']}"
-            )
-            print(
-                f"  sentences shown with a number or name not in their cited passages: {s['unsupported_shown']}; "
-                f"sentences {s['sentences']}; first delta median {s['ttft_median_s']} s, max {s['ttft_max_s']} s"
-            )
+        out["answers"] = []
+        settings = [None]
+        if args.decoding:
+            if not args.model:
+                ap.error("--decoding needs --model")
+            settings = [_decoding(d) for d in args.decoding.split(",")]
+        for decoding in settings:
+            for name in args.sets.split(","):
+                label = name if decoding is None else f"{name}-{len(out['answers'])}"
+                run = run_answerer(args, work / label, name, decoding)
+                out["answers"].append(run)
+                report(run)
     if args.json:
-        args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False))
+        args.json.write_text(json.dumps(out, indent=2, ensure_ascii=False))
+
+
+def _decoding(text: str) -> dict[str, Any]:
+    penalty, ngram = text.split(":")
+    return {"repetition_penalty": float(penalty), "no_repeat_ngram_size": int(ngram)}
 
 
 if __name__ == "__main__":

@@ -5,14 +5,18 @@ A sentence is supported by a set of passages when:
 
 - every number it states (time, date, amount, count, telephone number) appears in them, and every name (see
   ``engines.search.sentences``): a fact not in the passages is never shown as grounded;
-- at least :data:`MIN_SUPPORT` of its content words (the search tokenizer's, crudely stemmed) are theirs: the
-  lexical stand-in for entailment (no entailment model ships offline for our languages);
-- every number and name it states is stated there *of the same thing*: some passage sentence that holds the value,
-  read with the sentence before it and its paragraph's first sentence (where "It" and "Its" point), holds at
-  least :data:`MIN_CONTEXT` of the sentence's content words. A sentence that takes a right value from the
-  passages but binds it to something else ("the maternity section is open 07:30 to 16:30" where those are the
-  clinic's hours and the maternity section's are 24 hours) fails; an ordinal is not a count (``the 2nd working
-  day`` does not state ``2 working days``);
+- one passage sentence says it: its context (the sentence, the one before it and its paragraph's first sentence,
+  where "It" and "Its" point) names every name of the sentence, and the passage sentence itself holds at least
+  :data:`MIN_SUPPORT` of the sentence's other content words (the search tokenizer's, crudely stemmed): the
+  lexical stand-in for entailment (no entailment model ships offline for our languages). A sentence pieced
+  together from words of several passage sentences ("The clinic is open on Sundays" from "It is closed on
+  Sundays" after "... is open from Monday to Friday") fails;
+- every number it states is stated *of the same thing*: a passage sentence that holds the number holds at least
+  :data:`MIN_CONTEXT` of those words, and its context every name. A right value bound to something else ("the
+  maternity section is open 07:30 to 16:30" where those are the clinic's hours and the maternity section's are
+  24 hours; "the SRD grant is R560", the child support grant's amount) fails, and an ordinal is not a count
+  (``the 2nd working day`` does not state ``2 working days``);
+- it has words: a number or a citation alone states nothing that can be checked;
 - it denies only what they deny: a negation (``not``, ``never``, ``nie``, ...) must appear in them too.
 
 The check is deterministic and cheap (microseconds a sentence), so it runs on every sentence as it is generated.
@@ -31,6 +35,7 @@ _REFUSAL_KEY = "don't know from these documents"
 MIN_SUPPORT = 0.6  # of a sentence's content words found in its passages
 MIN_COVERAGE = 0.5  # of the question's content words a replacement sentence must hold
 MIN_CONTEXT = 0.8  # of a sentence's content words found around each of its values in one passage sentence
+STALL = 4  # withheld sentences in a row after which a generation is stopped
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "cannot", "nie", "geen", "nooit", "akukho", "awukho"})
 # words of how a question is asked rather than what it asks about
 QUESTION_FRAME = frozenset(
@@ -62,45 +67,41 @@ def _negated(words: set[str], raw: str) -> bool:
     return bool(words & _NEGATIONS) or "n't" in raw.lower() or "n’t" in raw.lower()
 
 
+NO_WORDS = "no words to check (a number or a marker alone)"
+
+
 def unsupported(sentence: str, passage: str) -> str | None:
     """Why ``passage`` does not support ``sentence`` (None: it does)."""
     claim = text.without_markers(sentence)
+    words = text.content(claim)
+    if not words:
+        return NO_WORDS
     missing = text.numbers(claim) - text.numbers(passage)
     if missing:
         return f"{'a number' if len(missing) == 1 else 'numbers'} not in the passages"
-    if text.names(claim) - text.words_of(passage):
+    names = text.names(claim)
+    if names - text.words_of(passage):
         return "a name not in the passages"
-    words = text.content(claim)
-    if words:
-        known = set(text.content(passage))
-        if sum(w in known for w in words) / len(words) < MIN_SUPPORT:
-            return "words the passages do not support"
-    if words and not all(_in_context(value, set(words), text.names(claim), passage) for value in _values(claim)):
-        return "a value the passages state of something else"
+    named = set(text.content(" ".join(sorted(names))))
+    plain = [w for w in dict.fromkeys(words) if w not in named]  # what the sentence says of its names
+    places = contexts(passage)
+    if not any(_supports(place, plain, names, MIN_SUPPORT) for place in places):
+        return "words the passages do not support"
+    for number in text.numbers(claim):
+        if not any(number in place.numbers and _supports(place, plain, names, MIN_CONTEXT) for place in places):
+            return "a value the passages state of something else"
     lower = {w.lower() for w in text.words_of(claim)}
     if _negated(lower, claim) and not _negated({w.lower() for w in text.words_of(passage)}, passage):
         return "a negation the passages do not state"
     return None
 
 
-def _values(claim: str) -> list[tuple[str, str]]:
-    """The numbers and names ``claim`` states, each as (kind, normalised value)."""
-    return [("number", n) for n in sorted(text.numbers(claim))] + [("name", n) for n in sorted(text.names(claim))]
-
-
-def _in_context(value: tuple[str, str], words: set[str], names: set[str], passage: str) -> bool:
-    """Whether some sentence of ``passage`` that states ``value`` holds, with its context (the sentence before it
-    and its paragraph's first sentence), every one of the claim's ``names`` (what its values are bound to) and at
-    least :data:`MIN_CONTEXT` of its content ``words``."""
-    kind, wanted = value
-    for place in contexts(passage):
-        # a number must be in the sentence itself; a name may be in its context (the clinic "It" names)
-        stated = text.numbers(place.sentence) if kind == "number" else text.words_of(place.around)
-        if wanted not in stated or not names <= text.words_of(place.around):
-            continue
-        if sum(w in place.words for w in words) >= MIN_CONTEXT * len(words):
-            return True
-    return False
+def _supports(place: Context, plain: Sequence[str], names: set[str], share: float) -> bool:
+    """Whether one passage sentence says what a claim says: its context names every name of the claim (where "It"
+    and "Its" point), and the sentence itself holds ``share`` of the claim's other content words (``plain``)."""
+    if not names <= place.names:
+        return False
+    return sum(w in place.own for w in plain) >= share * len(plain)
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,9 @@ class Context:
     words: frozenset[str]
     position: int
     heading: bool
+    own: frozenset[str] = frozenset()  # the sentence's own content words
+    names: frozenset[str] = frozenset()  # every word of its context by name key
+    numbers: frozenset[str] = frozenset()  # the sentence's own numbers
 
 
 @functools.lru_cache(maxsize=256)  # an answer's sentences are checked against the same few passages
@@ -133,7 +137,18 @@ def contexts(passage: str) -> tuple[Context, ...]:
             first = first or span.text
             around = " ".join(dict.fromkeys((first, previous, span.text)))
             heading = block.kind == "heading" or title
-            out.append(Context(span.text, around, frozenset(text.content(around)), len(out), heading))
+            out.append(
+                Context(
+                    span.text,
+                    around,
+                    frozenset(text.content(around)),
+                    len(out),
+                    heading,
+                    frozenset(text.content(span.text)),
+                    frozenset(text.words_of(around)),
+                    frozenset(text.numbers(span.text)),
+                )
+            )
             previous = span.text
     return tuple(out)
 
@@ -239,15 +254,22 @@ class Guard:
         self.buffer = self.buffer[spans[-1].start :]
         return done
 
-    def finish(self, cut: bool = False) -> list[Checked]:
-        """The last sentence, checked; withheld when the generation was ``cut`` (a loop stopped it midway)."""
+    def finish(self, cut: bool = False, why: str = "the model began repeating itself") -> list[Checked]:
+        """The last sentence, checked; withheld when the generation was ``cut`` midway (``why``: a loop, or the
+        guard :attr:`stalled`)."""
         rest = [span.text for span in text.split(self.buffer)]
         self.buffer = ""
         if cut and rest:
-            last = Checked("", "withheld", note="cut short: the model began repeating itself")
+            last = Checked("", "withheld", note=f"cut short: {why}")
             self.record.append(last)
             return [self._check(t) for t in rest[:-1]] + [last]
         return [self._check(t) for t in rest]
+
+    @property
+    def stalled(self) -> bool:
+        """The model has lost its way: its last :data:`STALL` sentences were all withheld (it will not come back
+        to the passages; the generation can stop)."""
+        return len(self.record) >= STALL and all(c.origin == "withheld" for c in self.record[-STALL:])
 
     @property
     def shown(self) -> list[Checked]:
@@ -272,6 +294,8 @@ class Guard:
         verdict = check(sentence, self.passages, cites)
         if verdict.supported:
             return Checked(with_citations(sentence, verdict.sources), "generated", verdict.sources)
+        if verdict.reason == NO_WORDS:  # a stray number or marker: nothing was said that a passage could say
+            return Checked("", "withheld", note=f"withheld: it had {NO_WORDS}")
         found = replacement(self.question, sentence, self.passages, cites, used=self._quoted())
         if found is not None:
             index, quoted = found

@@ -71,6 +71,9 @@ SRD = "The Social Relief of Distress grant (SRD) is R370 per month for unemploye
         ("The SRD grant is R370 per month.", True),
         ("Older persons grants are paid within 2 working days.", False),  # an ordinal is not a count
         ("Older persons grants are paid from the 2nd working day of the month.", True),
+        # words of two passage sentences pieced together: "closed on Sundays" after "is open from Monday"
+        ("The clinic is open on Sundays and public holidays.", False),
+        ("It is closed on Sundays and public holidays.", True),
     ],
 )
 def test_a_value_must_be_stated_of_what_the_sentence_binds_it_to(sentence: str, supported: bool) -> None:
@@ -122,6 +125,17 @@ def test_the_guard_withholds_what_nothing_answers_and_keeps_a_refusal() -> None:
     assert [c.origin for c in checked] == ["withheld"] and "a number" in (checked[0].note or "")
     refusal = grounding.Guard(QUESTION, [CLINIC])
     assert [c.text for c in refusal.feed(f"{REFUSAL} ") + refusal.finish()] == [REFUSAL]
+
+
+def test_a_number_alone_is_withheld_and_a_lost_model_is_noticed() -> None:
+    guard = grounding.Guard(QUESTION, [CLINIC])
+    checked = guard.feed("It closes at 13:00 on Saturdays [1]. 13 [1]. 16 [1]. 8 [1]. ") + guard.finish()
+    assert [c.origin for c in checked] == ["generated", "withheld", "withheld", "withheld"]
+    assert all(c.note and grounding.NO_WORDS in c.note for c in checked[1:])  # not replaced by a passage sentence
+    assert not guard.stalled
+    guard.feed("20 [1]. ")
+    guard.finish()
+    assert guard.stalled  # four withheld in a row: the generation can stop
 
 
 def test_a_repeated_sentence_is_shown_once() -> None:
