@@ -152,6 +152,21 @@ async def translate_answer(ctx: AppContext, answer: str, target: str, source: st
     return "".join(next(translated) if wanted else text for text, wanted in pieces).strip()
 
 
+_MARKERS = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
+_GROUPED = re.compile(r"(?<=\d)[ ,.\u00a0](?=\d{3}(?!\d))")  # a thousands separator: R2,315 / R2 315
+
+
+def numbers_kept(checked: str, translated: str) -> bool:
+    """Whether ``translated`` states the numbers of the ``checked`` text it was translated from, no more and no
+    fewer (digit runs, thousands separators dropped): a translation model that changes a number is caught. Names
+    are not compared (a translation may inflect them)."""
+
+    def digits(text: str) -> list[str]:
+        return sorted(re.findall(r"\d+", _GROUPED.sub("", _MARKERS.sub(" ", text))))
+
+    return digits(checked) == digits(translated)
+
+
 def language_fallback(plan: LanguagePlan, error: DomainError) -> None:
     """A translation the plan counted on failed (the model lacks the language, or went away): English, said so."""
     plan.warnings.append(

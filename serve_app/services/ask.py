@@ -40,7 +40,6 @@ from contracts.llm import (
     GenerationRequest,
     GenerationStart,
     LLMClient,
-    PromptTooLong,
     Sampling,
 )
 from contracts.search import Passage
@@ -53,11 +52,14 @@ from serve_app.tokens import Principal
 log = logging.getLogger(__name__)
 
 ROUTE = "knowledgebase_ask"
+_NUMBER_CHANGED = (
+    "The translation into {} changed a number, so the answer is the checked text as it was, before translation."
+)
 _background: set[asyncio.Task[None]] = set()  # metering of streams whose client went away
 
 
 async def ask(ctx: AppContext, caller: Principal, kb_id: str, body: AskRequest) -> AskResult | StreamingResponse:
-    kb_id = search.parse_id(kb_id, "knowledgebase_id")
+    kb_id = search.parse_id(kb_id)
     grounding.check_question(ctx, body.question, "question")
     lang = search.text_language(body.lang, "lang")
     llm = grounding.language_model(ctx)  # the request is well formed: now whether an answerer can answer it
@@ -71,15 +73,7 @@ async def ask(ctx: AppContext, caller: Principal, kb_id: str, body: AskRequest) 
         await record_usage(ctx, caller, ROUTE, tokens=count_tokens(body.question) + count_tokens(result.answer))
         return _stream_response(_replay(result)) if body.stream else result
     events = llm.stream(prepared.request)
-    try:
-        start = await anext(events)  # errors before the first token answer as HTTP errors
-        assert isinstance(start, GenerationStart)
-    except PromptTooLong as exc:
-        await events.aclose()
-        raise exc.for_field("question") from None
-    except BaseException:
-        await events.aclose()
-        raise
+    start = await grounding.started(events, "question")
     flow = _answer_flow(ctx, caller, body, prepared, start, events)
     if body.stream:
         return _stream_response(flow)
@@ -117,9 +111,15 @@ async def _extractive(ctx: AppContext, caller: Principal, kb_id: str, body: AskR
     if wanted not in (quoted, "und") and quoted != "und":
         if language.translation_ready(ctx, wanted) and language.translation_ready(ctx, quoted):
             try:
-                answer = await language.translate_answer(ctx, answer, wanted, source=quoted)
-                written, translated_with = wanted, ctx.settings.translation.model or "the translation model"
-                warnings.append(f"The quoted sentences were translated with {translated_with}.")
+                translated = await language.translate_answer(ctx, answer, wanted, source=quoted)
+                if language.numbers_kept(answer, translated):
+                    answer, written, translated_with = translated, wanted, _translation_model(ctx)
+                    warnings.append(
+                        f"The quoted sentences were translated with {translated_with}: their numbers are the "
+                        "passages', their names are not checked again."
+                    )
+                else:
+                    warnings.append(_NUMBER_CHANGED.format(language.local_name(wanted)))
             except (UnsupportedLanguage, ModelMissing) as exc:
                 warnings.append(
                     f"The quoted sentences are as the documents have them: translating failed: {exc.detail}"
@@ -250,8 +250,12 @@ async def _answer_flow(
         translated_with = prepared.translated_with
         if plan.translate_answer:
             try:
-                answer = await language.translate_answer(ctx, answer, plan.answer)
-                translated_with = _translation_model(ctx)
+                translated = await language.translate_answer(ctx, answer, plan.answer)
+                if language.numbers_kept(answer, translated):
+                    answer, translated_with = translated, _translation_model(ctx)
+                else:
+                    plan.warnings.append(_NUMBER_CHANGED.format(language.local_name(plan.answer)))
+                    plan.answer, plan.translate_answer = "eng", False
             except (UnsupportedLanguage, ModelMissing) as exc:
                 language.language_fallback(plan, exc)
             yield "delta", {"text": answer}

@@ -14,10 +14,18 @@ Two answerers:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 from contracts.errors import InvalidInput
-from contracts.llm import AnswerSentence, Citation, LLMClient, Source
+from contracts.llm import (
+    AnswerSentence,
+    Citation,
+    GenerationEvent,
+    GenerationStart,
+    LLMClient,
+    PromptTooLong,
+    Source,
+)
 from contracts.search import ExtractRequest, Passage
 from serve_app.context import AppContext, required
 from serve_app.services import search
@@ -104,3 +112,19 @@ def cite(sentence: str, numbers: Sequence[int]) -> str:
 def shown(sentences: Sequence[AnswerSentence]) -> str:
     """The answer's text: its shown sentences, in order."""
     return " ".join(s.text for s in sentences if s.origin != "withheld" and s.text)
+
+
+async def started(events: AsyncGenerator[GenerationEvent], field: str) -> GenerationStart:
+    """The generation's first event (the prompt as assembled, before any token): errors before it answer as HTTP
+    errors, a prompt that leaves no room for an answer as a 400 naming ``field``. ``events`` is closed on any
+    error."""
+    try:
+        start = await anext(events)
+        assert isinstance(start, GenerationStart)
+        return start
+    except PromptTooLong as exc:
+        await events.aclose()
+        raise exc.for_field(field) from None
+    except BaseException:
+        await events.aclose()
+        raise

@@ -30,7 +30,6 @@ from contracts.llm import (
     GenerationEvent,
     GenerationRequest,
     GenerationStart,
-    PromptTooLong,
     Role,
     Sampling,
 )
@@ -123,15 +122,7 @@ async def completions(
         )
     assert llm is not None  # without a language model every case returned above
     events = llm.stream(request)
-    try:
-        start = await anext(events)
-        assert isinstance(start, GenerationStart)
-    except PromptTooLong as exc:
-        await events.aclose()
-        raise exc.for_field("messages") from None
-    except BaseException:
-        await events.aclose()
-        raise
+    start = await grounding.started(events, "messages")
     read = [source.text for source in request.sources]
     citations = grounding.citations(passages, start.sources_used, read, start.truncated) if kb_id else None
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
@@ -152,6 +143,8 @@ async def completions(
         raise
     assert end is not None
     text = "".join(parts)
+    if kb_id is not None:  # now that the answer is whole: which passages its shown sentences cite
+        citations = grounding.citations(passages, start.sources_used, read, start.truncated, end.sentences)
     await record_usage(ctx, caller, ROUTE, tokens=metered + count_tokens(text))
     return ChatCompletion(
         id=completion_id,

@@ -180,3 +180,12 @@ def test_the_extractive_answerer_refuses_a_name_no_passage_mentions() -> None:
 def test_a_repetition_loop_is_found_where_it_begins(generated: str, kept: str | None) -> None:
     cut = loop_start(generated)
     assert (generated[:cut] if cut is not None else None) == kept
+
+
+def test_a_translation_that_changes_a_number_is_caught() -> None:
+    from serve_app.services.answer_language import numbers_kept
+
+    checked = "It closes at 13:00 on Saturdays [1]. The grant is R2,315 per month [2]."
+    assert numbers_kept(checked, "Ivala ngo-13:00 ngoMgqibelo [1]. Isibonelelo yi-R2 315 ngenyanga [2].")
+    assert not numbers_kept(checked, "Ivala ngo-13:30 ngoMgqibelo [1]. Isibonelelo yi-R2 315 ngenyanga [2].")
+    assert not numbers_kept(checked, "Ivala ngoMgqibelo [1]. Isibonelelo yi-R2 315 ngenyanga [2].")
