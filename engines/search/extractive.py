@@ -26,15 +26,13 @@ best-ranked passages' first): on a CPU an embedding costs tens of milliseconds.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from engines.search import grounding
-from engines.search import sentences as text
+from engines.search import answering
 
 MAX_CANDIDATES = 8
 MAX_SENTENCES = 2
@@ -44,17 +42,6 @@ VALUE_WEIGHT = 0.03  # a sentence with a number or a day, for a question that as
 SAME_LANGUAGE = 0.5  # share of the question's words in the passages from which it reads as the documents' language
 CLOSE = (0.86, 0.75)  # best sentence's similarity and word share that excuse one missing word
 CROSS_LINGUAL = 0.843  # least similarity of the best sentence to a question in another language
-_CALENDAR = frozenset(
-    {
-        "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "maandag", "dinsdag",
-        "woensdag", "donderdag", "vrydag", "saterdag", "sondag", "msombuluko", "lwesibili", "lwesithathu",
-        "lwesine", "lwesihlanu", "mgqibelo", "sonto", "january", "february", "march", "april", "may", "june",
-        "july", "august", "september", "october", "november", "december", "januarie", "februarie", "maart", "mei",
-        "junie", "julie", "augustus", "oktober", "desember", "juni",
-    }
-)  # fmt: skip
-
-
 # how a question asks for a number, a time, a date or a day, in English, Afrikaans and isiZulu
 _VALUE_QUESTION = re.compile(
     r"\b(?:how (?:many|much|long|often|old|far)|what (?:time|date|day|number|year|percentage)|when|by what|"
@@ -86,72 +73,24 @@ def expects_value(question: str) -> bool:
 
 
 def candidates(question: str, passages: Sequence[str]) -> list[Candidate]:
-    """The sentences worth embedding: those holding most of the question's words first, then by passage rank.
-    Headings and titles state no fact; a sentence cut short where its passage begins, found whole in another
-    passage, is left to that one."""
-    asked = grounding.question_words(question)
-    named = _named(question, passages)
-    places: list[tuple[int, grounding.Context, set[str]]] = []
-    seen: set[str] = set()
-    for index, passage in enumerate(passages):
-        for place in grounding.contexts(passage):
-            if place.heading or len(place.sentence) <= 3 or place.sentence in seen:
-                continue  # overlapping chunks repeat their boundary sentences
-            if not named <= text.words_of(place.around):
-                continue  # about something else than what the question names
-            seen.add(place.sentence)
-            names = text.content(" ".join(sorted(text.names(place.around))))
-            places.append((index, place, set(text.content(place.sentence)) | set(names)))
-    weight = _rarity(asked, [words for _, _, words in places])
-    total = sum(weight.values()) or 1.0
+    """The sentences worth embedding (``engines/search/answering.py``: those that may answer), holding most of the
+    question's words first, then by passage rank. A sentence cut short where its passage begins, found whole in
+    another passage, is left to that one."""
     found = [
-        Candidate(index, p.sentence, _covered(asked, weight, words, p) / total, p.position, _valued(p.sentence))
-        for index, p, words in places
+        Candidate(a.source, a.place.sentence, a.coverage, a.place.position, answering.valued(a.place.sentence))
+        for a in answering.sentences(question, passages)
     ]
     found = [c for c in found if not any(c.text != o.text and c.text in o.text for o in found)]
     ranked = sorted(range(len(found)), key=lambda i: (-found[i].coverage, i))
     return [found[i] for i in sorted(ranked[:MAX_CANDIDATES])]
 
 
-def _named(question: str, passages: Sequence[str]) -> set[str]:
-    """The names of places, people and days in ``question`` that the passages hold: an answer's sentence must hold
-    them too, in its context (a question about Soshanguve's Saturday hours is not answered by its weekday hours,
-    nor one about refuse in Chatsworth by Umlazi's collection day). Acronyms (``API``, ``SASSA``, ``BM25``) name
-    a system or a kind that a passage often leaves implicit ("Tokens are stored as SHA-256 hashes"): not bound."""
-    held: set[str] = set()
-    for passage in passages:
-        held |= text.words_of(passage)
-    acronyms = {text.name_key(w) for w in text.words(question) if w.isupper() or any(ch.isdigit() for ch in w)}
-    return (text.names(question) & held) - acronyms
-
-
-def _covered(asked: Sequence[str], weight: dict[str, float], words: set[str], place: grounding.Context) -> float:
-    """The weight of the question's words a sentence holds (with the names of its context); another word only in
-    its context ("Put your bags out by 06:30" after "Refuse in Umlazi is collected on Wednesdays") counts half."""
-    return sum(weight[w] * (1.0 if w in words else 0.5 if w in place.words else 0.0) for w in asked)
-
-
-def _rarity(asked: Sequence[str], sentences: Sequence[set[str]]) -> dict[str, float]:
-    """Each question word's weight: rarer among the sentences found, more telling (an inverse document
-    frequency): "manager" picks the one sentence that names the clinic's manager, "Mamelodi" does not."""
-    count = len(sentences)
-    return {w: math.log(1 + count / (1 + sum(w in s for s in sentences))) for w in asked}
-
-
-def _valued(sentence: str) -> bool:
-    return bool(text.numbers(sentence)) or any(text.name_key(w) in _CALENDAR for w in text.words_of(sentence))
-
-
 def answered(question: str, passages: Sequence[str], best_similarity: float) -> bool:
     """Whether the passages answer ``question`` at all (step 1 of the module's rule)."""
-    words: set[str] = set()
-    for passage in passages:
-        names = text.words_of(passage)  # eThekwini, ngoMgqibelo: without their class prefixes
-        words |= set(text.content(passage)) | names | {text.stem(n) for n in names}
-    unknown = [n for n in text.names(question) if n not in words and text.name_key(n) not in _CALENDAR]
-    if unknown:
+    words = answering.passage_words(passages)
+    if answering.unknown_names(question, words):
         return False
-    asked = grounding.question_words(question)
+    asked = answering.question_words(question)
     if not asked:
         return best_similarity >= CROSS_LINGUAL
     missing = sum(w not in words for w in asked)

@@ -11,12 +11,14 @@ A sentence is supported by a set of passages when:
   lexical stand-in for entailment (no entailment model ships offline for our languages). A sentence pieced
   together from words of several passage sentences ("The clinic is open on Sundays" from "It is closed on
   Sundays" after "... is open from Monday to Friday") fails;
-- every number it states is stated *of the same thing*: a passage sentence that holds the number holds at least
-  :data:`MIN_CONTEXT` of those words, and its context every name. A right value bound to something else ("the
+- every number it states is stated *of the same thing*: a passage sentence that holds the number holds
+  :data:`MIN_CONTEXT` of those words (all of them: "support" is all that tells the child support grant's R560
+  from the foster child grant's R1,250), and its context every name. A right value bound to something else ("the
   maternity section is open 07:30 to 16:30" where those are the clinic's hours and the maternity section's are
   24 hours; "the SRD grant is R560", the child support grant's amount) fails, and an ordinal is not a count
   (``the 2nd working day`` does not state ``2 working days``);
-- it has words: a number or a citation alone states nothing that can be checked;
+- it has words, and states rather than asks: a number or a citation alone states nothing that can be checked,
+  and a question (the model repeating the one it was asked) answers nothing;
 - it denies only what they deny: a negation (``not``, ``never``, ``nie``, ...) must appear in them too.
 
 The check is deterministic and cheap (microseconds a sentence), so it runs on every sentence as it is generated.
@@ -24,30 +26,19 @@ The check is deterministic and cheap (microseconds a sentence), so it runs on ev
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contracts.llm import REFUSAL, SentenceOrigin
+from engines.search import answering
 from engines.search import sentences as text
 
 _REFUSAL_KEY = "don't know from these documents"
 MIN_SUPPORT = 0.6  # of a sentence's content words found in its passages
 MIN_COVERAGE = 0.5  # of the question's content words a replacement sentence must hold
-MIN_CONTEXT = 0.8  # of a sentence's content words found around each of its values in one passage sentence
+MIN_CONTEXT = 1.0  # of a sentence's other content words found in the passage sentence that states its number
 STALL = 4  # withheld sentences in a row after which a generation is stopped
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "cannot", "nie", "geen", "nooit", "akukho", "awukho"})
-# words of how a question is asked rather than what it asks about
-QUESTION_FRAME = frozenset(
-    {
-        "time", "much", "many", "long", "number", "day", "days", "date", "often", "get", "give", "tell", "know",
-        "please", "need", "want", "find", "use", "used", "keep", "take", "make", "default", "laat", "tyd", "dag",
-        "datum", "sikhathi", "ngasikhathi", "sini", "yiphi", "inombolo", "ngiyi", "ngithola",
-    }
-)  # fmt: skip
-
-
-_FRAME_STEMS = frozenset(text.stem(w) for w in QUESTION_FRAME)
 
 
 @dataclass(frozen=True)
@@ -67,14 +58,14 @@ def _negated(words: set[str], raw: str) -> bool:
     return bool(words & _NEGATIONS) or "n't" in raw.lower() or "n’t" in raw.lower()
 
 
-NO_WORDS = "no words to check (a number or a marker alone)"
+NO_WORDS = "nothing to check (a number or a marker alone, or a question)"
 
 
 def unsupported(sentence: str, passage: str) -> str | None:
     """Why ``passage`` does not support ``sentence`` (None: it does)."""
     claim = text.without_markers(sentence)
     words = text.content(claim)
-    if not words:
+    if not words or claim.endswith("?"):
         return NO_WORDS
     missing = text.numbers(claim) - text.numbers(passage)
     if missing:
@@ -84,7 +75,7 @@ def unsupported(sentence: str, passage: str) -> str | None:
         return "a name not in the passages"
     named = set(text.content(" ".join(sorted(names))))
     plain = [w for w in dict.fromkeys(words) if w not in named]  # what the sentence says of its names
-    places = contexts(passage)
+    places = text.contexts(passage)
     if not any(_supports(place, plain, names, MIN_SUPPORT) for place in places):
         return "words the passages do not support"
     for number in text.numbers(claim):
@@ -96,61 +87,12 @@ def unsupported(sentence: str, passage: str) -> str | None:
     return None
 
 
-def _supports(place: Context, plain: Sequence[str], names: set[str], share: float) -> bool:
+def _supports(place: text.Context, plain: Sequence[str], names: set[str], share: float) -> bool:
     """Whether one passage sentence says what a claim says: its context names every name of the claim (where "It"
     and "Its" point), and the sentence itself holds ``share`` of the claim's other content words (``plain``)."""
     if not names <= place.names:
         return False
     return sum(w in place.own for w in plain) >= share * len(plain)
-
-
-@dataclass(frozen=True)
-class Context:
-    """A sentence of a passage in its context: ``around`` is the paragraph's first sentence, the sentence before it
-    and itself (where "It" and "Its" point; a passage cut from the middle of a paragraph starts one), ``words`` its
-    content words; ``position`` counts the passage's sentences; ``heading`` says it states no fact (a heading, or
-    a title: a paragraph of one line with no final stop)."""
-
-    sentence: str
-    around: str
-    words: frozenset[str]
-    position: int
-    heading: bool
-    own: frozenset[str] = frozenset()  # the sentence's own content words
-    names: frozenset[str] = frozenset()  # every word of its context by name key
-    numbers: frozenset[str] = frozenset()  # the sentence's own numbers
-
-
-@functools.lru_cache(maxsize=256)  # an answer's sentences are checked against the same few passages
-def contexts(passage: str) -> tuple[Context, ...]:
-    """Each sentence of ``passage`` in its context, in order."""
-    out: list[Context] = []
-    found = text.blocks(passage)
-    first, previous, paragraph = "", "", -1
-    for number, block in enumerate(found):
-        if block.paragraph != paragraph:
-            paragraph, first, previous = block.paragraph, "", ""
-        spans = text.block_sentences(passage, block)
-        alone = all(other.paragraph != paragraph for other in found[max(0, number - 1) : number + 2] if other != block)
-        title = block.kind == "prose" and alone and len(spans) == 1 and not spans[0].text.endswith((".", "!", "?", ":"))
-        for span in spans:
-            first = first or span.text
-            around = " ".join(dict.fromkeys((first, previous, span.text)))
-            heading = block.kind == "heading" or title
-            out.append(
-                Context(
-                    span.text,
-                    around,
-                    frozenset(text.content(around)),
-                    len(out),
-                    heading,
-                    frozenset(text.content(span.text)),
-                    frozenset(text.words_of(around)),
-                    frozenset(text.numbers(span.text)),
-                )
-            )
-            previous = span.text
-    return tuple(out)
 
 
 def check(sentence: str, passages: Sequence[str], cites: Sequence[int] = ()) -> Verdict:
@@ -173,42 +115,24 @@ def check(sentence: str, passages: Sequence[str], cites: Sequence[int] = ()) -> 
     return Verdict((), reason or "no passage")
 
 
-def question_words(question: str) -> list[str]:
-    """What a question asks about: its content words (and the names it holds without their class prefixes:
-    ``waseMamelodi`` asks about Mamelodi) less the words of how it is asked."""
-    words = text.content(question) + text.content(" ".join(sorted(text.names(question))))
-    return [w for w in dict.fromkeys(words) if w not in _FRAME_STEMS]
-
-
-def coverage(question: Sequence[str], sentence: str, also: set[str] | frozenset[str] = frozenset()) -> float:
-    """The share of the question's words (:func:`question_words`) that ``sentence`` holds (or ``also``: the names
-    of its context)."""
-    if not question:
-        return 0.0
-    words = set(text.content(sentence)) | set(text.names(sentence)) | set(also)
-    return sum(w in words for w in question) / len(question)
-
-
 def replacement(
     question: str, failed: str, passages: Sequence[str], prefer: Sequence[int] = (), used: Sequence[str] = ()
 ) -> tuple[int, str] | None:
-    """The passage sentence that answers ``question`` in place of the ``failed`` one: it holds at least
-    :data:`MIN_COVERAGE` of the question's words; the most of them wins, then the most words shared with the failed
-    sentence, then a passage in ``prefer`` (the ones it cited). None when no sentence qualifies (``used``
-    sentences are skipped: an answer says a thing once)."""
-    asked = question_words(question)
+    """The passage sentence that answers ``question`` in place of the ``failed`` one (``engines/search/
+    answering.py``): it holds at least :data:`MIN_COVERAGE` of the question's words, weighted, and the places,
+    people and days it names; the most of them wins, then the most words shared with the failed sentence, then a
+    passage in ``prefer`` (the ones it cited). None when no sentence qualifies, or the question names something no
+    passage holds (``used`` sentences are skipped: an answer says a thing once)."""
+    if answering.unknown_names(question, answering.passage_words(passages)):
+        return None
     said = set(text.content(failed))
     best: tuple[tuple[float, int, bool], int, str] | None = None
-    for index, passage in enumerate(passages):
-        for span in text.split(passage):
-            if span.text in used:
-                continue
-            cover = coverage(asked, span.text)
-            if cover < MIN_COVERAGE:
-                continue
-            key = (cover, len(said & set(text.content(span.text))), index in prefer)
-            if best is None or key > best[0]:
-                best = (key, index, span.text)
+    for found in answering.sentences(question, passages):
+        if found.place.sentence in used or found.coverage < MIN_COVERAGE:
+            continue
+        key = (found.coverage, len(said & found.place.own), found.source in prefer)
+        if best is None or key > best[0]:
+            best = (key, found.source, found.place.sentence)
     return None if best is None else (best[1], best[2])
 
 

@@ -15,6 +15,7 @@ its names (a capitalised word after the first, or a word with a capital inside i
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -265,3 +266,52 @@ def stem(token: str) -> str:
             token = token[: -len(ending)]
             break
     return token[:5]
+
+
+@dataclass(frozen=True)
+class Context:
+    """A sentence of a passage in its context: ``around`` is the paragraph's first sentence, the sentence before it
+    and itself (where "It" and "Its" point; a passage cut from the middle of a paragraph starts one), ``words`` its
+    content words; ``position`` counts the passage's sentences; ``heading`` says it states no fact (a heading, or
+    a title: a paragraph of one line with no final stop)."""
+
+    sentence: str
+    around: str
+    words: frozenset[str]
+    position: int
+    heading: bool
+    own: frozenset[str] = frozenset()  # the sentence's own content words
+    names: frozenset[str] = frozenset()  # every word of its context by name key
+    numbers: frozenset[str] = frozenset()  # the sentence's own numbers
+
+
+@functools.lru_cache(maxsize=256)  # an answer's sentences are checked against the same few passages
+def contexts(passage: str) -> tuple[Context, ...]:
+    """Each sentence of ``passage`` in its context, in order."""
+    out: list[Context] = []
+    found = blocks(passage)
+    first, previous, paragraph = "", "", -1
+    for number, block in enumerate(found):
+        if block.paragraph != paragraph:
+            paragraph, first, previous = block.paragraph, "", ""
+        spans = block_sentences(passage, block)
+        alone = all(other.paragraph != paragraph for other in found[max(0, number - 1) : number + 2] if other != block)
+        title = block.kind == "prose" and alone and len(spans) == 1 and not spans[0].text.endswith((".", "!", "?", ":"))
+        for span in spans:
+            first = first or span.text
+            around = " ".join(dict.fromkeys((first, previous, span.text)))
+            heading = block.kind == "heading" or title
+            out.append(
+                Context(
+                    span.text,
+                    around,
+                    frozenset(content(around)),
+                    len(out),
+                    heading,
+                    frozenset(content(span.text)),
+                    frozenset(words_of(around)),
+                    frozenset(numbers(span.text)),
+                )
+            )
+            previous = span.text
+    return tuple(out)

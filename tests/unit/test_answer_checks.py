@@ -69,6 +69,7 @@ SRD = "The Social Relief of Distress grant (SRD) is R370 per month for unemploye
         ("Sister Nomvula Khoza is the facility manager of Mamelodi East.", True),
         ("The SRD grant is R560 per month.", False),
         ("The SRD grant is R370 per month.", True),
+        ("The child support grant is R1,250 per month.", False),  # the foster child grant's amount
         ("Older persons grants are paid within 2 working days.", False),  # an ordinal is not a count
         ("Older persons grants are paid from the 2nd working day of the month.", True),
         # words of two passage sentences pieced together: "closed on Sundays" after "is open from Monday"
@@ -127,13 +128,14 @@ def test_the_guard_withholds_what_nothing_answers_and_keeps_a_refusal() -> None:
     assert [c.text for c in refusal.feed(f"{REFUSAL} ") + refusal.finish()] == [REFUSAL]
 
 
-def test_a_number_alone_is_withheld_and_a_lost_model_is_noticed() -> None:
+def test_a_number_alone_or_a_question_is_withheld_and_a_lost_model_is_noticed() -> None:
     guard = grounding.Guard(QUESTION, [CLINIC])
     checked = guard.feed("It closes at 13:00 on Saturdays [1]. 13 [1]. 16 [1]. 8 [1]. ") + guard.finish()
     assert [c.origin for c in checked] == ["generated", "withheld", "withheld", "withheld"]
+    # three withheld: not yet stalled; a question (the model repeating the one it was asked) is the fourth
     assert all(c.note and grounding.NO_WORDS in c.note for c in checked[1:])  # not replaced by a passage sentence
     assert not guard.stalled
-    guard.feed("20 [1]. ")
+    guard.feed("What time does the Mamelodi clinic close on Saturdays [1]? ")
     guard.finish()
     assert guard.stalled  # four withheld in a row: the generation can stop
 
