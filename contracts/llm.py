@@ -178,6 +178,7 @@ MEASURED = {
 
 
 def measured(answerer: str) -> str:
+    """What ``answerer`` (``extractive`` or a registered model's name) measured, or how to measure it."""
     return MEASURED.get(answerer, "Not measured here: scripts/eval_ask.py --model NAME measures it.")
 
 

@@ -40,6 +40,7 @@ from contracts.llm import (
     GenerationEvent,
     GenerationRequest,
     GenerationStart,
+    measured,
     not_installed,
 )
 from deployments.common import configure_replica_logging, load_settings
@@ -227,6 +228,7 @@ class LLM:
             f"/v1/chat/completions. Context window {loaded.tokenizer.context_window} tokens, answers of at most "
             f"{s.max_answer_tokens} tokens; source: {loaded.entry.source}."
         )
+        note += f" {measured(loaded.name)}"
         if self.load_error:
             note += f" The last reload failed and this model kept serving: {self.load_error}"
         return [

@@ -34,7 +34,7 @@ from engines.search import answering
 from engines.search import sentences as text
 
 _REFUSAL_KEY = "don't know from these documents"
-MIN_SUPPORT = 0.6  # of a sentence's content words found in its passages
+MIN_SUPPORT = 0.75  # of a sentence's other content words that one passage sentence must hold
 MIN_COVERAGE = 0.5  # of the question's content words a replacement sentence must hold
 MIN_CONTEXT = 1.0  # of a sentence's other content words found in the passage sentence that states its number
 STALL = 4  # withheld sentences in a row after which a generation is stopped
@@ -73,7 +73,8 @@ def unsupported(sentence: str, passage: str) -> str | None:
     names = text.names(claim)
     if names - text.words_of(passage):
         return "a name not in the passages"
-    named = set(text.content(" ".join(sorted(names))))
+    # the name's words as written too: ngoLwesibili is the name Lwesibili, not a word of what is said of it
+    named = set(text.content(" ".join(w for w in text.words(claim) if text.name_key(w) in names)))
     plain = [w for w in dict.fromkeys(words) if w not in named]  # what the sentence says of its names
     places = text.contexts(passage)
     if not any(_supports(place, plain, names, MIN_SUPPORT) for place in places):

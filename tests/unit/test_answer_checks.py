@@ -82,6 +82,13 @@ def test_a_value_must_be_stated_of_what_the_sentence_binds_it_to(sentence: str, 
     assert grounding.check(sentence, passages).supported is supported
 
 
+def test_a_name_written_with_its_prefix_is_not_a_word_of_what_is_said() -> None:
+    passage = "Ukugoma kwezingane kwenziwa njalo ngoLwesibili. Letha incwadi yomntwana yempilo."
+    assert grounding.check("Ukugoma kwezingane kwenziwa njalo ngoLwesibili [1].", [passage]).supported
+    # Afrikaans and isiZulu words strung together: only "kwenziwa njalo" and the day are the passage's
+    assert not grounding.check("Munisipale kuya kwenziwa njalo ngoLwesibili [1].", [passage]).supported
+
+
 def test_markdown_blocks_are_sentences_and_wrapped_prose_is_joined() -> None:
     doc = (
         "# Limits\n\nA chunk holds at most\n800 characters. The overlap is 120.\n\n- a list item that\n  goes on\n"
