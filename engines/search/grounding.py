@@ -17,8 +17,9 @@ A sentence is supported by a set of passages when:
   maternity section is open 07:30 to 16:30" where those are the clinic's hours and the maternity section's are
   24 hours; "the SRD grant is R560", the child support grant's amount) fails, and an ordinal is not a count
   (``the 2nd working day`` does not state ``2 working days``);
-- it has words, and states rather than asks: a number or a citation alone states nothing that can be checked,
-  and a question (the model repeating the one it was asked) answers nothing;
+- it states something: a number, a file name or a citation alone (no content word, or fewer than
+  :data:`MIN_WORDS` words and no number), a lead-in ending with ``:`` and a question (the model repeating the one
+  it was asked) are withheld;
 - it denies only what they deny: a negation (``not``, ``never``, ``nie``, ...) must appear in them too.
 
 The check is deterministic and cheap (microseconds a sentence), so it runs on every sentence as it is generated.
@@ -35,9 +36,11 @@ from engines.search import sentences as text
 
 _REFUSAL_KEY = "don't know from these documents"
 MIN_SUPPORT = 0.75  # of a sentence's other content words that one passage sentence must hold
-MIN_COVERAGE = 0.5  # of the question's content words a replacement sentence must hold
+MIN_COVERAGE = 0.5  # of the question's content words (weighted by rarity) a replacement sentence must hold
 MIN_CONTEXT = 1.0  # of a sentence's other content words found in the passage sentence that states its number
 STALL = 4  # withheld sentences in a row after which a generation is stopped
+MIN_WORDS = 3  # words of a sentence that states no number ("(compatibility.md)" states nothing)
+NO_WORDS = "nothing it states (a number, a file name or a marker alone, a lead-in, or a question)"
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "cannot", "nie", "geen", "nooit", "akukho", "awukho"})
 
 
@@ -58,14 +61,12 @@ def _negated(words: set[str], raw: str) -> bool:
     return bool(words & _NEGATIONS) or "n't" in raw.lower() or "n’t" in raw.lower()
 
 
-NO_WORDS = "nothing to check (a number or a marker alone, or a question)"
-
-
 def unsupported(sentence: str, passage: str) -> str | None:
     """Why ``passage`` does not support ``sentence`` (None: it does)."""
     claim = text.without_markers(sentence)
     words = text.content(claim)
-    if not words or claim.endswith("?"):
+    short = len(text.words(claim)) < MIN_WORDS and not text.numbers(claim)
+    if not words or short or claim.endswith(("?", ":")):
         return NO_WORDS
     missing = text.numbers(claim) - text.numbers(passage)
     if missing:

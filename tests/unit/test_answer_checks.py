@@ -89,6 +89,11 @@ def test_a_name_written_with_its_prefix_is_not_a_word_of_what_is_said() -> None:
     assert not grounding.check("Munisipale kuya kwenziwa njalo ngoLwesibili [1].", [passage]).supported
 
 
+@pytest.mark.parametrize("said", ["(clinics.txt) [1]", "The answer is [1]:", "13 [1].", "Where is it [1]?"])
+def test_what_states_nothing_is_not_a_statement(said: str) -> None:
+    assert grounding.check(said, [f"{CLINIC} See clinics.txt for more."]).reason == grounding.NO_WORDS
+
+
 def test_markdown_blocks_are_sentences_and_wrapped_prose_is_joined() -> None:
     doc = (
         "# Limits\n\nA chunk holds at most\n800 characters. The overlap is 120.\n\n- a list item that\n  goes on\n"
