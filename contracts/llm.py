@@ -168,12 +168,21 @@ def not_installed(note: str = LLM_NOT_INSTALLED) -> CapabilityInfo:
     return CapabilityInfo(capability="llm", installed=False, note=note)
 
 
-# What each answerer measured (scripts/eval_ask.py over tests/data/ask: the 22 questions on the repository's docs
-# and the 40 in South African settings; docs/search.md has the tables): shown in /api/v1/models.
+# What each answerer measured (scripts/eval_ask.py over tests/data/ask: 37 questions on the repository's docs and 62
+# in South African settings; docs/search.md has the tables and the commands): shown in /api/v1/models. A model's
+# entry is keyed by the name scripts/build_smollm2.py registers it under.
 MEASURED = {
-    EXTRACTIVE: "Measured on 40 questions in South African settings (English, isiZulu, Afrikaans): fact recall "
-    "0.82 on the 28 answerable (2 refused), 12 of 12 unanswerable refused, no sentence with a number or name its "
-    "passages lack; first delta 0.48 s median on a shared 2-core machine.",
+    EXTRACTIVE: "Measured (scripts/eval_ask.py --answer): on 62 questions in South African settings (English, "
+    "isiZulu, Afrikaans) fact recall 0.82 on the 44 answerable, 17 of 18 unanswerable refused; on 37 questions over "
+    "the project's docs fact recall 0.79 on 24, 12 of 13 refused; no shown sentence with a number or name its "
+    "passages lack; first delta 0.28 s (South African set) and 0.6 to 0.9 s (docs) median on a shared 2-core "
+    "machine.",
+    "smollm2-135m-instruct": "Measured (scripts/eval_ask.py --model smollm2-135m-instruct, the model built by "
+    "scripts/build_smollm2.py, repetition_penalty 1.1, no_repeat_ngram_size 4): fact recall 0.71 on 44 answerable "
+    "questions in South African settings (12 refused), 17 of 18 unanswerable refused; 0.46 on 24 over the "
+    "project's docs (8 refused), 11 of 13 refused; most of its sentences withheld or replaced by the passage's own; "
+    "no shown sentence with a number or name its passages lack; first delta 1.1 to 2.5 s (South African set) and "
+    "3 to 6 s (docs) median on a shared 2-core machine.",
 }
 
 

@@ -8,7 +8,8 @@ One question, one path:
    none, the answer is :data:`contracts.llm.REFUSAL` and no answerer runs;
 3. the answer: the extractive answerer's passage sentences (no language model configured), or the language
    model's, each sentence checked against its passages in the LLM deployment before it is shown (the deltas lag
-   a sentence behind the model and never take text back); the answer's language (``services/answer_language.py``);
+   a sentence behind the model and never take text back); the answer's language (``services/answer_language.py``:
+   a translation that changes a number of the checked text is not shown);
 4. citations: the passages the answerer read, numbered as the answer cites them;
 5. metering (``knowledgebase_ask``: whitespace tokens of the question and the answer), failed once work started
    and did not finish.
