@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from contracts.llm import Citation
 from contracts.unicode import UnicodeText
 
 # --- models ---------------------------------------------------------------------------------------------------
@@ -169,17 +170,6 @@ class ChatChoice(BaseModel):
     logprobs: None = None
 
 
-class ChatCitation(BaseModel):
-    """Khuluma extension: a passage the answer may cite as [id] (``knowledge_base`` only)."""
-
-    id: int
-    document_id: str | None
-    filename: str | None
-    chunk_index: int | None
-    text: str
-    score: float
-
-
 class ChatCompletion(BaseModel):
     id: str
     object: Literal["chat.completion"] = "chat.completion"
@@ -187,6 +177,6 @@ class ChatCompletion(BaseModel):
     model: str
     choices: list[ChatChoice]
     usage: ChatCompletionUsage
-    citations: list[ChatCitation] | None = Field(
+    citations: list[Citation] | None = Field(
         default=None, description="Khuluma extension, with `knowledge_base`: the passages the answer was given."
     )

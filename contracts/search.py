@@ -90,6 +90,27 @@ class Passage(SearchResultItem):
     )
 
 
+class ExtractRequest(BaseModel):
+    """Choose the sentences of ``passages`` (in rank order) that answer ``question`` (the extractive answerer)."""
+
+    question: str
+    passages: list[str]
+
+
+class ExtractedSentence(BaseModel):
+    source: int = Field(description="Index into the request's passages of the passage it is quoted from.")
+    text: str = Field(description="The sentence, exactly as the passage has it.")
+    score: float = Field(description="How well it answers the question (similarity plus coverage; higher is better).")
+
+
+class Extraction(BaseModel):
+    """The extractive answerer's answer: the quoted sentences, best first (empty when the passages do not answer
+    the question)."""
+
+    sentences: list[ExtractedSentence] = Field(default_factory=list)
+    model: str = Field(description="The embedding model that ranked the sentences.")
+
+
 class SearchClient(DeploymentClient):
     """Typed handle of ``deployments.search:Search``."""
 
@@ -115,6 +136,11 @@ class SearchClient(DeploymentClient):
         """deployments.search.Search.passages: best first, as :meth:`query` ranks them, with chunk indexes and
         similarities."""
         return await self._call(self._handle.passages.remote(request))
+
+    async def extract(self, request: ExtractRequest) -> Extraction:
+        """deployments.search.Search.extract: the passage sentences that answer the question (the extractive
+        answerer, with the embedder this deployment has loaded already)."""
+        return await self._call(self._handle.extract.remote(request))
 
 
 # --- wire models of the routes (what only the HTTP edge reads and writes) ---

@@ -33,19 +33,25 @@ from contracts.capabilities import CapabilityInfo, LanguageSupport
 from contracts.errors import DomainError, ModelMissing, Unavailable
 from contracts.installs import LLM_NOT_INSTALLED
 from contracts.llm import (
+    AnswerSentence,
     Generation,
     GenerationDelta,
     GenerationEnd,
     GenerationEvent,
     GenerationRequest,
     GenerationStart,
+    measured,
     not_installed,
 )
 from deployments.common import configure_replica_logging, load_settings
 from engines.llm.ct2 import CT2Generator, Job, SamplingKey
-from engines.llm.prompt import Assembled, assemble
+from engines.llm.prompt import GROUNDED_STOPS, Assembled, assemble
+from engines.llm.repetition import loop_start
 from engines.llm.tokenizer import ChatTokenizer
-from engines.model_registry import ModelEntry, ModelError, ModelRegistry, catalogued, resolve
+from engines.models.catalogue import catalogued
+from engines.models.registry import ModelEntry, ModelError, ModelRegistry
+from engines.models.resolve import resolve
+from engines.search.grounding import Checked, Guard
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +109,8 @@ class LLM:
                     threads=s.threads or os.cpu_count() or 1,  # a fractional-CPU replica would get one
                     max_batch_size=s.max_batch_size,
                     batch_wait_s=s.batch_wait_ms / 1000,
+                    repetition_penalty=s.repetition_penalty,
+                    no_repeat_ngram_size=s.no_repeat_ngram_size,
                 )
             )
         except DomainError as exc:
@@ -194,6 +202,9 @@ class LLM:
             events = stream_completion(self.server, loaded.name, assembled, request.sampling)
         else:
             events = _ct2_stream(loaded.generator, loaded.tokenizer, assembled, request)
+        events = _until_loop(events, loaded.tokenizer)
+        if request.grounded:  # every sentence checked against the passages before it is shown
+            events = _checked(events, request, assembled, loaded.tokenizer)
         async for event in events:
             yield event
 
@@ -219,6 +230,7 @@ class LLM:
             f"/v1/chat/completions. Context window {loaded.tokenizer.context_window} tokens, answers of at most "
             f"{s.max_answer_tokens} tokens; source: {loaded.entry.source}."
         )
+        note += f" {measured(loaded.name)}"
         if self.load_error:
             note += f" The last reload failed and this model kept serving: {self.load_error}"
         return [
@@ -242,6 +254,79 @@ class LLM:
         ]
 
 
+async def _until_loop(
+    events: AsyncIterator[GenerationEvent], tokenizer: ChatTokenizer
+) -> AsyncIterator[GenerationEvent]:
+    """The generation, cut where a repetition loop begins (``engines/llm/repetition.py``): the loop's first
+    occurrence is kept, the generation stops, and its end says ``looped``."""
+    text = ""
+    try:
+        async for event in events:
+            if not isinstance(event, GenerationDelta):
+                yield event
+                continue
+            before = len(text)
+            text += event.text
+            cut = loop_start(text)
+            if cut is None:
+                yield event
+                continue
+            if cut > before:
+                yield GenerationDelta(text=text[before:cut])
+            yield GenerationEnd(finish_reason="stop", completion_tokens=tokenizer.count_text(text), looped=True)
+            return
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
+
+
+async def _checked(
+    events: AsyncIterator[GenerationEvent], request: GenerationRequest, assembled: Assembled, tokenizer: ChatTokenizer
+) -> AsyncIterator[GenerationEvent]:
+    """Only checked text (``engines/search/grounding.py``: each sentence against the passages it cites, replaced
+    by the passage's own sentence or withheld when they do not support it), a sentence behind the model; the end
+    lists every sentence's fate. A model that has lost its way (:attr:`Guard.stalled`) is stopped there."""
+    question = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+    guard = Guard(question, [request.sources[i].text for i in assembled.used])
+    shown = 0
+    generated = ""
+
+    def delta(checked: list[Checked]) -> GenerationDelta | None:
+        nonlocal shown
+        texts = [c.text for c in checked if c.text]
+        if not texts:
+            return None
+        piece = " ".join(texts)
+        piece, shown = (f" {piece}" if shown else piece), shown + len(texts)
+        return GenerationDelta(text=piece)
+
+    def end(event: GenerationEnd, cut: bool, why: str = "the model began repeating itself") -> list[GenerationEvent]:
+        out = delta(guard.finish(cut, why))
+        record = [
+            AnswerSentence(text=c.text, origin=c.origin, citations=[i + 1 for i in c.sources], note=c.note)
+            for c in guard.record
+        ]
+        return [*([out] if out else []), event.model_copy(update={"sentences": record})]
+
+    try:
+        async for event in events:
+            if isinstance(event, GenerationDelta):
+                generated += event.text
+                if (out := delta(guard.feed(event.text))) is not None:
+                    yield out
+                if guard.stalled:
+                    stopped = GenerationEnd(finish_reason="stop", completion_tokens=tokenizer.count_text(generated))
+                    for item in end(stopped, True, "the model stopped saying what the passages say"):
+                        yield item
+                    return
+            elif isinstance(event, GenerationEnd):
+                for item in end(event, cut=event.looped):
+                    yield item
+            else:
+                yield event
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
+
+
 async def _ct2_stream(
     generator: CT2Generator, tokenizer: ChatTokenizer, assembled: Assembled, request: GenerationRequest
 ) -> AsyncIterator[GenerationEvent]:
@@ -258,7 +343,7 @@ async def _ct2_stream(
         prompt=tokenizer.tokens(assembled.prompt_ids),
         max_tokens=assembled.max_tokens,
         sampling=SamplingKey(sampling.temperature, sampling.top_p),
-        stops=(*sampling.stop, *tokenizer.stops),
+        stops=(*sampling.stop, *tokenizer.stops, *(GROUNDED_STOPS if request.grounded else ())),
         on_text=lambda text: relay("text", text),
         on_end=lambda reason, tokens, error: relay("end", (reason, tokens, error)),
     )

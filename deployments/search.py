@@ -36,9 +36,20 @@ from contracts.capabilities import CapabilityInfo, LanguageSupport
 from contracts.embeddings import EmbeddingsClient, EmbeddingSource
 from contracts.errors import NotFound, Unavailable
 from contracts.languages import LANGUAGES
-from contracts.search import AddDocument, DocumentFile, IndexedDocument, Passage, SearchQuery, SearchResultItem
+from contracts.search import (
+    AddDocument,
+    DocumentFile,
+    ExtractedSentence,
+    Extraction,
+    ExtractRequest,
+    IndexedDocument,
+    Passage,
+    SearchQuery,
+    SearchResultItem,
+)
 from deployments.common import configure_replica_logging, load_settings
 from deployments.embeddings import LocalEmbeddings
+from engines.search import extractive
 from engines.search.bm25 import Bm25Index
 from engines.search.bm25_cache import Bm25Cache
 from engines.search.chunk_language import detect_languages, detectable_languages, dominant_language
@@ -361,6 +372,21 @@ class Search:
             )
             for hit in await self._ranked(request)
         ]
+
+    async def extract(self, request: ExtractRequest) -> Extraction:
+        """The extractive answerer (``engines/search/extractive.py``): the sentences of ``request.passages`` that
+        answer the question, ranked with this replica's embedder (no other model is loaded for it)."""
+        found = await asyncio.to_thread(extractive.candidates, request.question, request.passages)
+        model = await self._embedding_model() or "the embedding model"
+        if not found:
+            return Extraction(model=model)
+        with model_timer("Search.extract"):
+            query = (await self.embeddings.embed([request.question], "query"))[0]
+            vectors = await self.embeddings.embed([c.text for c in found], "passage")
+        chosen = extractive.choose(request.question, request.passages, found, query, vectors)
+        return Extraction(
+            sentences=[ExtractedSentence(source=c.source, text=c.text, score=c.score) for c in chosen], model=model
+        )
 
     async def _ranked(self, request: SearchQuery) -> list[Hit]:
         kb_id, text, language = request.kb_id, request.text, request.language

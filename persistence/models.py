@@ -86,7 +86,10 @@ class KnowledgeBase(Base):
 class Document(Base):
     __tablename__ = "documents"
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_uuid)
-    knowledgebase_id: Mapped[str] = mapped_column(ForeignKey("knowledge_bases.id", ondelete="CASCADE"), index=True)
+    # the code's name for a knowledge base's id is kb_id; the column keeps the name the first schema gave it
+    kb_id: Mapped[str] = mapped_column(
+        "knowledgebase_id", ForeignKey("knowledge_bases.id", ondelete="CASCADE"), index=True
+    )
     customer_id: Mapped[int] = mapped_column(Integer, index=True)
     filename: Mapped[str] = mapped_column(String(500))
     content_sha256: Mapped[str] = mapped_column(String(64))

@@ -12,14 +12,13 @@ from fastapi.middleware.cors import CORSMiddleware
 from contracts.settings import Settings
 from serve_app import __version__
 from serve_app.admission.capacity import Capacity
-from serve_app.admission.kinds import LLM, RouteKinds, admitted_as
+from serve_app.admission.kinds import RouteKinds
 from serve_app.errors import install_error_handlers
 from serve_app.lifecycle import Drain
 from serve_app.middleware import AdmissionMiddleware, BodyLimitMiddleware, MetricsMiddleware, WireCompatMiddleware
 from serve_app.routers import (
     batch,
     live,
-    llm,
     openai,
     playground,
     profile,
@@ -31,10 +30,6 @@ from serve_app.routers import (
     usage,
     utility,
 )
-
-# TODO(merge): the ask route's kind of work is declared here only because serve_app/routers/llm.py belongs to the
-# knowledge-base branch of issue #45; it goes on the route itself there (`@admitted_as(LLM)` on `ask`).
-admitted_as(LLM)(llm.ask)
 
 DESCRIPTION = """Khuluma: a self-hostable, Vulavula-compatible language, search and speech API.
 
@@ -63,7 +58,6 @@ def create_app(
         text,
         translation,
         search,
-        llm,
         speech_v1,
         speech_v2,
         batch,

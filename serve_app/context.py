@@ -108,9 +108,9 @@ class AppContext:
         return self.clients.translation is None and not self.settings.translation.model
 
     @property
-    def llm_not_installed(self) -> bool:
-        """No language model is deployed because none is set (``llm.deploy`` auto): the ingress answers the ask and
-        chat routes' 503 itself."""
+    def answers_extractively(self) -> bool:
+        """No language model is deployed because none is set (``llm.deploy`` auto): answers from a knowledge base
+        are the extractive answerer's (passage sentences), and a chat without one is the 503 naming the setting."""
         return self.clients.llm is None and not self.settings.llm.model
 
 

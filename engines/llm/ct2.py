@@ -75,6 +75,8 @@ class CT2Generator:
         threads: int = 0,
         max_batch_size: int = 8,
         batch_wait_s: float = 0.005,
+        repetition_penalty: float = 1.0,
+        no_repeat_ngram_size: int = 0,
     ) -> None:
         import ctranslate2
 
@@ -87,6 +89,8 @@ class CT2Generator:
             str(path), device=device, compute_type=compute_type, intra_threads=threads
         )
         self.tokenizer = tokenizer
+        self.repetition_penalty = repetition_penalty  # > 1 makes a token already generated less likely
+        self.no_repeat_ngram_size = no_repeat_ngram_size  # > 0: no n-gram of that many tokens twice
         self.max_batch_size = max(1, max_batch_size)
         self.batch_wait_s = max(0.0, batch_wait_s)
         self._queue: deque[Job] = deque()
@@ -154,6 +158,8 @@ class CT2Generator:
             sampling_topk=0 if key.temperature > 0 else 1,  # 0: the whole distribution, 1: greedy
             sampling_topp=key.top_p,
             sampling_temperature=key.temperature or 1.0,
+            repetition_penalty=self.repetition_penalty,
+            no_repeat_ngram_size=self.no_repeat_ngram_size,
             callback=step,
         )
         for job in batch:  # ended by an end token (which is not reported) or at the batch's longest allowance

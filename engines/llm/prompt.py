@@ -19,6 +19,8 @@ from contracts.llm import REFUSAL, ChatMessage, GenerationRequest, PromptTooLong
 
 MIN_SOURCE_TOKENS = 32  # a source cut shorter than this is left out instead
 MIN_ANSWER_TOKENS = 16
+# a grounded answer ends where a small model starts to write the prompt's layout again
+GROUNDED_STOPS = ("\nQuestion:", "\nSources:", "\n[1] (")
 
 GROUNDING = (
     "You answer questions from documents. Use only the numbered sources in the user's message: never add facts "

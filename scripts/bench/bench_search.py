@@ -245,7 +245,7 @@ def serve(config_path: str) -> None:
                 s.add(
                     Document(
                         id=doc_id,
-                        knowledgebase_id=kb_id,
+                        kb_id=kb_id,
                         customer_id=info.customer_id,
                         filename=f"doc-{d}.txt",
                         content_sha256=f"{d:064d}",

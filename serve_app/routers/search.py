@@ -1,9 +1,14 @@
-"""Knowledge-base routes: knowledge bases, their documents, and queries over them."""
+"""Knowledge-base routes: knowledge bases, their documents, queries over them, and answers from them (``ask``, ours:
+the extractive answerer on a fresh install, or the configured language model, every sentence checked)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Any
 
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+
+from contracts.llm import AskRequest, AskResult
 from contracts.search import (
     CreateKnowledgeBase,
     Deleted,
@@ -14,8 +19,9 @@ from contracts.search import (
     QueryRequest,
     QueryResult,
 )
-from serve_app.admission.kinds import DOCUMENTS, SEARCH, admitted_as, not_capacity_checked
+from serve_app.admission.kinds import DOCUMENTS, LLM, SEARCH, admitted_as, not_capacity_checked
 from serve_app.auth import Caller, Ctx
+from serve_app.services import ask as answers
 from serve_app.services import search as service
 from serve_app.uploads import multipart_openapi
 
@@ -67,3 +73,20 @@ async def query(knowledgebase_id: str, body: QueryRequest, caller: Caller, ctx: 
     return await service.query(
         ctx, caller, knowledgebase_id, body.query, body.language, body.top_k, body.strict_language
     )
+
+
+_STREAM: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The answer; with `stream`: server-sent events `citations` (first), `delta` (checked "
+        "sentences), then `done` (the whole answer, as the JSON form) or `error`.",
+        "content": {"text/event-stream": {}},
+    }
+}
+
+
+@router.post("/knowledgebase/{knowledgebase_id}/ask", response_model=AskResult, responses=_STREAM)
+@admitted_as(LLM)
+async def ask(knowledgebase_id: str, body: AskRequest, caller: Caller, ctx: Ctx) -> AskResult | StreamingResponse:
+    """Answer `question` from the knowledge base's documents only, citing the passages each sentence comes from;
+    "I don't know from these documents." when they do not answer it."""
+    return await answers.ask(ctx, caller, knowledgebase_id, body)

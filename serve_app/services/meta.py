@@ -14,7 +14,7 @@ from sqlalchemy import text
 from contracts.capabilities import CapabilityInfo
 from contracts.errors import Overloaded
 from contracts.handles import DeploymentClient
-from contracts.llm import not_installed as llm_not_installed
+from contracts.llm import extractive_answerer
 from contracts.meta import DeploymentHealth, Health, Metadata, ModelsListing
 from contracts.translation import not_installed as translation_not_installed
 from serve_app import RELEASE_DATE, RELEASE_NAME, __version__
@@ -137,8 +137,10 @@ async def models(ctx: AppContext) -> ModelsListing:
             described[entry.capability] = entry
     if "translation" not in described and ctx.translation_not_installed:
         described["translation"] = translation_not_installed()
-    if "llm" not in described and ctx.llm_not_installed:
-        described["llm"] = llm_not_installed()
+    if "llm" not in described and ctx.answers_extractively and ctx.clients.search is not None:
+        # the extractive answerer runs in the Search deployment: without it nothing answers
+        embedder = described.get("embeddings") or described.get("knowledge_base_search")
+        described["llm"] = extractive_answerer(embedder.model if embedder else None)
     listed = [
         described.get(capability)
         or CapabilityInfo(capability=capability, installed=False, note="Its deployment is not running in this service.")

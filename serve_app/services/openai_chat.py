@@ -2,9 +2,10 @@
 
 A conversation of text messages is continued by the configured model (``model`` must name it: ``GET /v1/models``).
 With the ``knowledge_base`` extension the last user message is answered as the ask route answers it: from that
-knowledge base's passages only (the same refusal rule, the same grounding), with their ``citations`` in the
-completion (in the first chunk when streaming). Metered as ``chat_completions`` (whitespace tokens of the messages
-and the answer); ``usage`` counts the model's own tokens, as OpenAI's does.
+knowledge base's passages only (the same refusal rule, the same answerer: the extractive one where no language
+model is configured, else the model's sentences checked against the passages before they are sent), with their
+``citations`` in the completion (in the first chunk when streaming). Metered as ``chat_completions`` (whitespace
+tokens of the messages and the answer); ``usage`` counts the model's own tokens, as OpenAI's does.
 """
 
 from __future__ import annotations
@@ -18,23 +19,23 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from contracts.errors import DomainError, InvalidInput, http_status
+from contracts.errors import DomainError, InvalidInput, ModelMissing, http_status
+from contracts.installs import LLM_NOT_INSTALLED
 from contracts.llm import (
     REFUSAL,
     ChatMessage,
+    Citation,
     GenerationDelta,
     GenerationEnd,
     GenerationEvent,
     GenerationRequest,
     GenerationStart,
-    PromptTooLong,
     Role,
     Sampling,
 )
 from contracts.openai import (
     AssistantMessage,
     ChatChoice,
-    ChatCitation,
     ChatCompletion,
     ChatCompletionMessage,
     ChatCompletionRequest,
@@ -43,7 +44,7 @@ from contracts.openai import (
 from contracts.search import Passage
 from serve_app.context import AppContext
 from serve_app.errors import error_body
-from serve_app.services import llm as grounding
+from serve_app.services import grounding, search
 from serve_app.services.openai_models import chat_model
 from serve_app.services.text_limits import TextLimits, check_size
 from serve_app.services.usage import count_tokens, record_usage
@@ -88,20 +89,6 @@ def _sampling(body: ChatCompletionRequest) -> Sampling:
     )
 
 
-def _citations(passages: list[Passage], start: GenerationStart) -> list[ChatCitation]:
-    return [
-        ChatCitation(
-            id=number,
-            document_id=passages[i].document_id,
-            filename=passages[i].filename,
-            chunk_index=passages[i].chunk_index,
-            text=passages[i].text,
-            score=passages[i].score,
-        )
-        for number, i in enumerate(start.sources_used, 1)
-    ]
-
-
 async def completions(
     ctx: AppContext, caller: Principal, body: ChatCompletionRequest
 ) -> ChatCompletion | StreamingResponse:
@@ -109,8 +96,10 @@ async def completions(
         raise InvalidInput("Invalid request: field 'n': only 1 choice is supported.")
     if body.tools:
         raise InvalidInput("Invalid request: field 'tools': tool calls are not supported.")
-    kb_id = None if body.knowledge_base is None else grounding.knowledge_base_id(body.knowledge_base, "knowledge_base")
-    llm = grounding.llm_client(ctx)  # 503 naming the setting before the model and the messages are read
+    kb_id = None if body.knowledge_base is None else search.parse_id(body.knowledge_base, "knowledge_base")
+    llm = grounding.language_model(ctx)
+    if llm is None and kb_id is None:  # the extractive answerer answers from a knowledge base only
+        raise ModelMissing(LLM_NOT_INSTALLED)
     model = await chat_model(ctx, body.model)
     messages = _messages(body)
     check_size([m.content for m in messages], "messages", TextLimits.of(ctx.settings))
@@ -122,23 +111,20 @@ async def completions(
         question = next((m.content for m in reversed(messages) if m.role == "user"), "")
         grounding.check_question(ctx, question, "messages")
         passages = await grounding.relevant_passages(ctx, caller, kb_id, question, body.top_k)
-        if not passages:  # nothing relevant: the refusal, without asking the model
-            await record_usage(ctx, caller, ROUTE, tokens=metered + count_tokens(REFUSAL))
-            return _refusal(body, model)
+        if llm is None or not passages:  # the extractive answer, or the refusal without asking the model
+            sentences = await grounding.extract(ctx, question, passages) if passages else []
+            text = grounding.shown(sentences) or REFUSAL
+            cited = grounding.citations(passages, range(len(passages)), cited=sentences) if sentences else []
+            await record_usage(ctx, caller, ROUTE, tokens=metered + count_tokens(text))
+            return _whole(body, model, text, cited)
         request = GenerationRequest(
             messages=messages, sources=grounding.sources(passages), grounded=True, sampling=sampling
         )
+    assert llm is not None  # without a language model every case returned above
     events = llm.stream(request)
-    try:
-        start = await anext(events)
-        assert isinstance(start, GenerationStart)
-    except PromptTooLong as exc:
-        await events.aclose()
-        raise exc.for_field("messages") from None
-    except BaseException:
-        await events.aclose()
-        raise
-    citations = _citations(passages, start) if kb_id is not None else None
+    start = await grounding.started(events, "messages")
+    read = [source.text for source in request.sources]
+    citations = grounding.citations(passages, start.sources_used, read, start.truncated) if kb_id else None
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -157,6 +143,8 @@ async def completions(
         raise
     assert end is not None
     text = "".join(parts)
+    if kb_id is not None:  # now that the answer is whole: which passages its shown sentences cite
+        citations = grounding.citations(passages, start.sources_used, read, start.truncated, end.sentences)
     await record_usage(ctx, caller, ROUTE, tokens=metered + count_tokens(text))
     return ChatCompletion(
         id=completion_id,
@@ -172,22 +160,25 @@ def _usage(prompt: int, completion: int) -> ChatCompletionUsage:
     return ChatCompletionUsage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
 
 
-def _refusal(body: ChatCompletionRequest, model: str) -> ChatCompletion | StreamingResponse:
+def _whole(
+    body: ChatCompletionRequest, model: str, text: str, citations: list[Citation]
+) -> ChatCompletion | StreamingResponse:
+    """A completion no language model wrote: the extractive answer, or the refusal."""
     completion = ChatCompletion(
         id=f"chatcmpl-{uuid.uuid4().hex}",
         created=int(time.time()),
         model=model,
-        choices=[ChatChoice(message=AssistantMessage(content=REFUSAL), finish_reason="stop")],
+        choices=[ChatChoice(message=AssistantMessage(content=text), finish_reason="stop")],
         usage=_usage(0, 0),
-        citations=[],
+        citations=citations,
     )
     if not body.stream:
         return completion
 
     async def chunks() -> AsyncIterator[str]:
         base = {"id": completion.id, "object": "chat.completion.chunk", "created": completion.created, "model": model}
-        first = {"role": "assistant", "content": REFUSAL}
-        yield _data({**base, "choices": [_choice(first, None)], "citations": []})
+        first = {"role": "assistant", "content": text}
+        yield _data({**base, "choices": [_choice(first, None)], "citations": [c.model_dump() for c in citations]})
         yield _data({**base, "choices": [_choice({}, "stop")]})
         if body.stream_options and body.stream_options.include_usage:
             yield _data({**base, "choices": [], "usage": completion.usage.model_dump()})
@@ -211,7 +202,7 @@ async def _chunks(
     model: str,
     start: GenerationStart,
     events: AsyncIterator[GenerationEvent],
-    citations: list[ChatCitation] | None,
+    citations: list[Citation] | None,
     include_usage: bool,
     metered: int,
 ) -> AsyncIterator[str]:

@@ -70,7 +70,13 @@ INDEXING_ROOM = 20  # extra passages a query asks for, in case some belong to do
 # --- helpers -------------------------------------------------------------------------------------------------
 
 
-def _parse_id(value: str, field: str) -> str:
+# A knowledge base's id is ``kb_id`` in the code; the routes' path parameter (and so a 400's field), the document's
+# wire field and the database column keep the spec's ``knowledgebase_id``.
+KB_PARAMETER = "knowledgebase_id"
+
+
+def parse_id(value: str, field: str = KB_PARAMETER) -> str:
+    """``value`` as a canonical UUID, or a 400 naming ``field``."""
     try:
         return str(uuid.UUID(str(value)))
     except ValueError:
@@ -95,7 +101,7 @@ def _owned_kb(session: Session, caller: Principal, kb_id: str) -> KnowledgeBase:
 
 
 def _doc_info(doc: Document) -> DocumentInfo:
-    return DocumentInfo(id=doc.id, knowledgebase_id=doc.knowledgebase_id, filename=doc.filename)
+    return DocumentInfo(id=doc.id, knowledgebase_id=doc.kb_id, filename=doc.filename)
 
 
 def _sha256(path: Path) -> str:
@@ -168,7 +174,7 @@ async def list_kbs(ctx: AppContext, caller: Principal) -> list[KnowledgeBaseInfo
 
 
 async def delete_kb(ctx: AppContext, caller: Principal, kb_id: str) -> Deleted:
-    kb_id = _parse_id(kb_id, "knowledgebase_id")
+    kb_id = parse_id(kb_id)
     await _db(ctx, _owned_kb, caller, kb_id)
     await _knowledge(ctx).delete_kb(kb_id)  # vectors first: a failure here leaves the knowledge base intact
 
@@ -185,7 +191,7 @@ async def delete_kb(ctx: AppContext, caller: Principal, kb_id: str) -> Deleted:
 
 
 async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: Request) -> DocumentCreated:
-    kb_id = _parse_id(kb_id, "knowledgebase_id")
+    kb_id = parse_id(kb_id)
     await _db(ctx, _owned_kb, caller, kb_id)
     knowledge = _knowledge(ctx)
     limit = int(ctx.settings.search.max_document_mb * 1024 * 1024)
@@ -200,7 +206,7 @@ async def add_document(ctx: AppContext, caller: Principal, kb_id: str, request: 
         def insert(session: Session) -> str:
             _owned_kb(session, caller, kb_id)  # still there
             doc = Document(
-                knowledgebase_id=kb_id,
+                kb_id=kb_id,
                 customer_id=caller.customer_id,
                 filename=upload.filename,
                 content_sha256=digest,
@@ -261,7 +267,7 @@ async def _finish_document(
 def _find_ready_copy(session: Session, kb_id: str, digest: str) -> DocumentInfo | None:
     doc = session.scalars(
         select(Document)
-        .where(Document.knowledgebase_id == kb_id, Document.content_sha256 == digest, Document.status == READY)
+        .where(Document.kb_id == kb_id, Document.content_sha256 == digest, Document.status == READY)
         .order_by(Document.created_at)
         .limit(1)
     ).first()
@@ -298,7 +304,7 @@ async def _sweep_stale(ctx: AppContext, kb_id: str) -> None:
         return list(
             session.scalars(
                 select(Document.id).where(
-                    Document.knowledgebase_id == kb_id, Document.status == INDEXING, Document.created_at < cutoff
+                    Document.kb_id == kb_id, Document.status == INDEXING, Document.created_at < cutoff
                 )
             )
         )
@@ -308,7 +314,7 @@ async def _sweep_stale(ctx: AppContext, kb_id: str) -> None:
 
 
 async def list_documents(ctx: AppContext, caller: Principal, kb_id: str) -> list[DocumentInfo]:
-    kb_id = _parse_id(kb_id, "knowledgebase_id")
+    kb_id = parse_id(kb_id)
 
     def fetch(session: Session) -> list[DocumentInfo]:
         kb = _owned_kb(session, caller, kb_id)
@@ -318,13 +324,13 @@ async def list_documents(ctx: AppContext, caller: Principal, kb_id: str) -> list
 
 
 async def delete_document(ctx: AppContext, caller: Principal, document_id: str) -> Deleted:
-    document_id = _parse_id(document_id, "document_id")
+    document_id = parse_id(document_id, "document_id")
 
     def find(session: Session) -> str:
         doc = session.get(Document, document_id)
         if doc is None or doc.customer_id != caller.customer_id:
             raise NotFound("Document not found.")
-        return doc.knowledgebase_id
+        return doc.kb_id
 
     kb_id = await _db(ctx, find)
     await _remove_document(ctx, kb_id, document_id)
@@ -343,7 +349,7 @@ async def query(
     top_k: int = 5,
     strict_language: bool = False,
 ) -> QueryResult:
-    kb_id = _parse_id(kb_id, "knowledgebase_id")
+    kb_id = parse_id(kb_id)
     if not text or not text.strip():
         raise InvalidInput("Invalid request: field 'query' must not be empty.")
     check_size(text, "query", TextLimits.of(ctx.settings))
@@ -364,7 +370,7 @@ async def passages(ctx: AppContext, caller: Principal, kb_id: str, text: str, to
     """What an answer is grounded on (the ask route, the chat completions' knowledge base): the query route's
     ranking of ``text`` with each passage's chunk index and similarity. The text is checked by the caller, and
     the calling route meters."""
-    kb_id = _parse_id(kb_id, "knowledgebase_id")
+    kb_id = parse_id(kb_id)
     request = SearchQuery(kb_id=kb_id, text=text)
     return await _search(ctx, caller, kb_id, request, top_k, lambda knowledge, query: knowledge.passages(query))
 
@@ -385,9 +391,7 @@ async def _search(
 
     def hidden_documents(session: Session) -> set[str]:
         _owned_kb(session, caller, kb_id)
-        return set(
-            session.scalars(select(Document.id).where(Document.knowledgebase_id == kb_id, Document.status != READY))
-        )
+        return set(session.scalars(select(Document.id).where(Document.kb_id == kb_id, Document.status != READY)))
 
     # The ownership check and the search run at once (the store checks the owner too, and the search is the slow
     # part); the search asks for room for passages of documents still indexing, dropped below.

@@ -70,7 +70,7 @@ def test_service_on_a_chroma_server(settings: Settings, db, make_token, chroma_s
     from persistence.models import Document
 
     with db.session() as session:
-        assert session.scalars(select(Document.id).where(Document.knowledgebase_id == kb_id)).all() == [keep["id"]]
+        assert session.scalars(select(Document.id).where(Document.kb_id == kb_id)).all() == [keep["id"]]
     chroma_server.start()  # same data directory and port
     collection = connect_chroma(url=chroma_server.url).get_collection(collection_name(kb_id))
     assert {m["document_id"] for m in collection.get()["metadatas"]} == {keep["id"]}

@@ -338,6 +338,7 @@ def test_a_knowledge_base_grounds_the_chat_with_citations(chat_sdk, notices) -> 
     (citation,) = grounded.model_extra["citations"]
     assert citation["id"] == 1 and citation["filename"] == "water.txt" and "Chatsworth" in citation["text"]
     assert grounded.usage.prompt_tokens > 60  # the grounding instruction and the passage are in the prompt
+    assert citation["cited"] == ("[1]" in (grounded.choices[0].message.content or ""))  # set once the answer is whole
     streamed = list(
         chat_sdk.chat.completions.create(
             model="ct2", messages=question, temperature=0, stream=True, extra_body={"knowledge_base": notices}

@@ -152,7 +152,7 @@ def test_full_flow_upload_list_query_delete(app, tokens, db) -> None:
     assert not store.exists(kb_id) and store.count(kb_id) == 0
     with db.session() as s:
         assert s.get(KnowledgeBase, kb_id) is None
-        assert not s.scalars(select(Document).where(Document.knowledgebase_id == kb_id)).all()
+        assert not s.scalars(select(Document).where(Document.kb_id == kb_id)).all()
     assert client.post(f"{KB}/{kb_id}/query", headers=alice, json={"query": "water"}).status_code == 404
     assert kb_id not in {kb["id"] for kb in client.get(f"{KB}s", headers=alice).json()}
 
