@@ -45,6 +45,7 @@ from engines.speech.language_choice import JUDGE_MIN_SECONDS, SHORT_SPEECH_SECON
 from engines.speech.listing import quality_warning
 from engines.speech.recognition import Chunk, Detection, Heard, Route, SpeechSegment
 from engines.speech.routing import SpeechModels
+from engines.speech.step_order import StepOrder, replica_cores
 from engines.speech.timeline import join_text, segment
 from engines.speech.vad import Vad
 from engines.speech.windows import last_pause, speech_only
@@ -176,6 +177,7 @@ class LiveSteps:
         self.served_floor = transcription.served_language_floor
         self.commit_silence_ms = transcription.stream_commit_silence_ms
         self._first: FirstLanguage | None = None
+        self.order = StepOrder(replica_cores())
 
     @property
     def models(self) -> SpeechModels:
@@ -194,17 +196,18 @@ class LiveSteps:
         audio = load_pcm16(request.pcm, request.sample_rate)
         if audio.size == 0:
             return StreamStep(language_code=request.language or "", cut_seconds=0.0)
-        return self.step_audio(
-            np.ascontiguousarray(audio),
-            request.language,
-            offset=request.offset,
-            commit_before=request.commit_before,
-            final=request.final,
-            context_seconds=request.context_seconds,
-            context_text=request.context_text,
-            exact_tail=(request.exact_tail, request.exact_until) if request.exact_tail else None,
-            judge=request.judge,
-        )
+        with self.order.turn(request.final):  # a stream's final before other streams' partial steps
+            return self.step_audio(
+                np.ascontiguousarray(audio),
+                request.language,
+                offset=request.offset,
+                commit_before=request.commit_before,
+                final=request.final,
+                context_seconds=request.context_seconds,
+                context_text=request.context_text,
+                exact_tail=(request.exact_tail, request.exact_until) if request.exact_tail else None,
+                judge=request.judge,
+            )
 
     def step_audio(
         self,
