@@ -75,12 +75,23 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
+def best_frames(log_probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each frame's likeliest token of ``(frames, vocabulary)`` log-probabilities, and its posterior."""
+    if log_probs.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    best = log_probs.argmax(axis=-1)
+    return best, np.exp(log_probs[np.arange(best.size), best])
+
+
 def greedy_path(log_probs: np.ndarray, blank: int) -> list[Emission]:
     """The greedy CTC path of ``(frames, vocabulary)`` log-probabilities: repeats merged, blanks dropped."""
-    if log_probs.size == 0:
+    return path_of(*best_frames(log_probs), blank)
+
+
+def path_of(best: np.ndarray, posterior: np.ndarray, blank: int) -> list[Emission]:
+    """The greedy CTC path of each frame's likeliest token and its posterior: repeats merged, blanks dropped."""
+    if best.size == 0:
         return []
-    best = log_probs.argmax(axis=-1)
-    posterior = np.exp(log_probs[np.arange(best.size), best])
     change = np.flatnonzero(np.diff(best)) + 1
     starts = np.concatenate([[0], change])
     ends = np.concatenate([change, [best.size]])

@@ -71,10 +71,11 @@ class CTCModels:
         *,
         offset: float = 0.0,
         deadline: float | None = None,
+        reuse: bool = False,
     ) -> Iterator[SpeechSegment]:
         recognizer = self.model_of(route).recognizer
         yield from recognizer.transcribe(
-            audio, chunks, language=_model_language(recognizer, route), offset=offset, deadline=deadline
+            audio, chunks, language=_model_language(recognizer, route), offset=offset, deadline=deadline, reuse=reuse
         )
 
     def quick_segments(
@@ -101,7 +102,8 @@ class CTCModels:
         if not chunks:
             return Heard([])
         seconds = sum(audio[c["start"] : c["end"]].size for c in chunks) / SAMPLE_RATE
-        return Heard(list(self.transcribe(audio, route, chunks, offset=offset)), None, seconds)
+        # a live step: its audio repeats the step before's, whose pass is reused
+        return Heard(list(self.transcribe(audio, route, chunks, offset=offset, reuse=True)), None, seconds)
 
     def quick_transcript(self, speech: np.ndarray, route: Route) -> tuple[str, float]:
         recognizer = self.model_of(route).recognizer

@@ -27,6 +27,7 @@ by side (an MMS model's calls in different languages take turns, ``ctc.runtimes.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -39,6 +40,7 @@ from contracts.errors import TimedOut, UnsupportedLanguage
 from contracts.languages import CODE_SWITCHED_ZULU, transcription_code
 from engines.models.ctc_layout import SHERPA_ONNX, Layout, inspect
 from engines.speech.ctc import decoding as ctc
+from engines.speech.ctc.reuse import PassReuse
 from engines.speech.ctc.runtimes import OnnxCTC, Runtime, TransformersCTC
 from engines.speech.recognition import SpeechSegment
 
@@ -73,6 +75,7 @@ class CTCRecognizer:
         self.device = device
         self._runtime: Runtime | None = None
         self._lock = threading.Lock()
+        self.passes = PassReuse()  # live steps' last passes
 
     # ------------------------------------------------------------------ what it serves
 
@@ -169,10 +172,13 @@ class CTCRecognizer:
         language: str | None = None,
         offset: float = 0.0,
         deadline: float | None = None,
+        reuse: bool = False,
     ) -> list[SpeechSegment]:
         """Segments of the speech ``chunks`` of ``audio`` (16 kHz float32, chunks in samples), times in seconds from
         ``offset``: one per chunk that has words, each word with its CTC-aligned start and end and its probability.
-        ``deadline`` (``time.time()``) raises :class:`TimedOut` between pieces once passed."""
+        ``deadline`` (``time.time()``) raises :class:`TimedOut` between pieces once passed. ``reuse``: a live
+        step's, whose audio repeats the step before's: only what is new is passed through the model
+        (:mod:`engines.speech.ctc.reuse`)."""
         code = self._check(language)
         if not chunks:
             return []
@@ -182,9 +188,15 @@ class CTCRecognizer:
         for piece in ctc.pieces(np.asarray(audio, dtype=np.float32), chunks, self.max_samples):
             if deadline is not None and time.time() > deadline:
                 raise TimedOut("Transcription took longer than the time limit.")
-            log_probs = runtime.log_probs(piece.audio, code)
-            stride = ctc.frame_samples(piece.audio.size, log_probs.shape[0])
-            emissions = ctc.greedy_path(log_probs, vocabulary.blank)
+            if reuse:
+                frames = self.passes.frames(
+                    piece.audio, code or "", functools.partial(runtime.log_probs, language=code)
+                )
+                emissions, stride = ctc.path_of(frames.best, frames.posterior, vocabulary.blank), frames.stride
+            else:
+                log_probs = runtime.log_probs(piece.audio, code)
+                stride = ctc.frame_samples(piece.audio.size, log_probs.shape[0])
+                emissions = ctc.greedy_path(log_probs, vocabulary.blank)
             segments += ctc.segments_of(emissions, vocabulary, piece, stride, offset)
         return segments
 
