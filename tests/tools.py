@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,3 +59,22 @@ def require_tool(name: str) -> str:
     if in_ci():
         pytest.fail(f"{reason}. CI=true: a missing tool fails the run instead of skipping its tests", pytrace=False)
     pytest.skip(reason)
+
+
+def khuluma_models(data_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``khuluma models ARGS`` in a subprocess of its own, on ``data_dir`` (its registry), with ``env`` added."""
+    environ = {
+        "KHULUMA_DATA_DIR": str(data_dir),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(data_dir),
+        "COLUMNS": "250",
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "khuluma.cli", "models", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=300,
+    )

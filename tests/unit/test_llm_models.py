@@ -6,9 +6,6 @@ check runs it: ``scripts/bench/gpu_check.sh``)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,20 +20,9 @@ from engines.models.install import add_local, pull
 from engines.models.registry import ModelError, ModelRegistry, model_format
 from engines.models.resolve import resolve
 from khuluma.app import default_capabilities, deployment_names
+from tests.tools import khuluma_models
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _khuluma(data_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    environ = {"KHULUMA_DATA_DIR": str(data_dir), "PATH": os.environ.get("PATH", ""), "HOME": str(data_dir)}
-    return subprocess.run(
-        [sys.executable, "-m", "khuluma.cli", "models", *args],
-        capture_output=True,
-        text=True,
-        env={**environ, "COLUMNS": "250", **env},
-        cwd=ROOT,
-        timeout=300,
-    )
 
 
 # --- catalogue and registry ----------------------------------------------------------------------------------------
@@ -88,14 +74,14 @@ def test_a_short_name_resolves_to_the_model_pulled_under_it(tiny_llm, tmp_path: 
 
 
 def test_cli_lists_language_models_and_shows_the_licence_first(tiny_llm, tmp_path: Path) -> None:
-    added = _khuluma(tmp_path, "add", str(tiny_llm.hf), "--name", "tiny", "--capability", "llm")
+    added = khuluma_models(tmp_path, "add", str(tiny_llm.hf), "--name", "tiny", "--capability", "llm")
     assert added.returncode == 0, added.stderr + added.stdout
     assert "KHULUMA_LLM_MODEL=tiny" in added.stdout
-    listing = _khuluma(tmp_path, "list", "--capability", "llm")
+    listing = khuluma_models(tmp_path, "list", "--capability", "llm")
     assert listing.returncode == 0 and "tiny" in listing.stdout
     assert "qwen2.5-0.5b-instruct" in listing.stdout and "Apache-2.0" in listing.stdout
     assert "nllb" not in listing.stdout  # only language models
-    pulled = _khuluma(tmp_path, "pull", "inkubalm-0.4b", HF_HUB_OFFLINE="1")
+    pulled = khuluma_models(tmp_path, "pull", "inkubalm-0.4b", HF_HUB_OFFLINE="1")
     out = " ".join(pulled.stdout.split())
     assert pulled.returncode == 1 and "CC-BY-NC-4.0" in out and "zul" in out and "Could not download" not in out
 

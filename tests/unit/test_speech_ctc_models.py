@@ -4,9 +4,6 @@ speech entries carry licence, published figures and the files a pull takes; noth
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,6 +16,7 @@ from engines.models.registry import ModelError, ModelRegistry, model_format
 from engines.models.resolve import resolve
 from engines.speech.ctc.recognizer import CTCRecognizer
 from tests.speech_models import TinyCTCModels, session_ctc_models
+from tests.tools import khuluma_models
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,24 +24,6 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="session")
 def ctc_models(tmp_path_factory: pytest.TempPathFactory) -> TinyCTCModels:
     return session_ctc_models(tmp_path_factory)
-
-
-def khuluma(data_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    environ = {
-        "KHULUMA_DATA_DIR": str(data_dir),
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(data_dir),
-        "COLUMNS": "250",
-        **env,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "khuluma.cli", "models", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        cwd=ROOT,
-        timeout=300,
-    )
 
 
 def test_speech_layouts_are_registered_as_they_are(ctc_models, tmp_path: Path):
@@ -66,27 +46,27 @@ def test_speech_layouts_are_registered_as_they_are(ctc_models, tmp_path: Path):
 
 
 def test_cli_add_prints_how_to_route_languages(ctc_models, tmp_path: Path):
-    added = khuluma(tmp_path, "add", str(ctc_models.mms), "--capability", "speech", "--name", "tiny-mms")
+    added = khuluma_models(tmp_path, "add", str(ctc_models.mms), "--capability", "speech", "--name", "tiny-mms")
     assert added.returncode == 0, added.stderr + added.stdout
     out = " ".join(added.stdout.split())
     assert "Installed tiny-mms (speech, transformers)" in out
     assert """KHULUMA_SPEECH_LANGUAGE_MODELS='{"xho": "tiny-mms", "zul": "tiny-mms"}'""" in out
-    omni = khuluma(tmp_path, "add", str(ctc_models.omnilingual), "--capability", "speech", "--name", "omni")
+    omni = khuluma_models(tmp_path, "add", str(ctc_models.omnilingual), "--capability", "speech", "--name", "omni")
     assert omni.returncode == 0 and "language-agnostic" in omni.stdout
     assert """KHULUMA_SPEECH_LANGUAGE_MODELS='{"zul": "omni"}'""" in " ".join(omni.stdout.split())
-    listing = khuluma(tmp_path, "list", "--capability", "speech")
+    listing = khuluma_models(tmp_path, "list", "--capability", "speech")
     assert listing.returncode == 0 and "tiny-mms" in listing.stdout and "sherpa-onnx" in listing.stdout
     assert "mms-1b-all" in listing.stdout and "omnilingual-ctc-300m" in listing.stdout
-    bad = khuluma(tmp_path, "add", str(tmp_path), "--capability", "speech")
+    bad = khuluma_models(tmp_path, "add", str(tmp_path), "--capability", "speech")
     assert bad.returncode == 1 and "tokens.txt" in " ".join(bad.stdout.split())
 
 
 def test_cli_pull_shows_the_licence_first_and_never_works_offline(tmp_path: Path):
-    refused = khuluma(tmp_path, "pull", "mms-1b-all", HF_HUB_OFFLINE="1")
+    refused = khuluma_models(tmp_path, "pull", "mms-1b-all", HF_HUB_OFFLINE="1")
     out = " ".join(refused.stdout.split())
     assert refused.returncode == 1 and "CC-BY-NC-4.0" in out and "--accept-licence" in out
     assert "Could not download" not in out and "arXiv:2305.13516" in out  # the published source, before any download
-    offline = khuluma(tmp_path, "pull", "omnilingual-ctc-300m", HF_HUB_OFFLINE="1")
+    offline = khuluma_models(tmp_path, "pull", "omnilingual-ctc-300m", HF_HUB_OFFLINE="1")
     out = " ".join(offline.stdout.split())
     assert offline.returncode == 1 and "Apache-2.0" in out and "zul 17.9" in out
     assert "Could not download csukuangfj2/sherpa-onnx-omnilingual-asr-1600-languages-300M-ctc-int8" in out

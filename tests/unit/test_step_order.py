@@ -33,13 +33,13 @@ def test_a_final_goes_before_partial_steps_that_waited_longer() -> None:
     gates = {name: threading.Event() for name in ("busy", "p1", "p2", "final")}
     threads = [_run(order, "busy", False, started, gates["busy"])]
     _until(lambda: started == ["busy"])
-    for name, final in (("p1", False), ("p2", False), ("final", True)):
+    for waiting, (name, final) in enumerate((("p1", False), ("p2", False), ("final", True)), start=1):
         threads.append(_run(order, name, final, started, gates[name]))
-        _until(lambda n=len(threads) - 1: order.waiting == n)
-    for name in ("busy", "final", "p1", "p2"):
+        _until(lambda: order.waiting == waiting)  # noqa: B023 - checked before the loop moves on
+    for done, name in enumerate(("busy", "final", "p1"), start=2):
         gates[name].set()
-        if name != "p2":
-            _until(lambda n=len(started): len(started) > n or n == 4)
+        _until(lambda: len(started) == done)  # noqa: B023 - checked before the loop moves on
+    gates["p2"].set()
     for thread in threads:
         thread.join(5)
     assert started == ["busy", "final", "p1", "p2"]

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,26 +10,9 @@ import pytest
 from engines.models.install import add_local
 from engines.models.registry import ModelEntry, ModelError, ModelRegistry, model_format
 from engines.models.resolve import resolve
+from tests.tools import khuluma_models
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _khuluma(data_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    environ = {
-        "KHULUMA_DATA_DIR": str(data_dir),
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(data_dir),
-        "COLUMNS": "250",
-        **env,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "khuluma.cli", "models", *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        cwd=ROOT,
-        timeout=300,
-    )
 
 
 def test_formats_are_recognised(tiny_nllb, tmp_path: Path):
@@ -91,20 +71,20 @@ def test_registered_model_whose_files_vanished(tiny_nllb, tmp_path: Path):
 
 
 def test_cli_add_list_and_offline_pull(tiny_nllb, tmp_path: Path):
-    added = _khuluma(tmp_path, "add", str(tiny_nllb.hf), "--name", "tiny")
+    added = khuluma_models(tmp_path, "add", str(tiny_nllb.hf), "--name", "tiny")
     assert added.returncode == 0, added.stderr + added.stdout
     assert "KHULUMA_TRANSLATION_MODEL=tiny" in added.stdout
     assert model_format(tmp_path / "models" / "tiny") == "ctranslate2"
-    listing = _khuluma(tmp_path, "list")
+    listing = khuluma_models(tmp_path, "list")
     assert listing.returncode == 0 and "tiny" in listing.stdout and "ctranslate2" in listing.stdout
     assert "facebook/nllb-200-distilled-600M" in listing.stdout  # what can be pulled
-    unaccepted = _khuluma(tmp_path, "pull", "nllb-200-distilled-600M", HF_HUB_OFFLINE="1")
+    unaccepted = khuluma_models(tmp_path, "pull", "nllb-200-distilled-600M", HF_HUB_OFFLINE="1")
     assert unaccepted.returncode == 1
     out = " ".join(unaccepted.stdout.split())
     assert "CC-BY-NC-4.0" in out and "--accept-licence" in out and "Could not download" not in out
-    offline = _khuluma(tmp_path, "pull", "nllb-200-distilled-600M", "--accept-licence", HF_HUB_OFFLINE="1")
+    offline = khuluma_models(tmp_path, "pull", "nllb-200-distilled-600M", "--accept-licence", HF_HUB_OFFLINE="1")
     assert offline.returncode == 1
     out = " ".join(offline.stdout.split())
     assert "Could not download facebook/nllb-200-distilled-600M" in out and "khuluma models add" in out
-    bad = _khuluma(tmp_path, "add", str(tmp_path / "nowhere"))
+    bad = khuluma_models(tmp_path, "add", str(tmp_path / "nowhere"))
     assert bad.returncode == 1 and "neither" in " ".join(bad.stdout.split())
