@@ -42,7 +42,7 @@ from persistence.session import Database
 log = logging.getLogger(__name__)
 
 # What a file's task reads: the database and data directory (top level), storage, and the speech pipeline.
-TASK_SECTIONS = ("s3", "speech", "whisper", "transcription")
+TASK_SECTIONS = ("s3", "speech")
 MISSING = "MISSING"  # a task's answer for an item that no longer exists
 
 
@@ -71,7 +71,7 @@ def transcribe_file(settings: Settings, path: Path, language: str | None, diaris
     configuration, so models load once per worker)."""
     from engines.speech.pipeline import get_pipeline
 
-    pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir, settings.speech)
+    pipeline = get_pipeline(settings.speech, settings.data_dir)
     return pipeline.transcribe(path, language, diarise, detect_music=False)
 
 
@@ -182,17 +182,17 @@ class BatchCoordinator:
 
     def _task_settings(self) -> dict[str, Any]:
         """What the tasks are handed (no secrets). A task decodes one file at a time: one decode
-        (``whisper.parallel_decodes`` is the Speech replicas'), on ``batch.task_cpus`` threads when that is
-        >= 1 (the CPUs Ray reserves for it), else on ``whisper.cpu_threads``, else on its share of this machine's
+        (``speech.whisper_parallel_decodes`` is the Speech replicas'), on ``batch.task_cpus`` threads when that is
+        >= 1 (the CPUs Ray reserves for it), else on ``speech.whisper_cpu_threads``, else on its share of this machine's
         cores among the files transcribed at once (every core for every file would make them fight)."""
         settings = self.settings
         if settings.batch.task_cpus >= 1:
             threads = int(settings.batch.task_cpus)
-        elif settings.whisper.cpu_threads:
-            threads = settings.whisper.cpu_threads
+        elif settings.speech.whisper.cpu_threads:
+            threads = settings.speech.whisper.cpu_threads
         else:
             threads = (os.cpu_count() or 1) // self.max_parallel()
-        settings = settings.updated({"whisper": {"cpu_threads": max(1, threads), "parallel_decodes": 1}})
+        settings = settings.updated({"speech": {"whisper_cpu_threads": max(1, threads), "whisper_parallel_decodes": 1}})
         return settings.for_replica(TASK_SECTIONS)
 
     # -- public ------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ NON_COMMERCIAL_DEFAULTS = frozenset({"facebook/nllb-200-distilled-600M"})
 # The setting (environment variable) that selects a capability's model.
 MODEL_SETTING = {
     "translation": "KHULUMA_TRANSLATION_MODEL",
-    "whisper": "KHULUMA_WHISPER_MODEL",
+    "whisper": "KHULUMA_SPEECH_WHISPER_MODEL",
     "ner": "KHULUMA_TEXT_NER_MODEL",
     "sentiment": "KHULUMA_TEXT_SENTIMENT_MODEL",
     "embeddings": "KHULUMA_EMBEDDINGS_MODEL",

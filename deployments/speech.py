@@ -4,7 +4,7 @@ language, through :class:`engines.speech.pipeline.TranscriptionPipeline`.
 Audio arrives as bytes (``contracts.payloads.Blob``: inline when small, else an object in the service's object
 storage), never as a path: on a cluster the ingress and the replicas share no disk. The replica turns the bytes
 into a private temporary file for the decoder (``cluster.transfer.materialise``) and deletes it when done. Work
-runs in worker threads; a Whisper model runs ``whisper.parallel_decodes`` decodes at once (one per core on CPU)
+runs in worker threads; a Whisper model runs ``speech.whisper_parallel_decodes`` decodes at once (one per core on CPU)
 and queues the rest, so memory grows with the cores, not with the requests. Once the replica has been idle for
 ``IDLE_TRIM_SECONDS``, the decoders' freed buffers go back to the OS (docs/performance.md, idle memory). Every
 model the settings name (``speech.language_models``) is loaded when the replica starts.
@@ -31,7 +31,6 @@ from contracts.capabilities import CapabilityInfo
 from contracts.errors import DomainError
 from contracts.installs import TRANSLATION_NOT_INSTALLED
 from contracts.languages import nllb_code
-from contracts.settings import SpeechSettings, WhisperSettings
 from contracts.speech import StreamRequest, StreamStep, TranscribeRequest, TranscriptionResult
 from contracts.translation import TranslationClient, TranslationRequest
 from deployments.common import configure_replica_logging, load_settings
@@ -62,7 +61,7 @@ class Speech:
         self.settings = load_settings(settings)
         configure_replica_logging("Speech", self.settings)
         self.translation = TranslationClient(translation) if translation is not None else None
-        self.pipeline: TranscriptionPipeline = self._pipeline(self.settings.whisper, self.settings.speech)
+        self.pipeline: TranscriptionPipeline = get_pipeline(self.settings.speech, self.settings.data_dir)
         self.pipeline.warm_up()
         self.user_config: dict[str, Any] = {}
         self._reload = asyncio.Lock()
@@ -73,9 +72,6 @@ class Speech:
         self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="transcribe")
         self._idle = IdleTrim(IDLE_TRIM_SECONDS)
 
-    def _pipeline(self, whisper: WhisperSettings, speech: SpeechSettings) -> TranscriptionPipeline:
-        return get_pipeline(whisper, self.settings.transcription, self.settings.data_dir, speech)
-
     # ------------------------------------------------------------------ lifecycle
 
     def ping(self) -> bool:
@@ -85,17 +81,19 @@ class Speech:
         """``model``: default Whisper model (null: the setting); ``language_models``: code -> model of any family,
         added to the ``KHULUMA_SPEECH_LANGUAGE_MODELS`` setting."""
         config = dict(config or {})
-        whisper = self.settings.whisper.model_copy(update={"model": config.get("model") or self.settings.whisper.model})
         base = self.settings.speech
         # entries add to (or override) the setting's map; an empty map keeps the setting's languages
         speech = base.model_copy(
-            update={"language_models": {**base.language_models, **dict(config.get("language_models") or {})}}
+            update={
+                "whisper_model": config.get("model") or base.whisper_model,
+                "language_models": {**base.language_models, **dict(config.get("language_models") or {})},
+            }
         )
         async with self._reload:
-            if whisper == self.pipeline.whisper and speech == self.pipeline.speech:
+            if speech == self.pipeline.speech:
                 self.user_config = config
                 return
-            pipeline = self._pipeline(whisper, speech)
+            pipeline = get_pipeline(speech, self.settings.data_dir)
             await asyncio.to_thread(pipeline.warm_up)  # the old pipeline serves until the new one is ready
             self.pipeline, self.user_config = pipeline, config
             log.info(

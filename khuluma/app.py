@@ -73,7 +73,7 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "Speech",
         "deployments.speech:Speech",
         "speech",
-        ("speech", "whisper", "transcription", "s3", "translation"),
+        ("speech", "s3", "translation"),
         uses=("translation",),
         options={"ray_actor_options": {"num_cpus": 0.5}, **serve_queue(8, 16, 5)},
     ),
@@ -106,12 +106,12 @@ SPECS: tuple[DeploymentSpec, ...] = (
         "BatchRunner",
         "deployments.batch:BatchRunner",
         "batch",
-        ("batch", "s3", "speech", "whisper", "transcription"),
+        ("batch", "s3", "speech"),
         options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.05}, **serve_queue(16, 64, 1)},
     ),
 )
 # The ingress validates requests, signs upload credentials and meters usage; it runs no model.
-INGRESS_SECTIONS = ("text", "translation", "search", "llm", "transcription", "webhooks", "s3", "batch", "admission")
+INGRESS_SECTIONS = ("text", "translation", "search", "llm", "speech", "webhooks", "s3", "batch", "admission")
 # The ingress admits model-bound work by its own measured capacity and only waits on the model queues behind it, so
 # Serve's queue of the ingress is never the one reached: the health routes never wait for a slot.
 INGRESS_OPTIONS: dict[str, Any] = {

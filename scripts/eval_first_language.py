@@ -47,7 +47,7 @@ def collect(args: argparse.Namespace) -> None:
     from engines.speech.windows import speech_only
 
     settings = Settings(_env_file=None)
-    pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
+    pipeline = get_pipeline(settings.speech, settings.data_dir)
     pipeline.warm_up()
     first = pipeline.live.first_language
     rows: list[dict[str, Any]] = []

@@ -123,7 +123,7 @@ def main() -> None:
     from engines.speech.pipeline import get_pipeline
 
     settings = Settings(_env_file=None)
-    pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
+    pipeline = get_pipeline(settings.speech, settings.data_dir)
     pipeline.warm_up()
     served = set(pipeline.models.routes())
     client = Direct(pipeline)

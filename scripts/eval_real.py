@@ -94,7 +94,7 @@ def speech(folder: Path, limit: int | None, models: dict[str, str] | None = None
     from engines.speech.windows import speech_only
 
     settings = Settings(_env_file=None, speech={"language_models": models or {}})
-    pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir, settings.speech)
+    pipeline = get_pipeline(settings.speech, settings.data_dir)
     served = set(pipeline.models.routes())
     outcomes: list[SpeechOutcome] = []
     for lang_dir in sorted(p for p in folder.iterdir() if p.is_dir()):

@@ -79,7 +79,7 @@ def evaluate(
     from engines.speech.pipeline import get_pipeline
 
     settings = settings or Settings()
-    pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
+    pipeline = get_pipeline(settings.speech, settings.data_dir)
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="khuluma-wer-") as tmp:
         for lang in languages:

@@ -65,7 +65,7 @@ def make_token(db):
 def local_app(settings: Settings):
     """A TestClient factory over the ingress with the given capabilities' deployments running in this process
     (Serve's local testing mode; default: none). Keyword arguments change settings:
-    ``local_app(["speech"], transcription={"sync_timeout_seconds": 0.001})``."""
+    ``local_app(["speech"], speech={"sync_timeout_seconds": 0.001})``."""
 
     def make(capabilities: list[str] | None = None, **changes: Any) -> TestClient:
         s = settings.updated(changes) if changes else settings

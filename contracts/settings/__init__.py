@@ -1,8 +1,8 @@
 """All configuration, one pydantic-settings tree: ``KHULUMA_`` environment variables (or a ``.env`` file).
 
-Nested per capability: ``settings.whisper.model`` is ``KHULUMA_WHISPER_MODEL`` (the section name, ``_``, the field
-name), ``settings.search.chunk_chars`` is ``KHULUMA_SEARCH_CHUNK_CHARS``. Service-wide fields sit at the top
-(``KHULUMA_DATA_DIR``).
+Nested per capability: ``settings.speech.whisper_model`` is ``KHULUMA_SPEECH_WHISPER_MODEL`` (the section name,
+``_``, the field name), ``settings.search.chunk_chars`` is ``KHULUMA_SEARCH_CHUNK_CHARS``. Service-wide fields
+sit at the top (``KHULUMA_DATA_DIR``).
 
 **Secrets** (:data:`SECRET_FIELDS`, typed ``SecretStr``) never travel through Ray: the app builder hands each
 replica only the non-secret sections it needs (:meth:`Settings.for_replica`), and every process reads secrets from
@@ -11,7 +11,7 @@ node).
 
 One module per capability holds its section (``text.py``, ``translation.py``, ``search.py``, ``llm.py``,
 ``speech.py``, ``jobs.py``, ``batch.py``, ``admission.py``); ``service.py`` the tree itself and the service-wide
-fields; ``renames.py`` the sections read under an old name too; ``variables.py`` reports the ``KHULUMA_*``
+fields; ``renames.py`` the sections and fields read under an old name too; ``variables.py`` reports the ``KHULUMA_*``
 variables that no setting reads. Everything is imported from here: ``from contracts.settings import Settings``.
 """
 
@@ -29,7 +29,7 @@ from contracts.settings.renames import (
 )
 from contracts.settings.search import SearchSettings
 from contracts.settings.service import SECRET_FIELDS, SECRETS_FILE_ENV, Settings, deep_merge, get_settings
-from contracts.settings.speech import SpeechSettings, TranscriptionSettings, WhisperSettings
+from contracts.settings.speech import SpeechSettings, WhisperSettings
 from contracts.settings.text import EmbeddingsSettings, TextSettings
 from contracts.settings.translation import TranslationSettings
 
@@ -48,7 +48,6 @@ __all__ = [
     "Settings",
     "SpeechSettings",
     "TextSettings",
-    "TranscriptionSettings",
     "TranslationSettings",
     "WebhooksSettings",
     "WhisperSettings",

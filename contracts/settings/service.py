@@ -18,7 +18,7 @@ from contracts.settings.jobs import JobsSettings, WebhooksSettings
 from contracts.settings.llm import LLMSettings
 from contracts.settings.renames import merge_mappings, new_section_names, with_new_names
 from contracts.settings.search import SearchSettings
-from contracts.settings.speech import SpeechSettings, TranscriptionSettings, WhisperSettings
+from contracts.settings.speech import SpeechSettings
 from contracts.settings.text import EmbeddingsSettings, TextSettings
 from contracts.settings.translation import TranslationSettings
 
@@ -108,16 +108,12 @@ class Settings(BaseSettings):
     )
     search: SearchSettings = Field(default_factory=SearchSettings, description="Knowledge bases (KHULUMA_SEARCH_*).")
     speech: SpeechSettings = Field(
-        default_factory=SpeechSettings, description="Speech models per language, any family (KHULUMA_SPEECH_*)."
+        default_factory=SpeechSettings,
+        description="Speech: models per language (any family), Whisper's decoding, the transcription and live routes' "
+        "limits (KHULUMA_SPEECH_*; once KHULUMA_WHISPER_* and KHULUMA_TRANSCRIPTION_*).",
     )
     llm: LLMSettings = Field(
         default_factory=LLMSettings, description="The language model of the ask and chat routes (KHULUMA_LLM_*)."
-    )
-    whisper: WhisperSettings = Field(
-        default_factory=WhisperSettings, description="Whisper models and decoding (KHULUMA_WHISPER_*)."
-    )
-    transcription: TranscriptionSettings = Field(
-        default_factory=TranscriptionSettings, description="Transcription routes (KHULUMA_TRANSCRIPTION_*)."
     )
     jobs: JobsSettings = Field(default_factory=JobsSettings, description="Async v1 jobs (KHULUMA_JOBS_*).")
     webhooks: WebhooksSettings = Field(
@@ -172,7 +168,7 @@ class Settings(BaseSettings):
         (self.data_dir / "uploads").mkdir(exist_ok=True)
 
     def updated(self, changes: dict[str, Any]) -> Settings:
-        """A validated copy with ``changes`` deep-merged: ``{"whisper": {"model": "x"}, "port": 9000}``."""
+        """A validated copy with ``changes`` deep-merged: ``{"speech": {"whisper_model": "x"}, "port": 9000}``."""
         return type(self).model_validate(deep_merge(self.model_dump(), changes))
 
     def for_replica(self, sections: tuple[str, ...] | None = None) -> dict[str, Any]:

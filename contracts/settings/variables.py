@@ -30,7 +30,7 @@ NOT_SETTINGS: dict[str, str] = {
 }
 
 # Settings that were renamed, old variable -> its name now: the flat names from before the settings were nested
-# per capability (the old names that are still valid, such as KHULUMA_WHISPER_MODEL, are not listed).
+# per capability (the old names of a renamed section, such as KHULUMA_WHISPER_MODEL, are read too: renames.py).
 RENAMED_VARIABLES: dict[str, str] = {
     "KHULUMA_MAX_TEXT_TOKENS": "KHULUMA_TEXT_MAX_TOKENS",
     "KHULUMA_CLASSIFY_ENABLED": "KHULUMA_TEXT_CLASSIFY_ENABLED",
@@ -41,10 +41,10 @@ RENAMED_VARIABLES: dict[str, str] = {
     "KHULUMA_MAX_DOCUMENT_MB": "KHULUMA_SEARCH_MAX_DOCUMENT_MB",
     "KHULUMA_KNOWLEDGE_CHROMA_PATH": "KHULUMA_SEARCH_CHROMA_PATH",
     "KHULUMA_KNOWLEDGE_LOCK_WAIT_SECONDS": "KHULUMA_SEARCH_LOCK_WAIT_SECONDS",
-    "KHULUMA_TRANSCRIBE_WINDOW_SECONDS": "KHULUMA_TRANSCRIPTION_WINDOW_SECONDS",
-    "KHULUMA_SYNC_TIMEOUT_SECONDS": "KHULUMA_TRANSCRIPTION_SYNC_TIMEOUT_SECONDS",
-    "KHULUMA_FAST_TIMEOUT_SECONDS": "KHULUMA_TRANSCRIPTION_FAST_TIMEOUT_SECONDS",
-    "KHULUMA_DIARISATION_THRESHOLD": "KHULUMA_TRANSCRIPTION_DIARISATION_THRESHOLD",
+    "KHULUMA_TRANSCRIBE_WINDOW_SECONDS": "KHULUMA_SPEECH_WINDOW_SECONDS",
+    "KHULUMA_SYNC_TIMEOUT_SECONDS": "KHULUMA_SPEECH_SYNC_TIMEOUT_SECONDS",
+    "KHULUMA_FAST_TIMEOUT_SECONDS": "KHULUMA_SPEECH_FAST_TIMEOUT_SECONDS",
+    "KHULUMA_DIARISATION_THRESHOLD": "KHULUMA_SPEECH_DIARISATION_THRESHOLD",
     "KHULUMA_JOB_CONCURRENCY": "KHULUMA_JOBS_CONCURRENCY",
     "KHULUMA_JOB_LEASE_SECONDS": "KHULUMA_JOBS_LEASE_SECONDS",
     "KHULUMA_JOB_MAX_ATTEMPTS": "KHULUMA_JOBS_MAX_ATTEMPTS",
@@ -60,7 +60,7 @@ RENAMED_VARIABLES: dict[str, str] = {
 def setting_variables() -> frozenset[str]:
     """Every environment variable a setting reads, from the model tree: ``KHULUMA_<FIELD>`` for the service-wide
     fields, ``KHULUMA_<SECTION>_<FIELD>`` for each field of a section, and ``KHULUMA_<SECTION>`` (the whole section
-    as JSON). A field that holds a mapping or a list (``whisper.language_models``) is one variable, given as JSON."""
+    as JSON). A field that holds a mapping or a list (``speech.language_models``) is one variable, given as JSON."""
     names: set[str] = set()
     for name, info in Settings.model_fields.items():
         names.add(f"{ENV_PREFIX}{name}".upper())

@@ -10,7 +10,7 @@ Steps of :meth:`~FileTranscription.transcribe`:
    blocks and transcribed in windows (``engines.speech.windows``) cut in silence, so memory stays flat for any
    length. Diarisation and music detection need the whole signal (4 bytes per sample, 230 MB per hour): it is built
    from what actually decodes (never from the header's claimed duration) and capped at
-   ``transcription.max_whole_audio_seconds`` (:class:`TooLarge` beyond it).
+   ``speech.max_whole_audio_seconds`` (:class:`TooLarge` beyond it).
 3. Music detection (``engines.speech.music``, optional): music spans are silenced before the VAD, so they are never
    decoded as words; they appear in the timeline (``type: music``) and in ``warnings``.
 4. The VAD (``engines.speech.vad``) finds speech; only speech is decoded, with word timestamps, by the recognizer
@@ -37,7 +37,7 @@ import numpy as np
 from contracts.errors import InvalidInput, TimedOut
 from contracts.languages import LISTED_TRANSCRIPTION_CODES
 from contracts.languages import speech_name as language_name
-from contracts.settings import TranscriptionSettings
+from contracts.settings import SpeechSettings
 from contracts.speech import TranscriptionResult
 from engines.speech import diarise as diarisation
 from engines.speech import music as music_detection
@@ -78,12 +78,12 @@ class FileTranscription:
     """Transcribes files into :class:`TranscriptionResult` with a pipeline's language ``choice`` (and its speech
     models), ``vad`` and ``transcription`` settings; thread-safe."""
 
-    def __init__(self, choice: LanguageChoice, transcription: TranscriptionSettings, vad: Vad) -> None:
+    def __init__(self, choice: LanguageChoice, speech: SpeechSettings, vad: Vad) -> None:
         self.choice = choice
         self.vad = vad
-        self.window_seconds = transcription.window_seconds
-        self.diarisation_threshold = transcription.diarisation_threshold
-        self.max_whole_audio_seconds = transcription.max_whole_audio_seconds
+        self.window_seconds = speech.window_seconds
+        self.diarisation_threshold = speech.diarisation_threshold
+        self.max_whole_audio_seconds = speech.max_whole_audio_seconds
 
     @property
     def models(self) -> SpeechModels:

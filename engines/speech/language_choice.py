@@ -31,7 +31,7 @@ from contracts.errors import LanguageNotServed
 from contracts.installs import install_hint
 from contracts.languages import CODE_SWITCHED_ZULU
 from contracts.languages import speech_name as language_name
-from contracts.settings import TranscriptionSettings
+from contracts.settings import SpeechSettings
 from engines.speech.audio import SAMPLE_RATE
 from engines.speech.recognition import Detection, Heard, Route
 from engines.speech.routing import SpeechModels
@@ -87,11 +87,11 @@ class Verdict:
 class LanguageChoice:
     """The language decisions of one pipeline: its speech models and ``transcription`` thresholds."""
 
-    def __init__(self, models: Callable[[], SpeechModels], transcription: TranscriptionSettings) -> None:
+    def __init__(self, models: Callable[[], SpeechModels], speech: SpeechSettings) -> None:
         self._models = models
-        self.unserved_language = transcription.unserved_language
-        self.floor = transcription.served_language_floor
-        self.confident = transcription.served_language_confident
+        self.unserved_language = speech.unserved_language
+        self.floor = speech.served_language_floor
+        self.confident = speech.served_language_confident
 
     @property
     def models(self) -> SpeechModels:
@@ -131,7 +131,7 @@ class LanguageChoice:
                 raise LanguageNotServed(message)
             warnings.append(
                 f"{message} It was transcribed as {language_name(detection.code)} anyway "
-                "(KHULUMA_TRANSCRIPTION_UNSERVED_LANGUAGE=warn): the transcript is unreliable."
+                "(KHULUMA_SPEECH_UNSERVED_LANGUAGE=warn): the transcript is unreliable."
             )
         elif detection.served < self.confident:
             warnings.append(
@@ -253,7 +253,7 @@ class LanguageChoice:
         return Verdict(
             route,
             f"{message} It was transcribed as {language_name(route.code)} anyway "
-            "(KHULUMA_TRANSCRIPTION_UNSERVED_LANGUAGE=warn): this segment is unreliable.",
+            "(KHULUMA_SPEECH_UNSERVED_LANGUAGE=warn): this segment is unreliable.",
             likely,
         )
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from contracts.settings import TranscriptionSettings
+from contracts.settings import SpeechSettings
 from contracts.speech import Segment, StreamRequest, StreamStep, Withheld
 from engines.speech.audio import SAMPLE_RATE, load_pcm16
 from engines.speech.first_language import Evidence, FirstLanguage
@@ -171,11 +171,11 @@ class LiveSteps:
     """The live steps of one pipeline: its language ``choice`` (and its speech models), ``vad`` and ``transcription``
     settings (the commit pause, the served-language floor); thread-safe."""
 
-    def __init__(self, choice: LanguageChoice, transcription: TranscriptionSettings, vad: Vad) -> None:
+    def __init__(self, choice: LanguageChoice, speech: SpeechSettings, vad: Vad) -> None:
         self.choice = choice
         self.vad = vad
-        self.served_floor = transcription.served_language_floor
-        self.commit_silence_ms = transcription.stream_commit_silence_ms
+        self.served_floor = speech.served_language_floor
+        self.commit_silence_ms = speech.stream_commit_silence_ms
         self._first: FirstLanguage | None = None
         self.order = StepOrder(replica_cores())
 

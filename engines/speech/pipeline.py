@@ -9,7 +9,7 @@
 Its speech models (``engines.speech.routing.SpeechModels``: the recognizers the families built from the settings,
 ``engines.speech.families``) are built on first use and loaded lazily; its language decisions are
 ``engines.speech.language_choice``'s; its speech is found by the VAD (``engines.speech.vad``). It is plain Python
-(no Ray, no HTTP, no global settings: it is handed the ``whisper``, ``speech`` and ``transcription`` sections): the
+(no Ray, no HTTP, no global settings: it is handed the ``speech`` section): the
 Speech deployment and the batch Ray tasks call it; :func:`get_pipeline` keeps one per process and settings, and
 pipelines that differ only in their limits share their models (``routing.shared_models``), so models load once per
 process.
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from contracts.capabilities import LanguageSupport
-from contracts.settings import SpeechSettings, TranscriptionSettings, WhisperSettings
+from contracts.settings import SpeechSettings
 from contracts.speech import StreamRequest, StreamStep, TranscriptionResult
 from engines.speech import listing
 from engines.speech.audio import SAMPLE_RATE
@@ -40,23 +40,21 @@ class TranscriptionPipeline:
 
     def __init__(
         self,
-        whisper: WhisperSettings,
-        transcription: TranscriptionSettings,
+        speech: SpeechSettings,
         data_dir: Path,
         *,
-        speech: SpeechSettings | None = None,
         models: SpeechModels | None = None,
         vad: Vad = speech_chunks,
     ) -> None:
-        self.whisper = whisper
-        self.speech = speech or SpeechSettings()
+        self.speech = speech
+        self.whisper = speech.whisper
         self.data_dir = Path(data_dir)  # where the default Whisper weights are unpacked
-        self.served_floor = transcription.served_language_floor
+        self.served_floor = speech.served_language_floor
         self._models = models
         self._lock = threading.Lock()
-        self.choice = LanguageChoice(lambda: self.models, transcription)
-        self.files = FileTranscription(self.choice, transcription, vad)
-        self.live = LiveSteps(self.choice, transcription, vad)
+        self.choice = LanguageChoice(lambda: self.models, speech)
+        self.files = FileTranscription(self.choice, speech, vad)
+        self.live = LiveSteps(self.choice, speech, vad)
 
     @property
     def models(self) -> SpeechModels:
@@ -64,7 +62,7 @@ class TranscriptionPipeline:
         if self._models is None:
             with self._lock:
                 if self._models is None:
-                    self._models = shared_models(self.whisper, self.speech, self.data_dir)
+                    self._models = shared_models(self.speech, self.data_dir)
         return self._models
 
     @property
@@ -104,18 +102,12 @@ _pipelines: dict[tuple[str, ...], TranscriptionPipeline] = {}
 _cache_lock = threading.Lock()
 
 
-def get_pipeline(
-    whisper: WhisperSettings,
-    transcription: TranscriptionSettings,
-    data_dir: Path,
-    speech: SpeechSettings | None = None,
-) -> TranscriptionPipeline:
+def get_pipeline(speech: SpeechSettings, data_dir: Path) -> TranscriptionPipeline:
     """One pipeline per process and settings (what Ray tasks and deployments use), keyed by the settings
     themselves; its models are ``routing.shared_models``."""
-    speech = speech or SpeechSettings()
-    key = (str(data_dir), whisper.model_dump_json(), transcription.model_dump_json(), speech.model_dump_json())
+    key = (str(data_dir), speech.model_dump_json())
     with _cache_lock:
         pipeline = _pipelines.get(key)
         if pipeline is None:
-            pipeline = _pipelines[key] = TranscriptionPipeline(whisper, transcription, data_dir, speech=speech)
+            pipeline = _pipelines[key] = TranscriptionPipeline(speech, data_dir)
     return pipeline

@@ -28,7 +28,7 @@ from typing import Protocol
 import numpy as np
 
 from contracts.quality import Quality
-from contracts.settings import SpeechSettings, WhisperSettings
+from contracts.settings import SpeechSettings
 
 Chunk = dict[str, int]  # a VAD speech chunk, {"start": sample, "end": sample} (engines.speech.vad)
 
@@ -264,9 +264,9 @@ class Located:
 
 @dataclass(frozen=True)
 class FamilySettings:
-    """What a family builds its recognizer with: the settings of the speech models, and the data directory."""
+    """What a family builds its recognizer with: the speech settings (its own options among them, as Whisper's
+    ``speech.whisper``), and the data directory."""
 
-    whisper: WhisperSettings
     speech: SpeechSettings
     data_dir: Path
 

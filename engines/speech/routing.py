@@ -19,10 +19,9 @@ from contracts import languages
 from contracts.errors import UnsupportedLanguage
 from contracts.installs import MODEL_SETTING, install_hint
 from contracts.languages import CODE_SWITCHED_ZULU, TRANSCRIPTION_CODES, transcription_code
-from contracts.settings import SpeechSettings, WhisperSettings
+from contracts.settings import SpeechSettings
 from engines.speech.families import resolve
 from engines.speech.recognition import Chunk, FamilySettings, Heard, LanguageDetector, Recognizer, Route
-from engines.speech.whisper.languages import SETTING as WHISPER_SETTING
 
 SETTING = MODEL_SETTING["speech"]  # KHULUMA_SPEECH_LANGUAGE_MODELS
 SAMPLE_RATE = 16_000
@@ -68,7 +67,7 @@ class SpeechModels:
                 f"({languages.speech_name(code)}) has no speech model on this server: Whisper has no "
                 f"{languages.speech_name(target)}. An operator can add one: {install_hint('speech')}; or any model "
                 f'directory with {SETTING}=\'{{"{target}": "<model directory or registered name>"}}\' (a CTC model, '
-                f"or a faster-whisper model fine-tuned for it: {WHISPER_SETTING}). Languages available now: "
+                "or a faster-whisper model fine-tuned for it). Languages available now: "
                 f"{available}.",
             )
         raise UnsupportedLanguage(
@@ -138,12 +137,12 @@ _models: dict[tuple[str, ...], SpeechModels] = {}
 _lock = threading.Lock()
 
 
-def shared_models(whisper: WhisperSettings, speech: SpeechSettings, data_dir: Path) -> SpeechModels:
+def shared_models(speech: SpeechSettings, data_dir: Path) -> SpeechModels:
     """One :class:`SpeechModels` per process and model configuration: pipelines that differ only in their limits
     share the loaded models."""
-    key = (str(data_dir), whisper.model_dump_json(), speech.model_dump_json())
+    key = (str(data_dir), speech.models_key())
     with _lock:
         models = _models.get(key)
         if models is None:
-            models = _models[key] = SpeechModels(resolve(FamilySettings(whisper, speech, Path(data_dir))))
+            models = _models[key] = SpeechModels(resolve(FamilySettings(speech, Path(data_dir))))
     return models

@@ -62,13 +62,13 @@ def bare_faster_whisper(settings, paths: list[Path]) -> float:
 
     from engines.speech.whisper.weights import ensure_whisper_base
 
-    model_dir = settings.whisper.model or str(ensure_whisper_base(settings.data_dir))
+    model_dir = settings.speech.whisper.model or str(ensure_whisper_base(settings.data_dir))
     model = WhisperModel(
-        model_dir, device="cpu", compute_type=settings.whisper.compute_type, cpu_threads=os.cpu_count() or 1
+        model_dir, device="cpu", compute_type=settings.speech.whisper.compute_type, cpu_threads=os.cpu_count() or 1
     )
 
     def run(path: Path) -> str:
-        segments, _ = model.transcribe(str(path), language="en", beam_size=settings.whisper.beam_size)
+        segments, _ = model.transcribe(str(path), language="en", beam_size=settings.speech.whisper.beam_size)
         return " ".join(s.text for s in segments)
 
     run(paths[0])  # warm-up
@@ -123,7 +123,7 @@ def run_on_nodes(settings, db, folder: Path, warm: Path, nodes: int) -> tuple[fl
             cluster.start_worker(num_cpus=1)
         ray.init(address=cluster.address, logging_level="WARNING")
         wait_for(lambda: len([n for n in ray.nodes() if n["Alive"]]) == nodes, 120, f"{nodes} Ray nodes")
-        per_task = settings.updated({"batch": {"task_cpus": 1}, "whisper": {"cpu_threads": 1}})
+        per_task = settings.updated({"batch": {"task_cpus": 1}, "speech": {"whisper_cpu_threads": 1}})
         run_batch(per_task, db, warm, nodes, f"warm-up, {nodes} node(s)")
         return run_batch(per_task, db, folder, nodes, f"batch, {nodes} node(s)")
     finally:

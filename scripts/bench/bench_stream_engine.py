@@ -16,7 +16,7 @@ Also the file transcription of the same audio, and the word error of the streame
 ``--streams``: that many streams at once, each sent at real time in 100 ms frames (steps decode in worker
 threads, as the deployment does): the end of the utterance -> final (p50/p99) and the first audio frame -> first
 partial with text, over the streams. With ``--threads``: the same stream with that many threads per decode
-(``whisper.cpu_threads``), side by side with the default layout (docs/speech.md#decodes-side-by-side). With
+(``speech.whisper_cpu_threads``), side by side with the default layout (docs/speech.md#decodes-side-by-side). With
 ``--clips``: the word error of streamed against file transcription on folders of recordings (the real ones stay
 local: docs/speech.md#streaming-latency).
 """
@@ -191,7 +191,7 @@ def main() -> None:
         type=int,
         nargs="*",
         default=[],
-        help="also each of these threads per decode (whisper.cpu_threads), side by side with the default layout",
+        help="also each of these threads per decode (speech.whisper_cpu_threads), side by side with the default layout",
     )
     json_option(parser)
     args = parser.parse_args()
@@ -208,9 +208,13 @@ def main() -> None:
     pcm = b"".join(file_frames(wav))
     audio_s = len(pcm) / 32_000
     compute = args.compute_type or ("float16" if args.device == "cuda" else "int8")
-    whisper = {"device": args.device, "compute_type": compute, **({"model": args.model_dir} if args.model_dir else {})}
-    settings = Settings(data_dir=data, whisper=whisper)
-    pipeline = get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
+    whisper = {
+        "whisper_device": args.device,
+        "whisper_compute_type": compute,
+        **({"whisper_model": args.model_dir} if args.model_dir else {}),
+    }
+    settings = Settings(data_dir=data, speech=whisper)
+    pipeline = get_pipeline(settings.speech, settings.data_dir)
     pipeline.warm_up()
     client = Direct(pipeline)
     if args.clips is not None:
@@ -263,8 +267,8 @@ def main() -> None:
             "first partial p50 s": round(pct(first, 50), 3),
         }
     if args.ctc:
-        routed = Settings(data_dir=data, whisper=whisper, speech={"language_models": {"zul": args.ctc}})
-        ctc = get_pipeline(routed.whisper, routed.transcription, routed.data_dir, routed.speech)
+        routed = Settings(data_dir=data, speech={**whisper, "language_models": {"zul": args.ctc}})
+        ctc = get_pipeline(routed.speech, routed.data_dir)
         ctc.warm_up()
         rows = {
             "whisper": layout_row(client, pcm),
@@ -277,8 +281,8 @@ def main() -> None:
     if args.threads:
         rows = {"default": layout_row(client, pcm)}
         for threads in args.threads:
-            other = Settings(data_dir=data, whisper={**whisper, "cpu_threads": threads})
-            layout = get_pipeline(other.whisper, other.transcription, other.data_dir)
+            other = Settings(data_dir=data, speech={**whisper, "whisper_cpu_threads": threads})
+            layout = get_pipeline(other.speech, other.data_dir)
             layout.warm_up()
             rows[f"{threads} thread(s)"] = layout_row(Direct(layout), pcm)
         base = rows["default"]

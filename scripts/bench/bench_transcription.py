@@ -16,7 +16,7 @@ Systems:
   pipeline   engines.speech.pipeline.TranscriptionPipeline in this process (our engine, no HTTP, no Ray)
   service    POST /api/v2alpha/transcribe/sync/file on a Ray Serve app started here (configs/serve.yaml), with
              the default settings (on CPU: decodes side by side, each request's windows alone)
-  service-batched  the same with KHULUMA_WHISPER_BATCH_SIZE=--batch-size (8): concurrent requests' 30 s windows
+  service-batched  the same with KHULUMA_SPEECH_WHISPER_BATCH_SIZE=--batch-size (8): concurrent requests' 30 s windows
              are decoded in one batch (engines/speech/whisper/batching.py)
   fws        faster-whisper-server (PyPI) from .venv-fws on the same model directory, if installed there:
              python3 -m venv .venv-fws && .venv-fws/bin/pip install faster-whisper-server
@@ -115,7 +115,7 @@ def bare_system(model_dir: Path, threads: int, workers: int = 1) -> Callable[[Pa
 def pipeline_system(settings: Any) -> Callable[[Path], Any]:
     from engines.speech.pipeline import TranscriptionPipeline
 
-    pipeline = TranscriptionPipeline(settings.whisper, settings.transcription, settings.data_dir)
+    pipeline = TranscriptionPipeline(settings.speech, settings.data_dir)
     return lambda path: pipeline.transcribe(path, None).text
 
 
@@ -245,7 +245,7 @@ def main() -> None:
         default="",
         help="comma list of systems to skip: bare,bare-parallel,pipeline,service,service-batched,fws",
     )
-    parser.add_argument("--batch-size", type=int, default=8, help="whisper.batch_size of service-batched")
+    parser.add_argument("--batch-size", type=int, default=8, help="speech.whisper_batch_size of service-batched")
     json_option(parser)
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
@@ -265,7 +265,9 @@ def main() -> None:
         f"decoding {DECODE}",
         flush=True,
     )
-    placement = decode_placement(settings.whisper, 1)  # (decodes side by side, threads each), as the service on CPU
+    placement = decode_placement(
+        settings.speech.whisper, 1
+    )  # (decodes side by side, threads each), as the service on CPU
     rows: list[dict[str, Any]] = []
     try:
         systems: list[tuple[str, Callable[[], Any]]] = [
@@ -273,7 +275,10 @@ def main() -> None:
             ("bare-parallel", lambda: bare_system(model_dir, placement[1], workers=placement[0])),
             ("pipeline", lambda: pipeline_system(settings)),
             ("service", lambda: ServiceSystem(settings)),
-            ("service-batched", lambda: ServiceSystem(settings.updated({"whisper": {"batch_size": args.batch_size}}))),
+            (
+                "service-batched",
+                lambda: ServiceSystem(settings.updated({"speech": {"whisper_batch_size": args.batch_size}})),
+            ),
             ("fws", lambda: FwsSystem(model_dir, threads, workdir)),
         ]
         for name, factory in systems:

@@ -1,4 +1,4 @@
-"""Whisper windows decoded one at a time vs in batches: the model-level figure behind ``whisper.batch_size``.
+"""Whisper windows decoded one at a time vs in batches: the model-level figure behind ``speech.whisper_batch_size``.
 
 The same 30 s windows (espeak-ng English, as in bench_transcription.py) are decoded by the recognizer's batched
 decoder (engines/speech/whisper/batching.py, faster-whisper's batched pipeline) with batches of 1, 4 and 8, each size

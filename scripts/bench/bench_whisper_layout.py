@@ -1,6 +1,6 @@
 """Whisper decode layouts on CPU: decodes side by side (CTranslate2 workers) x threads per decode, bare model.
 
-The figure behind ``whisper.parallel_decodes`` and ``whisper.cpu_threads``
+The figure behind ``speech.whisper_parallel_decodes`` and ``speech.whisper_cpu_threads``
 (``engines/speech/whisper/placement.decode_placement``).
 Bare faster-whisper (no service) transcribes the files of bench_transcription.py with each layout, with 1 and
 with 8 concurrent callers, in one run and with the service's ``OMP_WAIT_POLICY=passive``. Printed: files/min

@@ -59,7 +59,7 @@ async def client_secrets(
     caller: AnyCaller, ctx: Ctx, body: Annotated[ClientSecretRequest | None, Body()] = None
 ) -> ClientSecret:
     """A client secret for one Live API session: single use, short-lived
-    (`KHULUMA_TRANSCRIPTION_REALTIME_SECRET_SECONDS`), bound to this token's customer and project and to the
+    (`KHULUMA_SPEECH_REALTIME_SECRET_SECONDS`), bound to this token's customer and project and to the
     session configuration. Hand it to the browser or app instead of the token."""
     return await live_api.mint(ctx, caller, body)
 

@@ -127,7 +127,7 @@ async def _transcribed(
         assert job.upload is not None
         form = await read_form(ctx, job.upload, translating)
         result = await job.transcribe(
-            timeout=ctx.settings.transcription.sync_timeout_seconds,
+            timeout=ctx.settings.speech.sync_timeout_seconds,
             language=form.language,
             translate=translating,
             language_field="language",

@@ -45,7 +45,7 @@ async def transcribe(
             )
             return ProfileTranscription(data=data)
         await job.transcribe(
-            timeout=ctx.settings.transcription.sync_timeout_seconds,
+            timeout=ctx.settings.speech.sync_timeout_seconds,
             language=lang_code,
             diarise=enable_diarisation,
             translate=enable_translation,

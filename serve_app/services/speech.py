@@ -17,9 +17,9 @@ The routes here:
 
 - :func:`sync_file`: ``POST /api/v2alpha/transcribe/sync/file`` (field ``file``) and ``POST /v1/transcribe/sync``
   (same, plus ``translate``) -> the full transcription record (``contracts.speech.build_record``). Past
-  ``transcription.sync_timeout_seconds`` -> 504 (TimedOut).
+  ``speech.sync_timeout_seconds`` -> 504 (TimedOut).
 - :func:`fast`: ``POST /api/v2alpha/transcribe/fast`` (field ``upload``) -> ``{text, lang_code, diarisation}``.
-  Past ``transcription.fast_timeout_seconds`` -> 503 (Unavailable: the spec's "request timed out").
+  Past ``speech.fast_timeout_seconds`` -> 503 (Unavailable: the spec's "request timed out").
 - :func:`v1_sync`: ``POST /api/v1/transcribe/sync`` (JSON, base64 ``audio_blob``) -> ``{message, text,
   language_id}``; base64 that does not decode -> 400.
 """
@@ -187,7 +187,7 @@ async def sync_file(
     route = ROUTE_API_SYNC if translate else ROUTE_SYNC
     async with file_transcription(ctx, caller, request, route) as job:
         await job.transcribe(
-            timeout=ctx.settings.transcription.sync_timeout_seconds,
+            timeout=ctx.settings.speech.sync_timeout_seconds,
             language=lang_code,
             diarise=diarise,
             detect_music=detect_music,
@@ -199,7 +199,7 @@ async def sync_file(
 async def fast(ctx: AppContext, caller: Principal, request: Request, lang_code: str | None) -> FastTranscription:
     async with file_transcription(ctx, caller, request, ROUTE_FAST, "upload") as job:
         result = await job.transcribe(
-            timeout=ctx.settings.transcription.fast_timeout_seconds, language=lang_code, on_timeout=Unavailable
+            timeout=ctx.settings.speech.fast_timeout_seconds, language=lang_code, on_timeout=Unavailable
         )
     return FastTranscription(
         text=result.text,
@@ -221,5 +221,5 @@ async def v1_sync(ctx: AppContext, caller: Principal, file_name: str, audio_blob
     name = sanitize_filename(file_name, default="audio")
     async with metered(ctx, caller, ROUTE_V1_SYNC, Transcription(ctx, file_name=name)) as job:
         job.audio = await anyio.to_thread.run_sync(_decoded_blob, ctx, file_name, audio_blob)
-        result = await job.transcribe(timeout=ctx.settings.transcription.sync_timeout_seconds)
+        result = await job.transcribe(timeout=ctx.settings.speech.sync_timeout_seconds)
     return V1SyncResult(message="Transcription successful.", text=result.text, language_id=result.language_code)

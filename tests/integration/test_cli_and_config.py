@@ -59,9 +59,9 @@ def test_db_migrate_brings_a_new_database_to_the_current_schema(tmp_path: Path):
 def test_settings_read_the_khuluma_prefix(monkeypatch, tmp_path: Path):
     monkeypatch.setenv("KHULUMA_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("KHULUMA_PORT", "9123")
-    monkeypatch.setenv("KHULUMA_WHISPER_LANGUAGE_MODELS", '{"zul": "/models/zu"}')
+    monkeypatch.setenv("KHULUMA_SPEECH_LANGUAGE_MODELS", '{"zul": "/models/zu"}')
     s = Settings(_env_file=None)
-    assert s.port == 9123 and s.data_dir == tmp_path and s.whisper.language_models == {"zul": "/models/zu"}
+    assert s.port == 9123 and s.data_dir == tmp_path and s.speech.language_models == {"zul": "/models/zu"}
     assert s.db_url == f"sqlite:///{tmp_path / 'khuluma.db'}"
     for name, field in Settings.model_fields.items():
         assert field.description, f"setting {name} is undocumented"

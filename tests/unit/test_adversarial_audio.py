@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from contracts.errors import TooLarge
-from contracts.settings import Settings, TranscriptionSettings
+from contracts.settings import Settings, SpeechSettings
 from engines.speech.audio import SAMPLE_RATE, load_audio, probe
 from engines.speech.pipeline import TranscriptionPipeline
 from scripts.bench._hostile import RATE, lying_wav, tone
@@ -67,8 +67,8 @@ def _no_speech(audio: np.ndarray, **options: int) -> list[dict[str, int]]:
 
 
 def _pipeline(settings: Settings, **transcription: Any) -> TranscriptionPipeline:
-    section = TranscriptionSettings(**transcription)
-    return TranscriptionPipeline(settings.whisper, section, settings.data_dir, vad=_no_speech)
+    section = settings.speech.model_copy(update=transcription)
+    return TranscriptionPipeline(section, settings.data_dir, vad=_no_speech)
 
 
 @pytest.mark.parametrize("make", [lying_wav, lying_flac], ids=["wav-fact-and-sizes", "flac-streaminfo"])
@@ -110,6 +110,6 @@ def test_audio_bomb_is_refused_at_the_cap_with_bounded_memory(settings: Settings
 
 
 def test_whole_audio_cap_is_a_documented_setting() -> None:
-    field = TranscriptionSettings.model_fields["max_whole_audio_seconds"]
+    field = SpeechSettings.model_fields["max_whole_audio_seconds"]
     assert field.description and "header" in field.description
-    assert TranscriptionSettings().max_whole_audio_seconds == 4 * 3600.0
+    assert SpeechSettings().max_whole_audio_seconds == 4 * 3600.0

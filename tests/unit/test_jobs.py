@@ -151,7 +151,7 @@ def fresh_settings(
 ) -> Settings:
     """Settings on a new data directory (its own database, migrated) with quick retries, then ``changes``."""
     settings = Settings(data_dir=tmp_path_factory.mktemp("jobs-data"), _env_file=None).updated(FAST)
-    settings = settings.updated({"whisper": {"model": whisper_model}, **changes})
+    settings = settings.updated({"speech": {"whisper_model": whisper_model}, **changes})
     settings.ensure_dirs()
     Database.migrated(settings.db_url)
     return settings

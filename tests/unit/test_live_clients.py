@@ -191,7 +191,7 @@ def test_a_call_that_switches_language_keeps_its_english_and_flags_the_rest(clie
 def test_under_the_warn_policy_switched_speech_is_sent_with_a_warning_on_its_segment(local_app, make_token, voices):
     """Nothing is withheld; whatever is sent of the Setswana carries the warning on its own completed event (the
     hallucination guards may still leave a looping decode out, and say so)."""
-    client = local_app(capabilities=["speech"], transcription={"unserved_language": "warn"})
+    client = local_app(capabilities=["speech"], speech={"unserved_language": "warn"})
     out = vendor_client(client, make_token("vendor", "warn"), pcm16(voices["switch"]), target="")
     assert not out.refusal and not out.of("session.input_transcript.withheld")
     start, end = (
@@ -201,7 +201,7 @@ def test_under_the_warn_policy_switched_speech_is_sent_with_a_warning_on_its_seg
     switched = [
         c for c in out.of("session.input_transcript.completed") if c["start_time"] < end and c["end_time"] > start
     ]
-    assert all("KHULUMA_TRANSCRIPTION_UNSERVED_LANGUAGE=warn" in c["warnings"][0] for c in switched), switched
+    assert all("KHULUMA_SPEECH_UNSERVED_LANGUAGE=warn" in c["warnings"][0] for c in switched), switched
     closed = out.events[-1]
     assert switched or any("left out" in w for w in closed["warnings"]), closed
 

@@ -224,7 +224,7 @@ def test_partial_hypotheses_become_append_only_deltas():
 
 
 def test_mint_defaults_validation_and_auth(local_app, token, db):
-    client = local_app(capabilities=["speech"], transcription={"realtime_secret_seconds": 45})
+    client = local_app(capabilities=["speech"], speech={"realtime_secret_seconds": 45})
     headers = {"X-CLIENT-TOKEN": token}
     for body in (None, {}, {"session": {}}):
         r = client.post(SECRETS, json=body, headers=headers)
@@ -297,7 +297,7 @@ def _refused(client, protocols: list[str]) -> tuple[int, str]:  # type: ignore[n
 
 
 def test_only_a_fresh_unused_secret_opens_a_session(local_app, token):
-    client = local_app(capabilities=["speech"], transcription={"realtime_secret_seconds": 0.3})
+    client = local_app(capabilities=["speech"], speech={"realtime_secret_seconds": 0.3})
     assert _refused(client, ["realtime"])[0] == 401  # no secret at all
     status, detail = _refused(client, subprotocols("ek_made-up-secret"))
     assert status == 403 and "client_secrets" in detail
@@ -402,13 +402,13 @@ def test_audio_in_a_language_without_a_model_is_refused(client, token, tmp_path:
 
 
 def test_an_idle_session_closes_with_4408(local_app, token):
-    client = local_app(capabilities=["speech"], transcription={"stream_idle_seconds": 0.5})
+    client = local_app(capabilities=["speech"], speech={"stream_idle_seconds": 0.5})
     secret = mint(client, token)["value"]
     with client.websocket_connect(URL, subprotocols=subprotocols(secret)) as ws:
         assert ws.receive_json()["type"] == "session.created"
         events, code = until_closed(ws)
     assert code == 4408 and events[-1]["error"]["code"] == "idle_timeout"
-    assert "KHULUMA_TRANSCRIPTION_STREAM_IDLE_SECONDS" in events[-1]["error"]["message"]
+    assert "KHULUMA_SPEECH_STREAM_IDLE_SECONDS" in events[-1]["error"]["message"]
 
 
 def test_more_audio_than_the_limit_closes_with_1009(local_app, token):

@@ -27,13 +27,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_names_come_from_the_model_tree() -> None:
     names = setting_variables()
-    assert {"KHULUMA_DATA_DIR", "KHULUMA_DATABASE_URL", "KHULUMA_WHISPER_MODEL", "KHULUMA_S3_SECRET_KEY"} <= names
-    assert "KHULUMA_TRANSCRIPTION_UNSERVED_LANGUAGE" in names and "KHULUMA_WEBHOOKS_ALLOW_PRIVATE" in names
-    assert "KHULUMA_WHISPER" in names  # a whole section, as JSON
+    assert {"KHULUMA_DATA_DIR", "KHULUMA_DATABASE_URL", "KHULUMA_SPEECH_WHISPER_MODEL"} <= names
+    assert "KHULUMA_S3_SECRET_KEY" in names
+    assert "KHULUMA_SPEECH_UNSERVED_LANGUAGE" in names and "KHULUMA_WEBHOOKS_ALLOW_PRIVATE" in names
+    assert "KHULUMA_SPEECH" in names  # a whole section, as JSON
     # a mapping is one variable (JSON), not one per key
-    assert "KHULUMA_WHISPER_LANGUAGE_MODELS" in names and "KHULUMA_BATCH_TASK_RESOURCES" in names
-    assert not any(name.startswith("KHULUMA_WHISPER_LANGUAGE_MODELS_") for name in names)
-    for section in ("text", "embeddings", "translation", "search", "whisper", "transcription", "jobs", "batch"):
+    assert "KHULUMA_SPEECH_LANGUAGE_MODELS" in names and "KHULUMA_BATCH_TASK_RESOURCES" in names
+    assert not any(name.startswith("KHULUMA_SPEECH_LANGUAGE_MODELS_") for name in names)
+    assert not any(name.startswith(("KHULUMA_WHISPER", "KHULUMA_TRANSCRIPTION")) for name in names)  # one section
+    for section in ("text", "embeddings", "translation", "search", "speech", "jobs", "batch"):
         for field in type(getattr(Settings(_env_file=None), section)).model_fields:
             assert f"KHULUMA_{section}_{field}".upper() in names
 
@@ -73,19 +75,62 @@ def test_a_renamed_section_is_still_read_under_its_old_name_with_a_warning(
     assert renamed_variable("khuluma_limitsx") is None  # another name that starts alike
 
 
+def test_whisper_and_transcription_are_read_into_the_one_speech_section(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``whisper`` and ``transcription`` joined ``speech`` (Whisper's fields prefixed ``whisper_``, one map of
+    models per language): their variables, dotenv lines and a Serve config's sections keep working with a warning,
+    and what the new names set wins."""
+    monkeypatch.setenv("KHULUMA_WHISPER_MODEL", "/models/old")
+    monkeypatch.setenv("KHULUMA_WHISPER_BEAM_SIZE", "2")
+    monkeypatch.setenv("KHULUMA_SPEECH_WHISPER_BEAM_SIZE", "3")
+    monkeypatch.setenv("KHULUMA_WHISPER_LANGUAGE_MODELS", '{"zul": "/models/zu-whisper", "sot": "/models/st"}')
+    monkeypatch.setenv("KHULUMA_SPEECH_LANGUAGE_MODELS", '{"zul": "/models/zu-ctc"}')
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("KHULUMA_TRANSCRIPTION_SYNC_TIMEOUT_SECONDS=42\n")
+    with caplog.at_level(logging.WARNING, logger="khuluma.settings"):
+        settings = Settings(data_dir=tmp_path, _env_file=dotenv)
+        served = Settings(
+            data_dir=tmp_path,
+            _env_file=None,
+            whisper={"device": "cuda", "language_models": {"xho": "/models/xh"}},
+            transcription={"unserved_language": "warn"},
+        )
+        updated = settings.updated({"transcription": {"stream_idle_seconds": 9.0}})
+    speech = settings.speech
+    assert (speech.whisper_model, speech.whisper_beam_size, speech.sync_timeout_seconds) == ("/models/old", 3, 42)
+    assert speech.language_models == {"zul": "/models/zu-ctc", "sot": "/models/st"}  # one map, the new one wins
+    assert speech.whisper.model == "/models/old" and speech.whisper.beam_size == 3  # the Whisper family's view
+    assert served.speech.whisper_device == "cuda" and served.speech.unserved_language == "warn"
+    assert served.speech.language_models["xho"] == "/models/xh"
+    assert updated.speech.stream_idle_seconds == 9.0 and updated.speech.sync_timeout_seconds == 42
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "'whisper' is now 'speech'" in said and "'transcription' is now 'speech'" in said
+    assert setting_warnings({"KHULUMA_WHISPER_MODEL": "x", "KHULUMA_TRANSCRIPTION_WINDOW_SECONDS": "60"}) == [
+        "KHULUMA_TRANSCRIPTION_WINDOW_SECONDS is an old name of KHULUMA_SPEECH_WINDOW_SECONDS: still read as that; "
+        "rename it",
+        "KHULUMA_WHISPER_MODEL is an old name of KHULUMA_SPEECH_WHISPER_MODEL: still read as that; rename it",
+    ]
+    assert setting_warnings({"KHULUMA_WHISPER_LANGUAGE_MODELS": "{}"}) == [
+        "KHULUMA_WHISPER_LANGUAGE_MODELS is an old name of KHULUMA_SPEECH_LANGUAGE_MODELS: still read as that; "
+        "rename it"
+    ]
+    assert "whisper" not in Settings.model_fields and "transcription" not in Settings.model_fields
+
+
 def test_every_rename_leads_from_an_unknown_name_to_a_setting() -> None:
     names = setting_variables()
     assert all(old not in names and new in names for old, new in RENAMED_VARIABLES.items())
 
 
 def test_a_misspelt_setting_names_the_nearest() -> None:
-    assert setting_warnings({"KHULUMA_WHISPER_MODLE": "tiny", "khuluma_loglevel": "DEBUG"}) == [
-        "KHULUMA_WHISPER_MODLE is not a setting (did you mean KHULUMA_WHISPER_MODEL?)",
+    assert setting_warnings({"KHULUMA_SPEECH_WHISPER_MODLE": "tiny", "khuluma_loglevel": "DEBUG"}) == [
+        "KHULUMA_SPEECH_WHISPER_MODLE is not a setting (did you mean KHULUMA_SPEECH_WHISPER_MODEL?)",
         "khuluma_loglevel is not a setting (did you mean KHULUMA_LOG_LEVEL?)",
     ]
     # a key of a JSON mapping set as a variable of its own
-    assert setting_warnings({"KHULUMA_WHISPER_LANGUAGE_MODELS_ZUL": "/m"}) == [
-        "KHULUMA_WHISPER_LANGUAGE_MODELS_ZUL is not a setting (did you mean KHULUMA_WHISPER_LANGUAGE_MODELS?)"
+    assert setting_warnings({"KHULUMA_SPEECH_LANGUAGE_MODELS_ZUL": "/m"}) == [
+        "KHULUMA_SPEECH_LANGUAGE_MODELS_ZUL is not a setting (did you mean KHULUMA_SPEECH_LANGUAGE_MODELS?)"
     ]
     # nothing alike: no guess
     [line] = setting_warnings({"KHULUMA_QQQ": "1"})
@@ -96,8 +141,9 @@ def test_settings_and_the_project_s_other_variables_are_not_reported() -> None:
     environ = {
         "KHULUMA_DATA_DIR": "/d",
         "khuluma_port": "9000",  # read without regard to case, as the settings read it
-        "KHULUMA_TRANSCRIPTION_UNSERVED_LANGUAGE": "warn",
-        "KHULUMA_WHISPER_LANGUAGE_MODELS": '{"zul": "/m"}',
+        "KHULUMA_SPEECH_UNSERVED_LANGUAGE": "warn",
+        "KHULUMA_SPEECH_LANGUAGE_MODELS": '{"zul": "/m"}',
+        "KHULUMA_SPEECH_WHISPER_MODEL": "/models/whisper",
         "KHULUMA_S3": '{"bucket": "b"}',
         "KHULUMA_TOKEN": "khk_x",  # the client commands'
         "KHULUMA_BATCH_URI": "s3://b/batches/1/",  # exported by `khuluma batch env`
@@ -128,7 +174,7 @@ def test_every_khuluma_name_the_project_mentions_is_known() -> None:
             continue
         for name in re.findall(r"\bKHULUMA_[A-Z0-9_]*[A-Z0-9]\b", path.read_text(errors="replace")):
             mentioned.setdefault(name, file)
-    made_up = {"KHULUMA_QQQ", "KHULUMA_WHISPER_MODLE", "KHULUMA_BATCH_URL", "KHULUMA_WHISPER_LANGUAGE_MODELS_ZUL"}
+    made_up = {"KHULUMA_QQQ", "KHULUMA_SPEECH_WHISPER_MODLE", "KHULUMA_BATCH_URL", "KHULUMA_SPEECH_LANGUAGE_MODELS_ZUL"}
     unknown = {
         name: file
         for name, file in mentioned.items()
@@ -158,13 +204,13 @@ def test_khuluma_serve_prints_the_warning(monkeypatch: pytest.MonkeyPatch, tmp_p
     from khuluma.cli import app
 
     monkeypatch.setenv("KHULUMA_WEBHOOK_ALLOW_PRIVATE", "true")
-    monkeypatch.setenv("KHULUMA_WHISPER_MODLE", "tiny")
+    monkeypatch.setenv("KHULUMA_SPEECH_WHISPER_MODLE", "tiny")
     monkeypatch.setenv("KHULUMA_DATA_DIR", str(tmp_path))
     monkeypatch.setattr("khuluma.cli.serve._migrate", _stop)
     result = CliRunner().invoke(app, ["serve", "--no-storage"])
     out = " ".join(result.output.split())  # the console wraps long lines
     assert "WARNING: KHULUMA_WEBHOOK_ALLOW_PRIVATE is not a setting (renamed: KHULUMA_WEBHOOKS_ALLOW_PRIVATE)" in out
-    assert "WARNING: KHULUMA_WHISPER_MODLE is not a setting (did you mean KHULUMA_WHISPER_MODEL?)" in out
+    assert "WARNING: KHULUMA_SPEECH_WHISPER_MODLE is not a setting (did you mean KHULUMA_SPEECH_WHISPER_MODEL?)" in out
 
 
 def _stop() -> None:

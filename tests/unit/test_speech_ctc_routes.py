@@ -169,7 +169,7 @@ def test_a_judged_stream_routes_each_segment_to_the_model_of_its_language(settin
     from engines.speech.pipeline import get_pipeline
 
     routed = settings.updated({"speech": {"language_models": {"zul": str(parrot)}}})
-    pipeline = get_pipeline(routed.whisper, routed.transcription, routed.data_dir, routed.speech)
+    pipeline = get_pipeline(routed.speech, routed.data_dir)
     for name, expected in (("setswana", "zul"), ("english", "eng")):
         speech = np.concatenate([load_audio(audio[name]), silence(0.8)])
         step = pipeline.live.step_audio(speech, "zul", commit_before=speech.size / 16_000, judge=True)
@@ -187,7 +187,7 @@ def test_a_ctc_stream_that_ends_with_no_more_speech_gets_its_final_without_decod
     from engines.speech.vad import speech_timestamps
 
     routed = settings.updated({"speech": {"language_models": {"zul": str(parrot)}}})
-    pipeline = get_pipeline(routed.whisper, routed.transcription, routed.data_dir, routed.speech)
+    pipeline = get_pipeline(routed.speech, routed.data_dir)
     said = audio["said_pcm"]
     speech = said[: speech_timestamps(said, pad_ms=0)[0]["end"] - 8000]  # cut mid-speech: nothing commits
     step = pipeline.live.step_audio(speech, "zul", commit_before=speech.size / 16_000)

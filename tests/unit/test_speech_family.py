@@ -18,7 +18,7 @@ import pytest
 
 from contracts.errors import Unavailable
 from contracts.quality import UNMEASURED
-from contracts.settings import Settings, SpeechSettings
+from contracts.settings import Settings
 from contracts.speech import StreamRequest, StreamStep
 from engines.speech import families
 from engines.speech.pipeline import TranscriptionPipeline
@@ -154,8 +154,8 @@ def _pipeline(settings: Settings, tmp_path: Path, word: str = "dumela") -> Trans
     model = tmp_path / "tswana-words"
     model.mkdir(parents=True)
     (model / MARKER).write_text(json.dumps({"word": word}))
-    speech = SpeechSettings(language_models={"tsn": str(model)})
-    return TranscriptionPipeline(settings.whisper, settings.transcription, settings.data_dir, speech=speech)
+    speech = settings.speech.model_copy(update={"language_models": {"tsn": str(model)}})
+    return TranscriptionPipeline(speech, settings.data_dir)
 
 
 def test_a_third_family_transcribes_a_file_in_the_language_routed_to_it(
@@ -213,9 +213,9 @@ def test_a_third_family_is_listed_and_an_unclaimed_directory_names_what_every_fa
     stray = tmp_path / "notes"
     stray.mkdir()
     (stray / "README.md").write_text("not a model")
-    routed = SpeechSettings(language_models={"xho": str(stray)})
+    routed = settings.speech.model_copy(update={"language_models": {"xho": str(stray)}})
     with pytest.raises(Unavailable) as refused:
-        _ = TranscriptionPipeline(settings.whisper, settings.transcription, settings.data_dir, speech=routed).models
+        _ = TranscriptionPipeline(routed, settings.data_dir).models
     for family in families.FAMILIES:
         assert f"{family.name}: {family.accepts}" in refused.value.detail
     families.unregister(word_family)  # without the family, its directory is no model

@@ -382,16 +382,16 @@ def _closed_by_server(ws) -> tuple[dict, int]:  # type: ignore[no-untyped-def]
 def test_stream_time_limits_close_with_4408(local_app, headers, db) -> None:
     # each limit alone, the other far off: a client thread starved for a second on a busy machine cannot make the
     # idle limit answer where the session's length is tested
-    client = local_app(capabilities=["speech"], transcription={"stream_idle_seconds": 1.0, "stream_max_seconds": 60})
+    client = local_app(capabilities=["speech"], speech={"stream_idle_seconds": 1.0, "stream_max_seconds": 60})
     with client.websocket_connect("/ws/stream-transcribe", headers=headers) as ws:
         assert ws.receive_json()["type"] == "ready"
         started = time.monotonic()
         message, code = _closed_by_server(ws)  # a client that connects and says nothing
         assert code == 4408 and message["type"] == "error"
-        assert "KHULUMA_TRANSCRIPTION_STREAM_IDLE_SECONDS" in message["detail"]
+        assert "KHULUMA_SPEECH_STREAM_IDLE_SECONDS" in message["detail"]
         assert 0.9 < time.monotonic() - started < 6
 
-    client = local_app(capabilities=["speech"], transcription={"stream_idle_seconds": 60, "stream_max_seconds": 2.0})
+    client = local_app(capabilities=["speech"], speech={"stream_idle_seconds": 60, "stream_max_seconds": 2.0})
     before = len(_usage(client, "transcribe_stream"))
     with client.websocket_connect("/ws/stream-transcribe", headers=headers) as ws:
         assert ws.receive_json()["type"] == "ready"
@@ -401,7 +401,7 @@ def test_stream_time_limits_close_with_4408(local_app, headers, db) -> None:
             frames += 1
             time.sleep(0.1)
         message, code = _closed_by_server(ws)  # ...but the session has its longest length
-        assert code == 4408 and "KHULUMA_TRANSCRIPTION_STREAM_MAX_SECONDS" in message["detail"]
+        assert code == 4408 and "KHULUMA_SPEECH_STREAM_MAX_SECONDS" in message["detail"]
         assert 1.4 < time.monotonic() - started < 6
     rows = _usage(client, "transcribe_stream")[before:]
     assert rows == [("failed", pytest.approx(frames * 0.1, abs=1e-3))]  # the audio it took, metered as failed
@@ -441,7 +441,7 @@ def test_stream_stops_reading_a_client_that_stopped_reading(local_app, headers) 
     from serve_app.auth import authenticate
     from serve_app.services.live import stream as service
 
-    client = local_app(capabilities=["speech"], transcription={"stream_send_timeout_seconds": 1.0})
+    client = local_app(capabilities=["speech"], speech={"stream_send_timeout_seconds": 1.0})
     peer = _StalledReader()
 
     async def run() -> float:

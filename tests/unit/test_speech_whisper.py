@@ -42,7 +42,7 @@ SENTENCES = [
 
 @pytest.fixture(scope="module")
 def pipeline(settings: Settings) -> TranscriptionPipeline:
-    return get_pipeline(settings.whisper, settings.transcription, settings.data_dir)
+    return get_pipeline(settings.speech, settings.data_dir)
 
 
 @pytest.fixture(scope="module")
@@ -137,9 +137,7 @@ def test_configured_language_model_is_used(
     """A per-language model (here: a second copy of Whisper base in its own directory) serves that language."""
     model_dir = whisper_weights.ensure_whisper_base(tmp_path)
     custom = TranscriptionPipeline(
-        settings.updated({"whisper": {"language_models": {"afr": str(model_dir)}}}).whisper,
-        settings.transcription,
-        settings.data_dir,
+        settings.updated({"speech": {"language_models": {"afr": str(model_dir)}}}).speech, settings.data_dir
     )
     record = _record(custom.transcribe(_wav(tmp_path, "s0", clips["s0"]), "afr"))
     assert record["language_code"] == "afr"
@@ -195,8 +193,8 @@ def test_long_audio_is_transcribed_in_windows_cut_in_silence(
         parts += [clips[f"s{i}"], silence(1.2)]
     audio = np.concatenate(parts)
     assert audio.size / SAMPLE_RATE > 35
-    short_windows = settings.transcription.model_copy(update={"window_seconds": 30.0})
-    windowed = TranscriptionPipeline(settings.whisper, short_windows, settings.data_dir, models=pipeline.models)
+    short_windows = settings.speech.model_copy(update={"window_seconds": 30.0})
+    windowed = TranscriptionPipeline(short_windows, settings.data_dir, models=pipeline.models)
     # where the windows fall: every cut lies in a pause between two sentences
     cuts = list(
         windows(
@@ -470,8 +468,8 @@ def test_audio_in_a_language_without_a_model_is_refused_not_answered(
 def test_warn_policy_transcribes_with_a_warning_naming_the_problem(
     pipeline: TranscriptionPipeline, settings: Settings, setswana: np.ndarray, tmp_path: Path
 ) -> None:
-    policy = settings.transcription.model_copy(update={"unserved_language": "warn"})
-    warn = TranscriptionPipeline(settings.whisper, policy, settings.data_dir, models=pipeline.models)
+    policy = settings.speech.model_copy(update={"unserved_language": "warn"})
+    warn = TranscriptionPipeline(policy, settings.data_dir, models=pipeline.models)
     result = warn.transcribe(_wav(tmp_path, "tn", setswana), None)
     assert result.language_code in ("afr", "eng", "fra")
     assert any("without a speech model" in w and "unreliable" in w for w in result.warnings), result.warnings

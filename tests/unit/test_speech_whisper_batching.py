@@ -170,19 +170,19 @@ def test_batch_size_zero_batches_on_a_gpu_only_and_a_set_size_wins(settings: Set
 
     assert batch_size(0, "cpu") == 1 and batch_size(0, "cuda") == GPU_BATCH_SIZE
     assert batch_size(4, "cpu") == 4 and batch_size(1, "cuda") == 1
-    batched = build_recognizer(settings.whisper.model_copy(update={"batch_size": 4}), settings.data_dir)
-    alone = build_recognizer(settings.whisper, settings.data_dir)  # the default, on this CPU machine
+    batched = build_recognizer(settings.speech.whisper.model_copy(update={"batch_size": 4}), settings.data_dir)
+    alone = build_recognizer(settings.speech.whisper, settings.data_dir)  # the default, on this CPU machine
     try:
         assert batched._batcher is not None and batched._batcher.batch_size == 4
         assert alone._batcher is None and not alone.batching and batched.batching
     finally:
         batched.close()
     # the sampling fallback is per window: with it on, windows are decoded alone whatever the batch size
-    sampling = settings.whisper.model_copy(update={"batch_size": 4, "temperature_fallback": True})
+    sampling = settings.speech.whisper.model_copy(update={"batch_size": 4, "temperature_fallback": True})
     sampled = build_recognizer(sampling, settings.data_dir)
     assert not sampled.batching
     # so its decodes run side by side as without a batch size
-    assert sampled.parallel_decodes == decode_placement(settings.whisper, 1)[0]
+    assert sampled.parallel_decodes == decode_placement(settings.speech.whisper, 1)[0]
 
 
 def test_decode_placement_runs_one_decode_per_core_on_cpu_without_batches() -> None:
@@ -213,12 +213,12 @@ def test_live_placement_gives_live_steps_their_own_threads_only_when_asked() -> 
 
 
 def test_live_steps_decode_on_a_second_instance_with_their_own_threads(settings: Settings, tmp_path: Path) -> None:
-    """``whisper.live_cpu_threads`` other than the files' ``cpu_threads``: a live stream's steps (partials and
+    """``speech.whisper_live_cpu_threads`` other than the files' ``cpu_threads``: a live stream's steps (partials and
     committed segments) run on a second instance of the weights, with its own decodes at once, and give the text
     the files' instance gives; without it, they share the files' instance."""
     from engines.speech.whisper.placement import build_recognizer
 
-    files_two = settings.whisper.model_copy(update={"parallel_decodes": 2, "cpu_threads": 2})
+    files_two = settings.speech.whisper.model_copy(update={"parallel_decodes": 2, "cpu_threads": 2})
     shared = build_recognizer(files_two, settings.data_dir)
     own = build_recognizer(files_two.model_copy(update={"live_cpu_threads": 1}), settings.data_dir)
     route = own.route("eng")
@@ -244,15 +244,15 @@ def test_concurrent_transcriptions_decode_side_by_side_with_the_same_words(setti
     model decoding one at a time, on as many threads, gives the same audio. And the default placement is what loads."""
     from engines.speech.whisper.placement import build_recognizer, decode_placement
 
-    two = settings.whisper.model_copy(update={"parallel_decodes": 2, "cpu_threads": 2})
+    two = settings.speech.whisper.model_copy(update={"parallel_decodes": 2, "cpu_threads": 2})
     side_by_side = build_recognizer(two, settings.data_dir)
     one_at_a_time = build_recognizer(two.model_copy(update={"parallel_decodes": 1}), settings.data_dir)
     audios = [speech_16k(" ".join(SENTENCES[i : i + 2]), tmp_path, f"p{i}") for i in (0, 2)]
     route = side_by_side.route("eng")
     assert side_by_side.model(route.model_key).model.num_workers == 2
     assert one_at_a_time.model(route.model_key).model.num_workers == 1
-    default = build_recognizer(settings.whisper, settings.data_dir)
-    decodes, threads = decode_placement(settings.whisper, 1)
+    default = build_recognizer(settings.speech.whisper, settings.data_dir)
+    decodes, threads = decode_placement(settings.speech.whisper, 1)
     assert default.model(route.model_key).model.num_workers == decodes and default.cpu_threads == threads
     start = threading.Barrier(len(audios), timeout=120)
 
@@ -279,8 +279,10 @@ def test_batch_tasks_decode_one_file_at_a_time_on_their_share_of_the_cores(setti
         return Settings.from_bound(coordinator.task_settings)
 
     alone = task({"batch": {"max_parallel": 1}})
-    assert alone.whisper.parallel_decodes == 1 and alone.whisper.cpu_threads == (os.cpu_count() or 1)
+    assert alone.speech.whisper_parallel_decodes == 1 and alone.speech.whisper_cpu_threads == (os.cpu_count() or 1)
     # the Speech replicas' placement (the cluster profile's) does not reach the tasks; their CPUs decide
-    cluster = task({"batch": {"task_cpus": 1}, "whisper": {"parallel_decodes": 2, "cpu_threads": 2}})
-    assert cluster.whisper.parallel_decodes == 1 and cluster.whisper.cpu_threads == 1
-    assert task({"whisper": {"cpu_threads": 3}}).whisper.cpu_threads == 3  # without task CPUs, the setting
+    cluster = task({"batch": {"task_cpus": 1}, "speech": {"whisper_parallel_decodes": 2, "whisper_cpu_threads": 2}})
+    assert cluster.speech.whisper_parallel_decodes == 1 and cluster.speech.whisper_cpu_threads == 1
+    assert (
+        task({"speech": {"whisper_cpu_threads": 3}}).speech.whisper_cpu_threads == 3
+    )  # without task CPUs, the setting

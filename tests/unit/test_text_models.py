@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 from engines.models.catalogue import KNOWN_MODELS
 from engines.models.install import add_local
 from engines.models.registry import ModelEntry, ModelRegistry
-from tests.unit.test_translation_models import _khuluma
+from tests.tools import khuluma_models
 
 NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-DATE", "I-DATE"]
 ZULU = "Izolo uSipho Ndlovu uvakashele eThekwini wahlangana nabantu abaningi emhlanganweni omkhulu."
@@ -66,7 +66,7 @@ def test_the_catalogue_names_african_models_with_licences_and_languages(tmp_path
     assert dict(ner.published_figures) == {"xho": 0.900, "tsn": 0.903, "sna": 0.965}
     assert (sentiment.capability, sentiment.licence, sentiment.languages) == ("sentiment", "Apache-2.0", ("tso", "swh"))
     assert (madlad.capability, madlad.licence, madlad.non_commercial) == ("translation", "Apache-2.0", False)
-    listing = _khuluma(tmp_path, "list")
+    listing = khuluma_models(tmp_path, "list")
     assert listing.returncode == 0, listing.stderr
     out = " ".join(listing.stdout.split())
     for name in ("masakhaner-afroxlmr-large", "afrisenti-afroxlmr-large", "madlad400-3b-mt", "AFL-3.0"):
@@ -74,7 +74,7 @@ def test_the_catalogue_names_african_models_with_licences_and_languages(tmp_path
 
 
 def test_pull_shows_the_licence_and_published_figures_before_any_download(tmp_path: Path):
-    pulled = _khuluma(tmp_path, "pull", "masakhaner-afroxlmr-large", HF_HUB_OFFLINE="1")
+    pulled = khuluma_models(tmp_path, "pull", "masakhaner-afroxlmr-large", HF_HUB_OFFLINE="1")
     out = " ".join(pulled.stdout.split())
     assert pulled.returncode == 1  # offline: nothing to download from
     licence = out.index("licence AFL-3.0 (commercial use allowed)")

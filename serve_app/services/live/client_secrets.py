@@ -4,7 +4,7 @@ A browser or phone must never hold a long-lived API token, and a WebSocket hands
 browser. So a backend mints a client secret with its token (``POST /v1/realtime/client_secrets``) and hands only
 that to the client, which presents it once, in the WebSocket subprotocols of ``/v1/realtime``. The secret is bound
 to the minting token (its customer and project, whom the session is metered to) and to the session configuration
-it was minted with; it opens one session, within ``transcription.realtime_secret_seconds`` of minting.
+it was minted with; it opens one session, within ``speech.realtime_secret_seconds`` of minting.
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ async def mint(ctx: AppContext, caller: Principal, request: ClientSecretRequest 
         ctx.db,
         caller,
         config.model_dump(mode="json"),
-        ctx.settings.transcription.realtime_secret_seconds,
+        ctx.settings.speech.realtime_secret_seconds,
     )
     return ClientSecret(value=secret, expires_at=unix_seconds(expires_at), session=config)
 
@@ -164,7 +164,7 @@ async def authorise(ctx: AppContext, subprotocols: list[str], asserted: Principa
         raise Forbidden(
             "The client secret is unknown, expired or already used: mint a new one with POST "
             "/v1/realtime/client_secrets (each opens one session, within "
-            "KHULUMA_TRANSCRIPTION_REALTIME_SECRET_SECONDS of minting)."
+            "KHULUMA_SPEECH_REALTIME_SECRET_SECONDS of minting)."
         )
     owner = opened.principal
     if asserted is not None and (asserted.customer_id, asserted.project_id) != (owner.customer_id, owner.project_id):
@@ -181,7 +181,7 @@ async def session(ctx: AppContext, live: LiveSession, websocket: WebSocket) -> N
     audio = live.config.audio
     state = StreamState(
         audio.input.transcription.language,
-        ctx.settings.transcription.stream_send_timeout_seconds,
+        ctx.settings.speech.stream_send_timeout_seconds,
         audio.input.format.rate,
     )
     run = _Run(ctx, live, websocket, state)
@@ -219,7 +219,7 @@ class _Run:
         await send(self.websocket, self.state, event)
 
     async def events(self) -> None:
-        limits = self.ctx.settings.transcription
+        limits = self.ctx.settings.speech
         ends_at = time.monotonic() + limits.stream_max_seconds
         limit = int(self.ctx.settings.max_request_mb * 1024 * 1024)
         client = speech_client(self.ctx)

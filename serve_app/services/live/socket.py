@@ -43,8 +43,7 @@ async def send(websocket: WebSocket, state: StreamState, message: dict[str, Any]
         await asyncio.wait_for(websocket.send_json(message), state.send_timeout_s)
     except TimeoutError:
         raise StreamTimeout(
-            f"The client did not read for {state.send_timeout_s:g} s "
-            "(KHULUMA_TRANSCRIPTION_STREAM_SEND_TIMEOUT_SECONDS).",
+            f"The client did not read for {state.send_timeout_s:g} s (KHULUMA_SPEECH_STREAM_SEND_TIMEOUT_SECONDS).",
             "client_not_reading",
         ) from None
 
@@ -87,10 +86,10 @@ async def receive(
             return dict(QUIET)
         if left <= idle_s:
             raise StreamTimeout(
-                "The stream reached its longest session (KHULUMA_TRANSCRIPTION_STREAM_MAX_SECONDS).", "session_expired"
+                "The stream reached its longest session (KHULUMA_SPEECH_STREAM_MAX_SECONDS).", "session_expired"
             )
         raise StreamTimeout(
-            f"Nothing was received for {idle_s:g} s (KHULUMA_TRANSCRIPTION_STREAM_IDLE_SECONDS).", "idle_timeout"
+            f"Nothing was received for {idle_s:g} s (KHULUMA_SPEECH_STREAM_IDLE_SECONDS).", "idle_timeout"
         )
     message = dict(receiving.result())  # a message that came with the stop is still handled; the next call stops
     if message["type"] == "websocket.disconnect":

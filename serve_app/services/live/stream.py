@@ -112,7 +112,7 @@ async def stream(ctx: AppContext, caller: Principal, websocket: WebSocket, seat:
     """Streaming transcription over a WebSocket (the router authenticated and admitted the caller; ``seat`` is its
     place among the live sessions, which a graceful stop closes); see :data:`PROTOCOL`."""
     await websocket.accept()
-    limits = ctx.settings.transcription
+    limits = ctx.settings.speech
     state = StreamState(websocket.query_params.get("lang_code") or None, limits.stream_send_timeout_seconds)
 
     async def meter(status: str) -> None:
@@ -174,7 +174,7 @@ async def _stream_session(
     meter: Callable[[str], Awaitable[None]],
     stop: asyncio.Event | None = None,
 ) -> None:
-    limits = ctx.settings.transcription
+    limits = ctx.settings.speech
     limit = int(ctx.settings.max_request_mb * 1024 * 1024)
     ends_at = time.monotonic() + limits.stream_max_seconds
     client = speech_client(ctx)
