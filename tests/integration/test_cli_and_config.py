@@ -79,7 +79,7 @@ def test_secrets_come_from_the_environment_and_are_never_handed_on(monkeypatch, 
     assert "s3-secret-from-env" not in repr(s) and "db-password" not in repr(s)
     bound = s.for_replica()  # what replicas, tasks and the Serve config get
     assert "s3-secret-from-env" not in json.dumps(bound) and "db-password" not in json.dumps(bound)
-    assert bound["whisper"]["language_models"] == {} and bound["data_dir"] == str(tmp_path)
+    assert bound["speech"]["language_models"] == {} and bound["data_dir"] == str(tmp_path)
     rebuilt = Settings.from_bound(bound)  # a replica: secrets from its own environment
     assert rebuilt.s3.secret_key.get_secret_value() == "s3-secret-from-env" and rebuilt.db_url == s.db_url
     assert sorted(s.secret_values()) == sorted([s.db_url, "s3-secret-from-env"])
