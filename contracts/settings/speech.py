@@ -12,20 +12,21 @@ from pydantic import BaseModel, ConfigDict, Field
 
 class WhisperSettings(BaseModel):
     """The Whisper family's options, as :class:`SpeechSettings` sets them (its ``whisper_*`` fields, documented
-    there), and the languages the family routes to its own models (``language_models``, from the speech map)."""
+    there, with their defaults: made by :attr:`SpeechSettings.whisper`), and the languages the family routes to its
+    own models (``language_models``, from the speech map)."""
 
-    model: str | None = None
+    model: str | None
     language_models: dict[str, str] = Field(default_factory=dict)
-    compute_type: str = "int8"
-    device: str = "cpu"
-    cpu_threads: int = 0
-    parallel_decodes: int = 0
-    live_cpu_threads: int = 0
-    beam_size: int = 5
-    temperature_fallback: bool = False
-    seed: int = 1234
-    batch_size: int = 0
-    batch_wait_ms: float = 10.0
+    compute_type: str
+    device: str
+    cpu_threads: int
+    parallel_decodes: int
+    live_cpu_threads: int
+    beam_size: int
+    temperature_fallback: bool
+    seed: int
+    batch_size: int
+    batch_wait_ms: float
 
 
 class SpeechSettings(BaseModel):

@@ -186,15 +186,15 @@ def test_batch_size_zero_batches_on_a_gpu_only_and_a_set_size_wins(settings: Set
 
 
 def test_decode_placement_runs_one_decode_per_core_on_cpu_without_batches() -> None:
-    from contracts.settings import WhisperSettings
+    from contracts.settings import SpeechSettings
     from engines.speech.whisper.placement import MAX_AUTO_PARALLEL_DECODES, decode_placement
 
-    cpu = WhisperSettings(device="cpu")
+    cpu = SpeechSettings(whisper_device="cpu").whisper
     assert decode_placement(cpu, batch=1, cores=2) == (2, 1)  # (decodes at once, threads each)
     assert decode_placement(cpu, batch=1, cores=64) == (MAX_AUTO_PARALLEL_DECODES, 8)  # each its share of the cores
     assert decode_placement(cpu, batch=1, cores=1) == (1, 1)
     assert decode_placement(cpu, batch=8, cores=2) == (1, 2)  # batches: one at a time, on every core
-    assert decode_placement(WhisperSettings(device="cuda"), batch=1, cores=16) == (1, 16)
+    assert decode_placement(SpeechSettings(whisper_device="cuda").whisper, batch=1, cores=16) == (1, 16)
     assert decode_placement(cpu.model_copy(update={"parallel_decodes": 3}), batch=1, cores=2) == (3, 1)
     assert decode_placement(cpu.model_copy(update={"parallel_decodes": 4}), batch=1, cores=16) == (4, 4)
     assert decode_placement(cpu.model_copy(update={"cpu_threads": 2}), batch=1, cores=4) == (4, 2)
@@ -202,14 +202,15 @@ def test_decode_placement_runs_one_decode_per_core_on_cpu_without_batches() -> N
 
 
 def test_live_placement_gives_live_steps_their_own_threads_only_when_asked() -> None:
-    from contracts.settings import WhisperSettings
+    from contracts.settings import SpeechSettings
     from engines.speech.whisper.placement import live_placement
 
-    cpu = WhisperSettings(device="cpu")
+    cpu = SpeechSettings(whisper_device="cpu").whisper
     assert live_placement(cpu, cores=2) == (0, 0)  # the default: live steps share the files' instance
     assert live_placement(cpu.model_copy(update={"live_cpu_threads": 1}), cores=2) == (2, 1)  # (decodes, threads)
     assert live_placement(cpu.model_copy(update={"live_cpu_threads": 2}), cores=8) == (4, 2)
-    assert live_placement(WhisperSettings(device="cuda", live_cpu_threads=1), cores=8) == (0, 0)  # a GPU: shared
+    gpu = SpeechSettings(whisper_device="cuda", whisper_live_cpu_threads=1).whisper
+    assert live_placement(gpu, cores=8) == (0, 0)  # a GPU: shared
 
 
 def test_live_steps_decode_on_a_second_instance_with_their_own_threads(settings: Settings, tmp_path: Path) -> None:
