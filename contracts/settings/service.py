@@ -50,8 +50,16 @@ class Settings(BaseSettings):
     )
     token_cache_seconds: float = Field(
         default=30.0,
-        description="How long a verified token is trusted without asking the database again "
-        "(a revoked token stops working at most this long after revocation).",
+        ge=0,
+        description="How long an ingress replica trusts a token it verified without asking the database again: a "
+        "token is checked once per this period, not once per request. A token revoked with `khuluma token revoke` "
+        "is refused by every replica at most this long after its revocation. 0: every request asks the database.",
+    )
+    token_cache_size: int = Field(
+        default=10_000,
+        ge=1,
+        description="Most verified tokens an ingress replica keeps trusted at once; past it, the one verified longest "
+        "ago is forgotten (and asked again on its next request).",
     )
     max_request_mb: float = Field(
         default=1024.0,

@@ -75,7 +75,7 @@ def test_revoked_token_is_refused(client, db):
     from serve_app.context import get_context
 
     context = client.app.dependency_overrides[get_context]()
-    context.tokens._cache.clear()  # the cache would keep it at most token_cache_seconds
+    context.tokens._cache.clear()  # the cache would keep it at most token_cache_seconds (test_token_cache.py)
     r = client.get("/api/v2alpha/transcribe/batch", headers={"X-CLIENT-TOKEN": token})
     assert r.status_code == 401
 

@@ -414,3 +414,40 @@ def test_ner_in_the_ingress_answers_as_text_analysis_does(settings, handles, hea
     with_model = client_for(settings.updated({"text": {"ner_model": "masakhaner-afroxlmr-large"}}), handles)
     serve_in_process(with_model.context.settings, with_model.context.clients)
     assert not with_model.context.clients.text.recognises_in_process
+
+
+def test_usage_totals_equal_the_requests_answered_after_a_clean_stop(settings, handles, make_token):
+    """Usage rows are written behind the answers (a period longer than the test here, so none is written before the
+    stop); a clean stop (the replica's drain, then its shutdown) writes every one: the totals equal the requests
+    answered."""
+    import asyncio
+
+    from sqlalchemy import func, select
+
+    from persistence.models import UsageRecord
+    from serve_app.in_process import serve_in_process
+    from serve_app.ingress import drain_replica
+    from tests.conftest import client_for
+
+    client = client_for(settings.updated({"usage_flush_seconds": 3600}), handles)
+    serve_in_process(client.context.settings, client.context.clients)
+    headers = {"X-CLIENT-TOKEN": make_token("metered-stop")}
+    answered = 0
+    for i in range(12):
+        route = "entity_recognition/process" if i % 2 else "sentiment_analysis/process"
+        r = client.post(
+            f"/api/v1/{route}", json={"encoded_text": f"Thandi lives in Durban. Text {i}."}, headers=headers
+        )
+        answered += r.status_code == 200
+    assert answered == 12
+    context = client.context
+    customer = context.tokens.cached(headers["X-CLIENT-TOKEN"]).customer_id
+
+    def rows() -> int:
+        with context.db.session() as s:
+            return s.scalar(select(func.count()).where(UsageRecord.customer_id == customer))
+
+    assert context.usage.pending >= 12 and rows() < 12  # written behind the answers, not yet
+    assert asyncio.run(drain_replica(context, 1.0))  # what a graceful stop runs in each ingress replica
+    context.usage.close()  # and the replica's shutdown (Ingress.__del__)
+    assert rows() == answered
