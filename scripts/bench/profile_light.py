@@ -116,7 +116,7 @@ def profile(pids: dict[str, int], url: str, route: str, token: str, duration: fl
     spies = {
         name: subprocess.Popen(
             ["py-spy", "record", "--pid", str(pid), "--rate", str(RATE), "--duration", str(int(duration)),
-             "--format", "raw", "--nonblocking", "--output", str(out / f"{name}.txt")],
+             "--format", "raw", "--nonblocking", "--gil", "--output", str(out / f"{name}.txt")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         for name, pid in pids.items()
