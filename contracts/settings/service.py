@@ -98,6 +98,12 @@ class Settings(BaseSettings):
         "sessions are closed with 1001) and gives the requests in flight this long to finish before it stops "
         "everything it started; a second signal stops at once.",
     )
+    access_log: bool | None = Field(
+        default=None,
+        description="Ray Serve's access log: one INFO line per request in each replica's log, on the request path "
+        "(docs/performance.md, the per-request budget). Unset: the Serve config's `logging_config.enable_access_log` "
+        "(false in configs/serve.yaml); true or false overrides it for `khuluma serve`.",
+    )
     log_level: str = Field(
         default="INFO",
         description="Level of the service's own log lines (DEBUG, INFO, WARNING, ERROR): JSON lines with the request "
