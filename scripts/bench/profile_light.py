@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import json
 import os
 import subprocess
@@ -38,36 +39,47 @@ from bench_text import CLASSIFY, NER_TEXTS, SENTIMENT_TEXTS  # noqa: E402
 
 RATE = 250  # samples per second
 
-# (stage, the frame texts that put a sample in it), in priority order: a sample goes to the first stage any of its
-# frames matches (so the model's own frames win over the deployment code that called them, the token check over the
-# dependency resolution around it, serialisation over the pydantic calls it makes).
+# (stage, the frame texts that put a sample in it). The work of the request's own stages first, in priority order: a
+# sample goes to the first of them any of its frames matches (so the model's own frames win over the deployment code
+# that called them, the token check over the dependency resolution around it, serialisation over the pydantic calls
+# it makes). Else the framework around them (FRAMEWORK): the stage of the innermost frame that matches one, so
+# Starlette's routing under our middleware counts as routing, and uvicorn's writing under a send wrapper as HTTP.
 STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("model (engines)", ("(engines/", "(spacy/", "(thinc/", "(sklearn/", "(numpy/", "(onnxruntime/", "(tokenizers/")),
     ("logging", ("(logging/__init__.py", "(contracts/logs.py")),
     ("metering (usage rows)", ("(serve_app/services/usage.py", "(persistence/usage_meter.py", "(sqlalchemy/")),
     ("admission (capacity, requests per minute)", ("(serve_app/admission/", "admit (serve_app/auth.py")),
-    ("token check", ("(serve_app/tokens.py", "(serve_app/auth.py", "/hashlib")),
+    ("token check", ("(serve_app/tokens.py", "(serve_app/auth.py", "(hashlib")),
     (
         "serialisation (response model, JSON)",
-        ("serialize_response", "jsonable_encoder", "render (", "(json/encoder.py", "/orjson"),
+        ("serialize_response", "jsonable_encoder", "render (", "(json/encoder.py", "(orjson"),
     ),
     (
-        "handle call (batching, Serve handle, deployment wrapper)",
-        ("(contracts/batching.py", "(contracts/handles.py", "(contracts/text.py", "(deployments/", "(ray/"),
+        "handle call (batching, typed handle, deployment wrapper)",
+        (
+            "(contracts/batching.py",
+            "(contracts/handles.py",
+            "(contracts/text.py",
+            "(deployments/",
+            "(ray/serve/handle.py",
+        ),
     ),
     (
         "validation (body, pydantic, service checks)",
-        ("(fastapi/dependencies/", "(fastapi/_compat", "/pydantic", "(serve_app/services/"),
+        ("(fastapi/dependencies/", "(fastapi/_compat", "(pydantic", "(serve_app/services/"),
     ),
+]
+FRAMEWORK: list[tuple[str, tuple[str, ...]]] = [
     (
         "our middleware (request id, body limit, metrics)",
         ("(serve_app/middleware.py", "(runtime/metrics.py", "(prometheus_client/"),
     ),
     (
         "HTTP parsing and writing (uvicorn)",
-        ("(uvicorn/", "(httptools/", "/h11/", "(asyncio/selector_events.py", "(asyncio/streams.py"),
+        ("(uvicorn/", "(httptools/", "(h11/", "(asyncio/selector_events.py", "(asyncio/streams.py"),
     ),
     ("routing and framework (Starlette, FastAPI)", ("(starlette/", "(fastapi/", "(anyio/")),
+    ("Ray Serve in the replica (request intake, handle routing, gRPC, metrics)", ("(ray/", "(grpc/")),
 ]
 OTHER = "event loop and the rest"
 
@@ -76,6 +88,10 @@ def stage_of(frames: list[str]) -> str:
     for stage, needles in STAGES:
         if any(needle in frame for frame in frames for needle in needles):
             return stage
+    for frame in reversed(frames):  # innermost first
+        for stage, needles in FRAMEWORK:
+            if any(needle in frame for needle in needles):
+                return stage
     return OTHER
 
 
@@ -110,7 +126,7 @@ def request_body(route: str) -> tuple[str, str, list[bytes]]:
 def profile(pids: dict[str, int], url: str, route: str, token: str, duration: float, flame: Path | None) -> None:
     method, path, bodies = request_body(route)
     headers = {"X-CLIENT-TOKEN": token, "Content-Type": "application/json"}
-    cycle = iter(bodies * 1000)
+    cycle = itertools.cycle(bodies)
     load(method, url + path, concurrency=16, duration=3, headers=headers, data_factory=lambda: next(cycle) or None)
     out = Path(tempfile.mkdtemp(prefix="khuluma-profile-"))
     spies = {
