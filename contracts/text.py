@@ -8,11 +8,14 @@ token limits and the classify rules are checked once, by the service (``serve_ap
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from contracts.batching import ItemFailed, MicroBatcher
+from contracts.batching import ItemFailed, MicroBatcher, run_isolated
 from contracts.embeddings import EmbeddingKind, Vectors
 from contracts.handles import DeploymentClient
 from contracts.settings import Settings
@@ -146,6 +149,12 @@ class LanguageDetectResult(BaseModel):
 # --- typed handle -----------------------------------------------------------------------------------------------
 
 
+class EntitiesPass(Protocol):
+    """An entity recogniser run in the caller's process (``engines/text/entity_pass.py``): one pass over a group."""
+
+    def entities(self, texts: list[str]) -> list[list[Entity]]: ...
+
+
 class TextClient(DeploymentClient):
     """Typed handle of ``deployments.text:TextAnalysis``.
 
@@ -180,6 +189,19 @@ class TextClient(DeploymentClient):
         self._classify = MicroBatcher(
             self._classify_many, batch_max, 0.0, batches_in_flight, catch_up_s, max_queued, "classify"
         )
+        self._load_entities: Callable[[], EntitiesPass] | None = None
+        self._entities_engine: EntitiesPass | None = None
+        self._entities_lock = threading.Lock()  # one pass at a time, and one load, whichever event loop asks
+
+    def recognise_in_process(self, load: Callable[[], EntitiesPass]) -> None:
+        """Entity recognition runs in this process from now on, batched as before, one pass at a time in a worker
+        thread, with the engine ``load`` makes on the first request (once); the other methods still call the
+        deployment (``text.ner_in_ingress``)."""
+        self._load_entities = load
+
+    @property
+    def recognises_in_process(self) -> bool:
+        return self._load_entities is not None
 
     @classmethod
     def configured(cls, handle: Any, settings: Settings) -> TextClient:
@@ -221,7 +243,19 @@ class TextClient(DeploymentClient):
         return await self._call(self._handle.detect_language.remote(request))
 
     async def _entities_many(self, requests: list[TextInput]) -> list[list[Entity] | ItemFailed]:
+        if self._load_entities is not None:
+            return await run_isolated(self._entities_here, [r.text for r in requests])
         return await self._call(self._handle.entities_many.remote(requests))
+
+    async def _entities_here(self, texts: list[str]) -> list[list[Entity]]:
+        return await asyncio.to_thread(self._entities_pass, texts)
+
+    def _entities_pass(self, texts: list[str]) -> list[list[Entity]]:
+        with self._entities_lock:
+            if self._entities_engine is None:
+                assert self._load_entities is not None
+                self._entities_engine = self._load_entities()
+            return self._entities_engine.entities(texts)
 
     async def _sentiment_many(self, requests: list[TextInput]) -> list[list[SentenceSentiment] | ItemFailed]:
         return await self._call(self._handle.sentiment_many.remote(requests))

@@ -48,6 +48,7 @@ from deployments.embeddings import LocalEmbeddings
 from deployments.serve_batch import batched
 from deployments.text_capabilities import text_capabilities
 from engines.text.configured import NON_ENGLISH, ConfiguredModel, configured_model
+from engines.text.entity_pass import as_contract
 from engines.text.intent import DEFAULT_TEMPERATURE, DEFAULT_TOP_K, EmbeddingCache, intent_probabilities
 from engines.text.langid import LanguageGuess, LanguageIdentifier
 from engines.text.ner import EntityRecogniser, TransformersNER
@@ -148,10 +149,7 @@ class TextAnalysis:
 
     def _entities_sync(self, texts: list[str]) -> list[list[Entity]]:
         with model_timer("TextAnalysis.entities"):
-            return [
-                [Entity(entity=e.entity, word=e.word, start=e.start, end=e.end) for e in found]
-                for found in self.recogniser.recognise_routed(texts, self.langid)
-            ]
+            return [as_contract(found) for found in self.recogniser.recognise_routed(texts, self.langid)]
 
     async def explain_entities(self, request: TextInput) -> EntityExplanation:
         """The entities of ``entities_many`` for one text, each with its recogniser, and how each sentence was read."""

@@ -119,7 +119,14 @@ def build_context(settings: Settings, clients: Clients) -> AppContext:
     db = Database(settings.db_url)
     usage = UsageMeter(db, settings.usage_flush_seconds)
     admission = Admission.of(db, usage, settings.admission)
-    return AppContext(settings, db, TokenVerifier(db, settings.token_cache_seconds), clients, usage, admission)
+    return AppContext(
+        settings,
+        db,
+        TokenVerifier(db, settings.token_cache_seconds, settings.token_cache_size),
+        clients,
+        usage,
+        admission,
+    )
 
 
 async def get_context(connection: HTTPConnection) -> AppContext:

@@ -16,6 +16,7 @@ from contracts.settings import Settings
 from contracts.settings.variables import report_setting_warnings
 from serve_app.app import create_app
 from serve_app.context import AppContext, Clients, build_context
+from serve_app.in_process import serve_in_process
 from serve_app.lifecycle import SHUTTING_DOWN
 from serve_app.middleware import current_request_id
 
@@ -28,7 +29,9 @@ class Ingress:
         self.settings = Settings.from_bound(settings)
         configure_logging("Ingress", current_request_id, self.settings.log_level)
         report_setting_warnings(logging.getLogger("khuluma.settings").warning)  # unknown KHULUMA_* names, once
-        self.context = build_context(self.settings, Clients.from_handles(self.settings, **handles))
+        clients = Clients.from_handles(self.settings, **handles)
+        serve_in_process(self.settings, clients)  # engines lighter than a Ray call run here (text.ner_in_ingress)
+        self.context = build_context(self.settings, clients)
         self.context.db.require_current_schema()  # migrations run once before the app starts, never here
         # a graceful stop of `khuluma serve` reaches every ingress replica through its stop actor (Serve
         # constructs a replica on its event loop, as deployments/jobs.py relies on too)

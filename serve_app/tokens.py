@@ -123,6 +123,11 @@ def list_tokens(db: Database, include_revoked: bool = False) -> list[TokenInfo]:
 
 def revoke_token(db: Database, ident: str) -> bool:
     """Revoke by numeric id, by the listed prefix or by the full token. True if one was revoked."""
+    return _revoke(db, ident) is not None
+
+
+def _revoke(db: Database, ident: str) -> str | None:
+    """:func:`revoke_token`; the hash of the token it revoked, else None."""
     with db.session() as s:
         if ident.isdigit():
             row = s.get(ApiToken, int(ident))
@@ -132,9 +137,9 @@ def revoke_token(db: Database, ident: str) -> bool:
             rows = s.scalars(select(ApiToken).where(ApiToken.prefix == ident)).all()
             row = rows[0] if len(rows) == 1 else None
         if row is None or row.revoked_at is not None:
-            return False
+            return None
         row.revoked_at = utcnow()
-        return True
+        return row.token_hash
 
 
 def _apply_limits(customer: Customer, limits: dict[str, int | None]) -> None:
@@ -180,17 +185,23 @@ def webhook_secret_for(db: Database, token_id: int) -> str | None:
 
 
 class TokenVerifier:
-    """Checks tokens against the database, with a short positive cache to keep the hot path cheap."""
+    """Checks tokens against the database once per token, not once per request: a verified token is trusted for
+    ``cache_seconds`` (then asked again), at most ``max_entries`` of them, the oldest verified forgotten first.
 
-    def __init__(self, db: Database, cache_seconds: float = 30.0) -> None:
+    A token revoked in the database (``khuluma token revoke``, another process) is refused by every replica at most
+    ``cache_seconds`` after its revocation; one revoked through :meth:`revoke` is refused by this verifier at once.
+    Unknown and revoked tokens are never cached: each costs a database read (admission's requests per minute bounds
+    how many a client sends)."""
+
+    def __init__(self, db: Database, cache_seconds: float = 30.0, max_entries: int = 10_000) -> None:
         self.db = db
         self.cache_seconds = cache_seconds
-        self._cache: dict[str, tuple[float, Principal]] = {}
+        self.max_entries = max(1, max_entries)
+        self._cache: dict[str, tuple[float, Principal]] = {}  # digest -> (trusted until, principal), oldest first
         self._lock = threading.Lock()
 
     def cached(self, token: str) -> Principal | None:
-        digest = hash_token(token)
-        hit = self._cache.get(digest)
+        hit = self._cache.get(hash_token(token))
         if hit and hit[0] > time.monotonic():
             return hit[1]
         return None
@@ -210,13 +221,21 @@ class TokenVerifier:
             return hit[1]
         with self.db.session() as s:
             row = s.scalar(select(ApiToken).where(ApiToken.token_hash == digest))
-            if row is None or row.revoked_at is not None:
-                return None
-            if not hmac.compare_digest(row.token_hash, digest):
-                return None
-            principal = Principal(row.id, row.customer_id, row.project_id, row.webhook_secret)
+            principal = None
+            if row is not None and row.revoked_at is None and hmac.compare_digest(row.token_hash, digest):
+                principal = Principal(row.id, row.customer_id, row.project_id, row.webhook_secret)
         with self._lock:
-            if len(self._cache) > 10_000:
-                self._cache.clear()
-            self._cache[digest] = (time.monotonic() + self.cache_seconds, principal)
+            self._cache.pop(digest, None)  # re-inserted last (the newest), or gone for a revoked token
+            if principal is not None:
+                while len(self._cache) >= self.max_entries:
+                    self._cache.pop(next(iter(self._cache)))
+                self._cache[digest] = (time.monotonic() + self.cache_seconds, principal)
         return principal
+
+    def revoke(self, ident: str) -> bool:
+        """:func:`revoke_token`, and this verifier forgets the token at once. True if one was revoked."""
+        digest = _revoke(self.db, ident)
+        if digest is not None:
+            with self._lock:
+                self._cache.pop(digest, None)
+        return digest is not None

@@ -50,8 +50,16 @@ class Settings(BaseSettings):
     )
     token_cache_seconds: float = Field(
         default=30.0,
-        description="How long a verified token is trusted without asking the database again "
-        "(a revoked token stops working at most this long after revocation).",
+        ge=0,
+        description="How long an ingress replica trusts a token it verified without asking the database again: a "
+        "token is checked once per this period, not once per request. A token revoked with `khuluma token revoke` "
+        "is refused by every replica at most this long after its revocation. 0: every request asks the database.",
+    )
+    token_cache_size: int = Field(
+        default=10_000,
+        ge=1,
+        description="Most verified tokens an ingress replica keeps trusted at once; past it, the one verified longest "
+        "ago is forgotten (and asked again on its next request).",
     )
     max_request_mb: float = Field(
         default=1024.0,
@@ -89,6 +97,12 @@ class Settings(BaseSettings):
         description="On SIGTERM or SIGINT, `khuluma serve` stops taking new requests and live sessions (503, live "
         "sessions are closed with 1001) and gives the requests in flight this long to finish before it stops "
         "everything it started; a second signal stops at once.",
+    )
+    access_log: bool | None = Field(
+        default=None,
+        description="Ray Serve's access log: one INFO line per request in each replica's log, on the request path "
+        "(docs/performance.md, the per-request budget). Unset: the Serve config's `logging_config.enable_access_log` "
+        "(false in configs/serve.yaml); true or false overrides it for `khuluma serve`.",
     )
     log_level: str = Field(
         default="INFO",

@@ -92,6 +92,13 @@ class TextSettings(BaseModel):
         "waiting request still answers well within its clients' timeouts (docs/operators.md, bounded queues). 0: no "
         "bound.",
     )
+    ner_in_ingress: bool = Field(
+        default=True,
+        description="Entity recognition with the offline recognisers (no `ner_model`) runs in each ingress replica, "
+        "loaded on its first NER request, instead of a call to TextAnalysis: a spaCy pass costs about as much CPU as "
+        "the call (docs/architecture.md, engines served in the ingress; about 190 MiB more per ingress replica once "
+        "loaded). With `ner_model` set, NER always goes to TextAnalysis. False: every NER request calls TextAnalysis.",
+    )
 
 
 class EmbeddingsSettings(BaseModel):

@@ -53,6 +53,14 @@ def load_serve_config(path: Path | None) -> dict[str, Any]:
     }
 
 
+def with_access_log(logging_config: dict[str, Any] | None, access_log: bool | None) -> dict[str, Any] | None:
+    """The Serve config's ``logging_config`` with Serve's access log (one INFO line per request in each replica)
+    switched as ``KHULUMA_ACCESS_LOG`` says; None keeps the config's choice."""
+    if access_log is None:
+        return logging_config
+    return {**(logging_config or {}), "enable_access_log": access_log}
+
+
 def serve(
     config: Path = typer.Option(None, help="Serve config (default: configs/serve.yaml if present)."),
     address: str = typer.Option(
@@ -78,6 +86,7 @@ def serve(
         config = DEFAULT_CONFIG
     cfg = load_serve_config(config)
     settings = _bound_settings(cfg, host, port)
+    cfg["logging_config"] = with_access_log(cfg.get("logging_config"), settings.access_log)
     from runtime.ports import reserve
 
     reserve(settings.port, metrics_port, dashboard_port)  # never picked for anything else this process starts

@@ -39,6 +39,13 @@ def plain_server(settings: dict[str, Any], capabilities: Sequence[str] = ()) -> 
     """Run the ingress under plain uvicorn with these capabilities (fields of ``serve_app.context.Clients``) in its
     process; yields its base URL. ``settings``: fields and sections of ``Settings``, no secrets (the server reads
     those from its environment); the database must be migrated already."""
+    with plain_process(settings, capabilities) as (url, _):
+        yield url
+
+
+@contextmanager
+def plain_process(settings: dict[str, Any], capabilities: Sequence[str] = ()) -> Iterator[tuple[str, int]]:
+    """:func:`plain_server`, yielding its base URL and the server's process id (for a profiler)."""
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -54,7 +61,7 @@ def plain_server(settings: dict[str, Any], capabilities: Sequence[str] = ()) -> 
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url)
-        yield url
+        yield url, proc.pid
     finally:
         proc.terminate()
         proc.wait()
@@ -97,12 +104,15 @@ def serve(settings_json: str, capabilities: str, port: int) -> None:
     from khuluma.app import build_local
     from serve_app.app import create_app
     from serve_app.context import Clients, build_context
+    from serve_app.in_process import serve_in_process
 
     settings = Settings.from_bound(json.loads(settings_json))
     wanted = [c for c in capabilities.split(",") if c]
     handles = build_local(settings, wanted) if wanted else {}
     app = create_app(settings)
-    app.state.context = build_context(settings, Clients.from_handles(settings, **handles))
+    clients = Clients.from_handles(settings, **handles)
+    serve_in_process(settings, clients)  # as the Serve ingress does
+    app.state.context = build_context(settings, clients)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 

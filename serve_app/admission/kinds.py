@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import fastapi.routing
@@ -85,25 +85,36 @@ def app_routes(routes: Sequence[BaseRoute]) -> Iterable[Any]:
 @dataclass(frozen=True)
 class RouteKinds:
     """The kind of work of each model-bound route of an app, by method and path: what admission reads before
-    routing."""
+    routing, for every request. A path without parameters is found in one dictionary look-up; only the routes with
+    path parameters (a knowledge base's id) are matched by pattern."""
 
-    routes: tuple[tuple[frozenset[str], re.Pattern[str], Kind], ...] = ()
+    routes: tuple[tuple[frozenset[str], re.Pattern[str], Kind], ...] = ()  # every declared route
+    static: dict[tuple[str, str], Kind] = field(default_factory=dict)  # (method, path) of those without parameters
+    patterned: tuple[tuple[frozenset[str], re.Pattern[str], Kind], ...] = ()  # those with
 
     @classmethod
     def of(cls, routes: Sequence[BaseRoute]) -> RouteKinds:
         """The table of an app's routes (``app.routes``): those whose endpoint declared a :class:`Kind`."""
-        table = []
+        table, static, patterned = [], {}, []
         for route in app_routes(routes):
             kind = declared(getattr(route, "endpoint", None))
             if isinstance(kind, Kind):
-                pattern, _, _ = compile_path(route.path)
-                table.append((frozenset(route.methods or ()), pattern, kind))
-        return cls(tuple(table))
+                pattern, _, params = compile_path(route.path)
+                entry = (frozenset(route.methods or ()), pattern, kind)
+                table.append(entry)
+                if params:
+                    patterned.append(entry)
+                else:
+                    static.update({(method, route.path): kind for method in entry[0]})
+        return cls(tuple(table), static, tuple(patterned))
 
     def kind_of(self, method: str, path: str) -> Kind | None:
         """The kind of model-bound work a request is, or None (health, metadata, async jobs and batches,
         management)."""
-        for methods, pattern, kind in self.routes:
+        kind = self.static.get((method, path))
+        if kind is not None:
+            return kind
+        for methods, pattern, kind in self.patterned:
             if method in methods and pattern.match(path):
                 return kind
         return None

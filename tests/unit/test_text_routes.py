@@ -383,3 +383,71 @@ def test_text_analysis_embeds_a_groups_sentences_in_one_model_call(settings):
     answers = asyncio.run(analysis.sentiment_many(group))
     assert [len(a) for a in answers] == [2, 1]
     assert direct == [3] and micro == []
+
+
+def test_ner_in_the_ingress_answers_as_text_analysis_does(settings, handles, headers):
+    """``text.ner_in_ingress``: the typed handle runs the offline recognisers in the ingress's process, loaded on the
+    first NER request, and answers exactly what the TextAnalysis deployment answers; a configured NER model keeps
+    NER on the deployment."""
+    from serve_app.in_process import serve_in_process
+    from tests.conftest import client_for
+
+    deployment = client_for(settings.updated({"text": {"ner_in_ingress": False}}), handles)
+    serve_in_process(deployment.context.settings, deployment.context.clients)
+    assert not deployment.context.clients.text.recognises_in_process
+    here = client_for(settings, handles)
+    serve_in_process(settings, here.context.clients)
+    text_client = here.context.clients.text
+    assert text_client.recognises_in_process and text_client._entities_engine is None  # nothing loaded at start
+    texts = [
+        "President Cyril Ramaphosa visited Durban on Monday with officials from Eskom.",
+        "UMongameli uCyril Ramaphosa uvakashele eThekwini ngoMsombuluko.",
+        "Thandi Nkosi works for Standard Bank in Johannesburg. Sipho lives in Soweto!",
+    ]
+    for text in texts:
+        body = {"encoded_text": text}
+        a = deployment.post("/api/v1/entity_recognition/process", json=body, headers=headers)
+        b = here.post("/api/v1/entity_recognition/process", json=body, headers=headers)
+        assert a.status_code == b.status_code == 200, (a.text, b.text)
+        assert b.json() == a.json()
+    assert text_client._entities_engine is not None
+    with_model = client_for(settings.updated({"text": {"ner_model": "masakhaner-afroxlmr-large"}}), handles)
+    serve_in_process(with_model.context.settings, with_model.context.clients)
+    assert not with_model.context.clients.text.recognises_in_process
+
+
+def test_usage_totals_equal_the_requests_answered_after_a_clean_stop(settings, handles, make_token):
+    """Usage rows are written behind the answers (a period longer than the test here, so none is written before the
+    stop); a clean stop (the replica's drain, then its shutdown) writes every one: the totals equal the requests
+    answered."""
+    import asyncio
+
+    from sqlalchemy import func, select
+
+    from persistence.models import UsageRecord
+    from serve_app.in_process import serve_in_process
+    from serve_app.ingress import drain_replica
+    from tests.conftest import client_for
+
+    client = client_for(settings.updated({"usage_flush_seconds": 3600}), handles)
+    serve_in_process(client.context.settings, client.context.clients)
+    headers = {"X-CLIENT-TOKEN": make_token("metered-stop")}
+    answered = 0
+    for i in range(12):
+        route = "entity_recognition/process" if i % 2 else "sentiment_analysis/process"
+        r = client.post(
+            f"/api/v1/{route}", json={"encoded_text": f"Thandi lives in Durban. Text {i}."}, headers=headers
+        )
+        answered += r.status_code == 200
+    assert answered == 12
+    context = client.context
+    customer = context.tokens.cached(headers["X-CLIENT-TOKEN"]).customer_id
+
+    def rows() -> int:
+        with context.db.session() as s:
+            return s.scalar(select(func.count()).where(UsageRecord.customer_id == customer))
+
+    assert context.usage.pending >= 12 and rows() < 12  # written behind the answers, not yet
+    assert asyncio.run(drain_replica(context, 1.0))  # what a graceful stop runs in each ingress replica
+    context.usage.close()  # and the replica's shutdown (Ingress.__del__)
+    assert rows() == answered
