@@ -100,6 +100,19 @@ def _owned_kb(session: Session, caller: Principal, kb_id: str) -> KnowledgeBase:
     return kb
 
 
+def _documents_not_ready(session: Session, caller: Principal, kb_id: str) -> set[str]:
+    """The ids of a knowledge base's documents that are not ready, in one statement that checks its owner too (a
+    query's only database read): :class:`NotFound` for an unknown or foreign knowledge base."""
+    rows = session.execute(
+        select(KnowledgeBase.customer_id, Document.id)
+        .outerjoin(Document, (Document.kb_id == KnowledgeBase.id) & (Document.status != READY))
+        .where(KnowledgeBase.id == kb_id)
+    ).all()
+    if not rows or rows[0][0] != caller.customer_id:
+        raise NotFound("Knowledge base not found.")
+    return {doc_id for _, doc_id in rows if doc_id is not None}
+
+
 def _doc_info(doc: Document) -> DocumentInfo:
     return DocumentInfo(id=doc.id, knowledgebase_id=doc.kb_id, filename=doc.filename)
 
@@ -389,16 +402,13 @@ async def _search(
     """The ``top_k`` best passages of the caller's knowledge base (404 for an unknown or foreign one), those of
     documents still being indexed left out."""
 
-    def hidden_documents(session: Session) -> set[str]:
-        _owned_kb(session, caller, kb_id)
-        return set(session.scalars(select(Document.id).where(Document.kb_id == kb_id, Document.status != READY)))
-
-    # The ownership check and the search run at once (the store checks the owner too, and the search is the slow
-    # part); the search asks for room for passages of documents still indexing, dropped below.
+    # The ownership check (with the documents still indexing, in one statement) and the search run at once (the
+    # store checks the owner too, and the search is the slow part); the search asks for room for passages of
+    # documents still indexing, dropped below. An unknown or foreign knowledge base is a 404, whatever the search.
     request = request.model_copy(update={"top_k": top_k + INDEXING_ROOM, "customer_id": caller.customer_id})
     search = asyncio.ensure_future(fetch(_knowledge(ctx), request))
     try:
-        hidden = await _db(ctx, hidden_documents)  # an unknown or foreign knowledge base: 404, whatever the search
+        hidden = await _db(ctx, _documents_not_ready, caller, kb_id)
     except BaseException:
         search.cancel()
         search.add_done_callback(lambda done: done.cancelled() or done.exception())  # its error is not the answer
