@@ -420,6 +420,9 @@ class Search:
             ranked = rank_by_similarity(vector_hits, self.fusion, language)
         else:
             ranked = fuse(vector_hits, lexical_hits, self.fusion, language)
+        if request.exclude_documents:
+            left_out = set(request.exclude_documents)
+            ranked = [hit for hit in ranked if hit.metadata.get("document_id") not in left_out]
         return ranked[: request.top_k]
 
     def _nearest(

@@ -64,7 +64,6 @@ T = TypeVar("T")
 STALE_INDEXING = timedelta(hours=2)
 READY = "ready"
 INDEXING = "indexing"
-INDEXING_ROOM = 20  # extra passages a query asks for, in case some belong to documents still being indexed
 
 
 # --- helpers -------------------------------------------------------------------------------------------------
@@ -401,12 +400,13 @@ async def _search(
 ) -> list[Item]:
     """The ``top_k`` best passages of the caller's knowledge base (404 for an unknown or foreign one), those of
     documents still being indexed left out."""
-
     # The ownership check (with the documents still indexing, in one statement) and the search run at once (the
-    # store checks the owner too, and the search is the slow part); the search asks for room for passages of
-    # documents still indexing, dropped below. An unknown or foreign knowledge base is a 404, whatever the search.
-    request = request.model_copy(update={"top_k": top_k + INDEXING_ROOM, "customer_id": caller.customer_id})
-    search = asyncio.ensure_future(fetch(_knowledge(ctx), request))
+    # store checks the owner too, and the search is the slow part): an unknown or foreign knowledge base is a 404,
+    # whatever the search. The search asks for ``top_k`` passages; only where one of them belongs to a document
+    # still being indexed (an upload in flight) is it asked again, with those documents left out.
+    request = request.model_copy(update={"top_k": top_k, "customer_id": caller.customer_id})
+    knowledge = _knowledge(ctx)
+    search = asyncio.ensure_future(fetch(knowledge, request))
     try:
         hidden = await _db(ctx, _documents_not_ready, caller, kb_id)
     except BaseException:
@@ -414,4 +414,6 @@ async def _search(
         search.add_done_callback(lambda done: done.cancelled() or done.exception())  # its error is not the answer
         raise
     hits = await search
-    return [h for h in hits if h.document_id not in hidden][:top_k]
+    if any(hit.document_id in hidden for hit in hits):
+        hits = await fetch(knowledge, request.model_copy(update={"exclude_documents": sorted(hidden)}))
+    return hits
