@@ -48,7 +48,7 @@ from contracts.search import (
     SearchResultItem,
 )
 from deployments.common import configure_replica_logging, load_settings
-from deployments.embeddings import LocalEmbeddings
+from deployments.embeddings import LocalEmbeddings, RecentQueries
 from engines.search import extractive
 from engines.search.bm25 import Bm25Index
 from engines.search.bm25_cache import Bm25Cache
@@ -80,6 +80,7 @@ class Search:
         self.embeddings: EmbeddingSource = (
             LocalEmbeddings(self.settings) if embeddings is None else EmbeddingsClient(embeddings)
         )
+        self.queries = RecentQueries(self.embeddings)  # the ask route embeds its question for passages and sentences
         self.chunk_chars = s.chunk_chars
         self.chunk_overlap = s.chunk_overlap_chars
         self.max_chunks = s.max_document_chunks
@@ -388,7 +389,7 @@ class Search:
         if not found:
             return Extraction(model=model)
         with model_timer("Search.extract"):
-            query = (await self.embeddings.embed([request.question], "query"))[0]
+            query = await self.queries.vector(request.question)
             vectors = await self.embeddings.embed([c.text for c in found], "passage")
         chosen = extractive.choose(request.question, request.passages, found, query, vectors)
         return Extraction(
@@ -404,7 +405,7 @@ class Search:
         async def meaning() -> np.ndarray | None:
             if mode not in ("hybrid", "vector"):
                 return None
-            return (await self.embeddings.embed([text], "query"))[0]
+            return await self.queries.vector(text)
 
         def owner_and_words() -> tuple[list[Hit], Bm25Index | None]:
             self._owner_is(kb_id, request.customer_id)
