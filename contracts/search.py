@@ -64,6 +64,9 @@ class SearchQuery(BaseModel):
     customer_id: int | None = Field(default=None, description="Checked against the knowledge base's owner.")
     strict_language: bool = False
     mode: SearchMode | None = Field(default=None, description="Default: the deployment's configuration.")
+    exclude_documents: list[str] = Field(
+        default_factory=list, description="Documents whose passages are left out (those still being indexed)."
+    )
 
 
 class SearchResultItem(BaseModel):

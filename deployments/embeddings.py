@@ -13,12 +13,15 @@ runs in a worker thread so the replica keeps accepting requests (and forming the
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from contracts.capabilities import CapabilityInfo
-from contracts.embeddings import EmbeddingKind, Vectors
+from contracts.embeddings import EmbeddingKind, EmbeddingSource, Vectors
 from contracts.settings import Settings
 from deployments.common import configure_replica_logging, load_settings
 from deployments.serve_batch import batched
@@ -90,6 +93,32 @@ class LocalEmbeddings:
                 note="Multilingual (about 100 languages, including zul, xho, afr, sot, tsn, swh).",
             )
         ]
+
+
+class RecentQueries:
+    """The vectors of the queries embedded in the last ``ttl_s`` seconds (at most ``size``), so that a question
+    embedded twice in a row (an answer's passages, then its sentences) goes to the model once."""
+
+    def __init__(
+        self, source: EmbeddingSource, size: int = 64, ttl_s: float = 30.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.source, self.size, self.ttl_s, self.clock = source, size, ttl_s, clock
+        self._vectors: OrderedDict[str, tuple[float, np.ndarray]] = OrderedDict()
+
+    async def vector(self, text: str) -> np.ndarray:
+        """``text``'s query vector: the one embedded within ``ttl_s``, else a new one."""
+        now = self.clock()
+        known = self._vectors.get(text)
+        if known is not None and now - known[0] < self.ttl_s:
+            self._vectors.move_to_end(text)
+            return known[1]
+        vector = (await self.source.embed([text], "query"))[0]
+        vector.flags.writeable = False  # shared by every caller that asks for it
+        self._vectors[text] = (now, vector)
+        self._vectors.move_to_end(text)
+        while len(self._vectors) > self.size:
+            self._vectors.popitem(last=False)
+        return vector
 
 
 class Embeddings:

@@ -48,7 +48,7 @@ from contracts.search import (
     SearchResultItem,
 )
 from deployments.common import configure_replica_logging, load_settings
-from deployments.embeddings import LocalEmbeddings
+from deployments.embeddings import LocalEmbeddings, RecentQueries
 from engines.search import extractive
 from engines.search.bm25 import Bm25Index
 from engines.search.bm25_cache import Bm25Cache
@@ -58,6 +58,7 @@ from engines.search.chunking import Chunk, chunk_text
 from engines.search.documents import ExtractedText, ExtractionLimits
 from engines.search.fusion import FusionConfig, Hit, fuse, rank_by_similarity
 from engines.search.isolation import extract_text_isolated
+from runtime.memory import release_freed_memory
 from runtime.metrics import model_timer
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ class Search:
         self.embeddings: EmbeddingSource = (
             LocalEmbeddings(self.settings) if embeddings is None else EmbeddingsClient(embeddings)
         )
+        self.queries = RecentQueries(self.embeddings)  # the ask route embeds its question for passages and sentences
         self.chunk_chars = s.chunk_chars
         self.chunk_overlap = s.chunk_overlap_chars
         self.max_chunks = s.max_document_chunks
@@ -118,6 +120,7 @@ class Search:
         )
         self._warming.start()
         self._warming.join(WARM_UP_BEFORE_READY_S)
+        release_freed_memory()  # what opening the store and loading the embedder freed (idle memory)
 
     def _warm_up(self, count: int) -> None:
         """Load the BM25 index (from a current snapshot only: rebuilding from the store is left to a query), its
@@ -351,9 +354,14 @@ class Search:
 
     # --- reads ------------------------------------------------------------------------------------------------
     async def _check_owner(self, kb_id: str, customer_id: int | None) -> None:
+        await _store_call(self._owner_is, kb_id, customer_id)
+
+    def _owner_is(self, kb_id: str, customer_id: int | None) -> None:
+        """:class:`NotFound` unless ``customer_id`` (None: not checked) owns the knowledge base (or it has no
+        vectors yet)."""
         if customer_id is None:
             return
-        owner = await _store_call(self.store.owner, kb_id)
+        owner = self.store.owner(kb_id)
         if owner not in (None, 0, int(customer_id)):
             raise NotFound("Knowledge base not found.")
 
@@ -381,7 +389,7 @@ class Search:
         if not found:
             return Extraction(model=model)
         with model_timer("Search.extract"):
-            query = (await self.embeddings.embed([request.question], "query"))[0]
+            query = await self.queries.vector(request.question)
             vectors = await self.embeddings.embed([c.text for c in found], "passage")
         chosen = extractive.choose(request.question, request.passages, found, query, vectors)
         return Extraction(
@@ -391,32 +399,40 @@ class Search:
     async def _ranked(self, request: SearchQuery) -> list[Hit]:
         kb_id, text, language = request.kb_id, request.text, request.language
         mode = request.mode or ("hybrid" if self.hybrid else "vector")
-        await self._check_owner(kb_id, request.customer_id)
         only = language if request.strict_language else None
         pool = max(self.candidates, request.top_k * 4)
 
-        async def by_meaning() -> list[Hit]:
+        async def meaning() -> np.ndarray | None:
             if mode not in ("hybrid", "vector"):
-                return []
-            vector = (await self.embeddings.embed([text], "query"))[0]
-            # hybrid: the candidates' texts come from the lexical index, which holds every chunk already
-            search = partial(self.store.vector_search, with_chunks=mode == "vector")
-            return await _store_call(search, kb_id, vector, pool, only)
+                return None
+            return await self.queries.vector(text)
 
-        async def by_words() -> tuple[list[Hit], Bm25Index | None]:
+        def owner_and_words() -> tuple[list[Hit], Bm25Index | None]:
+            self._owner_is(kb_id, request.customer_id)
             if mode not in ("hybrid", "lexical"):
                 return [], None
-            return await _store_call(self._lexical, kb_id, text, pool, only)
+            return self._lexical(kb_id, text, pool, only)
 
-        # BM25 while embedding
-        vector_hits, (lexical_hits, index) = await asyncio.gather(by_meaning(), by_words())
-        if index is not None and mode == "hybrid":
-            vector_hits = await _store_call(self._with_chunks, kb_id, index, vector_hits)
+        # the owner check and BM25 in one worker-thread call while the query is embedded, then the vector search and
+        # its candidates' texts in another: two hops to the store's thread per query
+        vector, (lexical_hits, index) = await asyncio.gather(meaning(), _store_call(owner_and_words))
+        vector_hits = [] if vector is None else await _store_call(self._nearest, kb_id, vector, pool, only, index)
         if mode == "vector":
             ranked = rank_by_similarity(vector_hits, self.fusion, language)
         else:
             ranked = fuse(vector_hits, lexical_hits, self.fusion, language)
+        if request.exclude_documents:
+            left_out = set(request.exclude_documents)
+            ranked = [hit for hit in ranked if hit.metadata.get("document_id") not in left_out]
         return ranked[: request.top_k]
+
+    def _nearest(
+        self, kb_id: str, vector: np.ndarray, k: int, language: str | None, index: Bm25Index | None
+    ) -> list[Hit]:
+        """The ``k`` nearest chunks; with a lexical ``index`` (hybrid), Chroma is asked for ids and distances only
+        and their texts come from the index, which holds every chunk already."""
+        hits = self.store.vector_search(kb_id, vector, k, language, with_chunks=index is None)
+        return hits if index is None else self._with_chunks(kb_id, index, hits)
 
     def _with_chunks(self, kb_id: str, index: Bm25Index, hits: list[Hit]) -> list[Hit]:
         """Fill in the vector hits' texts and metadata from the lexical ``index`` the query used; a chunk it does

@@ -36,7 +36,7 @@ from contracts.translation import TranslationClient, TranslationRequest
 from deployments.common import configure_replica_logging, load_settings
 from engines.speech.pipeline import TranscriptionPipeline, get_pipeline
 from engines.speech.routing import SETTING
-from runtime.memory import IdleTrim
+from runtime.memory import IdleTrim, release_freed_memory
 from runtime.metrics import model_timer
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,8 @@ class Speech:
         threads = BATCHING_THREADS if self.pipeline.models.batching else min(32, (os.cpu_count() or 1) + 4)
         self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="transcribe")
         self._idle = IdleTrim(IDLE_TRIM_SECONDS)
+        # what loading and the warm-up's decode freed goes back to the system now, not after a first request
+        release_freed_memory()
 
     # ------------------------------------------------------------------ lifecycle
 

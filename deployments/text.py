@@ -55,6 +55,7 @@ from engines.text.ner import EntityRecogniser, TransformersNER
 from engines.text.sentiment import SentimentClassifier
 from engines.text.sentiment_model import TransformersSentiment
 from engines.text.utils import split_sentences
+from runtime.memory import release_freed_memory
 from runtime.metrics import model_timer
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class TextAnalysis:
         # batched them already). Locks of the running event loop (tests run one instance under several).
         self._pass_locks: dict[str, asyncio.Lock] = {}
         self._pass_loop: asyncio.AbstractEventLoop | None = None
+        release_freed_memory()  # what loading the models freed goes back to the system (idle memory)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
 

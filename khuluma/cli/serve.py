@@ -29,6 +29,7 @@ from rich.markup import escape
 
 from contracts.settings import Settings
 from contracts.settings.variables import setting_warnings
+from runtime.memory import release_freed_memory
 
 console = Console(stderr=True)
 DEFAULT_CONFIG = Path("configs/serve.yaml")
@@ -106,6 +107,7 @@ def serve(
         signals.check()
         _announce(settings)
         signals.serving()
+        release_freed_memory()  # this process only waits from now on: what starting Ray and Serve freed goes back
         while not signals.stopping:
             time.sleep(0.2)
     except typer.Exit:

@@ -24,9 +24,11 @@ from scripts.bench._plain import wait_healthy
 RAY_PROCESSES = ("ray::", "raylet", "gcs_server", "dashboard")
 
 
-def start_service(work: Path, customer: str, timeout_s: float = 900) -> tuple[subprocess.Popen[bytes], str, str]:
-    """``khuluma serve`` with its data under ``work/data``, its output in ``work/serve.log``, in a process group
-    of its own; returns the command, its URL and a token of ``customer`` once it answers."""
+def start_service(
+    work: Path, customer: str, timeout_s: float = 900, options: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen[bytes], str, str]:
+    """``khuluma serve`` (with ``options``) with its data under ``work/data``, its output in ``work/serve.log``, in a
+    process group of its own; returns the command, its URL and a token of ``customer`` once it answers."""
     env = {**os.environ, "KHULUMA_DATA_DIR": str(work / "data"), "RAY_AUTH_MODE": "disabled"}
     khuluma = str(Path(sys.executable).with_name("khuluma"))
     created = subprocess.run(
@@ -35,7 +37,7 @@ def start_service(work: Path, customer: str, timeout_s: float = 900) -> tuple[su
     created.check_returncode()
     port = free_port()
     proc = subprocess.Popen(
-        [khuluma, "serve", "--port", str(port), "--metrics-port", str(free_port())],
+        [khuluma, "serve", "--port", str(port), "--metrics-port", str(free_port()), *options],
         env=env,
         stdout=(work / "serve.log").open("wb"),
         stderr=subprocess.STDOUT,

@@ -56,6 +56,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 from _load import json_option, write_json  # noqa: E402
 from _plain import free_port, ray_server, wait_healthy  # noqa: E402
+from _search_stages import stage_budget  # noqa: E402
 
 DOC_CHUNKS = 1000  # chunks per synthetic document (and per bare add call)
 NOISE = 0.02
@@ -428,6 +429,8 @@ def run_scale(
     row["bare embed+query p50 ms"] = pct(with_embedding, 50)
     row["bare embed+query p99 ms"] = pct(with_embedding, 99)
     client.close()
+    stages = stage_budget(work / "service", kb_id, queries, embedder)
+    row.update({f"stage {name} ms": ms for name, ms in stages.items()})
     if via_ray:  # after the bare queries: its upload adds a document
         row.update(through_serve(work / "service", kb_id, stats["token"], queries))
         print(json.dumps({k: round(v, 1) for k, v in row.items() if k.startswith("serve")}), flush=True)
@@ -462,6 +465,27 @@ def run_scale(
     row["query ratio p50 vs embed+query"] = row["service p50 ms"] / row["bare embed+query p50 ms"]
     row["ingest ratio"] = row["service ingest chunks/s"] / row["bare ingest chunks/s"]
     return row
+
+
+def print_budget(row: dict[str, Any]) -> None:
+    """The query's budget at one scale: the bare yardstick, the Search replica's stages, and what the ingress and
+    Ray add (p50 differences: medians do not add up exactly)."""
+    stages = {k.removeprefix("stage ").removesuffix(" ms"): v for k, v in row.items() if k.startswith("stage ")}
+    bare = stages.pop("bare e5 + Chroma + BM25")
+    replica = stages.pop("Search.query (the replica's method, no Serve)")
+    print(f"\nKnowledge-base query budget at {row['scale']:,} chunks (p50 ms, sequential, this machine):\n")
+    print("| stage | p50 ms |\n|---|---|")
+    print(f"| **bare e5 + Chroma + BM25 in-process (the yardstick)** | **{bare:.1f}** |")
+    for name, ms in stages.items():
+        print(f"| Search replica: {name} | {ms:.2f} |")
+    print(f"| Search.query, the replica's whole method (no Serve) | {replica:.1f} |")
+    print(f"| service under uvicorn (ingress + Search.query, one process) | {row['service p50 ms']:.1f} |")
+    print(f"| ingress under uvicorn = uvicorn - Search.query | {row['service p50 ms'] - replica:.1f} |")
+    if "serve p50 ms" in row:
+        print(f"| through Ray Serve | {row['serve p50 ms']:.1f} |")
+        print(f"| Ray's hops = Serve - uvicorn | {row['serve p50 ms'] - row['service p50 ms']:.1f} |")
+        print(f"| **ratio Serve / bare (target <= 1.3)** | **{row['serve p50 ms'] / bare:.2f}x** |")
+    print(f"| ratio uvicorn / bare | {row['service p50 ms'] / bare:.2f}x |")
 
 
 def main() -> None:
@@ -549,6 +573,8 @@ def main() -> None:
                 f"{r['serve first query ms (after a restart)']:.0f} ms | "
                 f"{r['serve first query ms (after an upload)']:.0f} ms |"
             )
+    for r in rows:
+        print_budget(r)
     print(
         f"service query = HTTP + auth + DB + e5 query embedding + Chroma + BM25 + fusion (hybrid); ratios on p50. "
         f"e5 query embedding alone: p50 {pct(embed_query_ms, 50):.1f} ms."

@@ -64,7 +64,6 @@ T = TypeVar("T")
 STALE_INDEXING = timedelta(hours=2)
 READY = "ready"
 INDEXING = "indexing"
-INDEXING_ROOM = 20  # extra passages a query asks for, in case some belong to documents still being indexed
 
 
 # --- helpers -------------------------------------------------------------------------------------------------
@@ -98,6 +97,19 @@ def _owned_kb(session: Session, caller: Principal, kb_id: str) -> KnowledgeBase:
     if kb is None or kb.customer_id != caller.customer_id:
         raise NotFound("Knowledge base not found.")
     return kb
+
+
+def _documents_not_ready(session: Session, caller: Principal, kb_id: str) -> set[str]:
+    """The ids of a knowledge base's documents that are not ready, in one statement that checks its owner too (a
+    query's only database read): :class:`NotFound` for an unknown or foreign knowledge base."""
+    rows = session.execute(
+        select(KnowledgeBase.customer_id, Document.id)
+        .outerjoin(Document, (Document.kb_id == KnowledgeBase.id) & (Document.status != READY))
+        .where(KnowledgeBase.id == kb_id)
+    ).all()
+    if not rows or rows[0][0] != caller.customer_id:
+        raise NotFound("Knowledge base not found.")
+    return {doc_id for _, doc_id in rows if doc_id is not None}
 
 
 def _doc_info(doc: Document) -> DocumentInfo:
@@ -388,20 +400,20 @@ async def _search(
 ) -> list[Item]:
     """The ``top_k`` best passages of the caller's knowledge base (404 for an unknown or foreign one), those of
     documents still being indexed left out."""
-
-    def hidden_documents(session: Session) -> set[str]:
-        _owned_kb(session, caller, kb_id)
-        return set(session.scalars(select(Document.id).where(Document.kb_id == kb_id, Document.status != READY)))
-
-    # The ownership check and the search run at once (the store checks the owner too, and the search is the slow
-    # part); the search asks for room for passages of documents still indexing, dropped below.
-    request = request.model_copy(update={"top_k": top_k + INDEXING_ROOM, "customer_id": caller.customer_id})
-    search = asyncio.ensure_future(fetch(_knowledge(ctx), request))
+    # The ownership check (with the documents still indexing, in one statement) and the search run at once (the
+    # store checks the owner too, and the search is the slow part): an unknown or foreign knowledge base is a 404,
+    # whatever the search. The search asks for ``top_k`` passages; only where one of them belongs to a document
+    # still being indexed (an upload in flight) is it asked again, with those documents left out.
+    request = request.model_copy(update={"top_k": top_k, "customer_id": caller.customer_id})
+    knowledge = _knowledge(ctx)
+    search = asyncio.ensure_future(fetch(knowledge, request))
     try:
-        hidden = await _db(ctx, hidden_documents)  # an unknown or foreign knowledge base: 404, whatever the search
+        hidden = await _db(ctx, _documents_not_ready, caller, kb_id)
     except BaseException:
         search.cancel()
         search.add_done_callback(lambda done: done.cancelled() or done.exception())  # its error is not the answer
         raise
     hits = await search
-    return [h for h in hits if h.document_id not in hidden][:top_k]
+    if any(hit.document_id in hidden for hit in hits):
+        hits = await fetch(knowledge, request.model_copy(update={"exclude_documents": sorted(hidden)}))
+    return hits

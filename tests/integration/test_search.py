@@ -72,3 +72,7 @@ def test_knowledge_base_lifecycle_through_serve(serve_url, make_token):
 
         assert client.delete(f"{KB}/{kb_id}", headers=alice).status_code == 200
         assert client.get(f"{KB}/{kb_id}/documents", headers=alice).status_code == 404
+        # a deleted knowledge base is gone for queries at once, for its owner and for anyone else
+        for caller in (alice, bob):
+            gone = client.post(f"{KB}/{kb_id}/query", headers=caller, json={"query": "Chatsworth water"})
+            assert gone.status_code == 404, gone.text
