@@ -112,8 +112,10 @@ def trace_routes() -> dict[str, list[str]]:
         body = {"encoded_text": "Cyril Ramaphosa visited Durban on Monday."}
         assert client.post("/api/v1/entity_recognition/process", headers=headers, json=body).status_code == 200
 
-    def query() -> None:
-        body = {"query": "When does the clinic open?", "top_k": 2}
+    questions = iter(["When does the clinic open?", "Which ward has new water?"])
+
+    def query() -> None:  # a new question each time: a repeated one's vector is reused (RecentQueries), not embedded
+        body = {"query": next(questions), "top_k": 2}
         answer = client.post(f"/api/v1/search/knowledgebase/{kb}/query", headers=headers, json=body)
         assert answer.status_code == 200, answer.text
 
