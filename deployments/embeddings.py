@@ -97,16 +97,29 @@ class LocalEmbeddings:
 
 class RecentQueries:
     """The vectors of the queries embedded in the last ``ttl_s`` seconds (at most ``size``), so that a question
-    embedded twice in a row (an answer's passages, then its sentences) goes to the model once."""
+    embedded twice in a row (an answer's passages, then its sentences, moments apart) goes to the model once.
+
+    A vector is reused only while the embedder that made it is the one in use: an in-process embedder that swapped
+    its model (``LocalEmbeddings.load``) empties the memory. Behind the Embeddings deployment the model is not seen
+    from here, so the window is kept to the seconds an answer takes: after a switch, a vector of the old model is
+    reused for at most ``ttl_s``."""
 
     def __init__(
-        self, source: EmbeddingSource, size: int = 64, ttl_s: float = 30.0, clock: Callable[[], float] = time.monotonic
+        self, source: EmbeddingSource, size: int = 64, ttl_s: float = 5.0, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.source, self.size, self.ttl_s, self.clock = source, size, ttl_s, clock
         self._vectors: OrderedDict[str, tuple[float, np.ndarray]] = OrderedDict()
+        self._model = self._source_model()
+
+    def _source_model(self) -> object:
+        return getattr(self.source, "engine", None)  # the loaded model of an in-process embedder
 
     async def vector(self, text: str) -> np.ndarray:
-        """``text``'s query vector: the one embedded within ``ttl_s``, else a new one."""
+        """``text``'s query vector: the one embedded within ``ttl_s`` by the same model, else a new one."""
+        model = self._source_model()
+        if model is not self._model:
+            self._vectors.clear()
+            self._model = model
         now = self.clock()
         known = self._vectors.get(text)
         if known is not None and now - known[0] < self.ttl_s:
@@ -114,10 +127,11 @@ class RecentQueries:
             return known[1]
         vector = (await self.source.embed([text], "query"))[0]
         vector.flags.writeable = False  # shared by every caller that asks for it
-        self._vectors[text] = (now, vector)
-        self._vectors.move_to_end(text)
-        while len(self._vectors) > self.size:
-            self._vectors.popitem(last=False)
+        if self._source_model() is model:  # not embedded across a swap of the model
+            self._vectors[text] = (now, vector)
+            self._vectors.move_to_end(text)
+            while len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)
         return vector
 
 

@@ -123,11 +123,6 @@ def list_tokens(db: Database, include_revoked: bool = False) -> list[TokenInfo]:
 
 def revoke_token(db: Database, ident: str) -> bool:
     """Revoke by numeric id, by the listed prefix or by the full token. True if one was revoked."""
-    return _revoke(db, ident) is not None
-
-
-def _revoke(db: Database, ident: str) -> str | None:
-    """:func:`revoke_token`; the hash of the token it revoked, else None."""
     with db.session() as s:
         if ident.isdigit():
             row = s.get(ApiToken, int(ident))
@@ -137,9 +132,9 @@ def _revoke(db: Database, ident: str) -> str | None:
             rows = s.scalars(select(ApiToken).where(ApiToken.prefix == ident)).all()
             row = rows[0] if len(rows) == 1 else None
         if row is None or row.revoked_at is not None:
-            return None
+            return False
         row.revoked_at = utcnow()
-        return row.token_hash
+        return True
 
 
 def _apply_limits(customer: Customer, limits: dict[str, int | None]) -> None:
@@ -231,11 +226,3 @@ class TokenVerifier:
                     self._cache.pop(next(iter(self._cache)))
                 self._cache[digest] = (time.monotonic() + self.cache_seconds, principal)
         return principal
-
-    def revoke(self, ident: str) -> bool:
-        """:func:`revoke_token`, and this verifier forgets the token at once. True if one was revoked."""
-        digest = _revoke(self.db, ident)
-        if digest is not None:
-            with self._lock:
-                self._cache.pop(digest, None)
-        return digest is not None

@@ -1,5 +1,6 @@
 """The Search replica's recent query vectors (``deployments.embeddings.RecentQueries``): a question embedded twice
-within the time-to-live goes to the model once; later, or once pushed out, it is embedded again."""
+within the time-to-live by the same model goes to the model once; later, once pushed out, or after the model was
+swapped, it is embedded again."""
 
 from __future__ import annotations
 
@@ -54,3 +55,21 @@ def test_after_the_ttl_or_once_pushed_out_it_is_embedded_again() -> None:
     asyncio.run(queries.vector("bb"))
     assert [texts for texts, _ in source.calls] == [["a"], ["a"], ["bb"], ["ccc"], ["bb"]]
     assert {kind for _, kind in source.calls} == {"query"}
+
+
+class SwappableSource(CountingSource):
+    """An in-process embedder whose model can be swapped (``LocalEmbeddings.load`` replaces ``engine``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.engine = object()
+
+
+def test_a_vector_of_a_swapped_out_model_is_never_reused() -> None:
+    source, clock = SwappableSource(), Clock()
+    queries = RecentQueries(source, size=4, ttl_s=30.0, clock=clock)
+    asyncio.run(queries.vector("Who runs the clinic?"))
+    source.engine = object()  # another model loaded
+    asyncio.run(queries.vector("Who runs the clinic?"))
+    asyncio.run(queries.vector("Who runs the clinic?"))  # the new model's vector is reused again
+    assert len(source.calls) == 2

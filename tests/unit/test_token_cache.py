@@ -50,15 +50,6 @@ def test_a_token_revoked_elsewhere_is_refused_within_the_cache_period(db: Databa
     assert verifier.cached(token) is None and verifier.known(token) is None  # forgotten, not kept as known
 
 
-def test_a_token_revoked_through_the_verifier_is_refused_at_once(db: Database) -> None:
-    token, info = create_token(db, "cache-revoke-here")
-    verifier = TokenVerifier(db, cache_seconds=3600)
-    assert verifier.verify(token) is not None
-    assert verifier.revoke(info.prefix)
-    assert verifier.cached(token) is None and verifier.verify(token) is None
-    assert not verifier.revoke(info.prefix)  # already revoked
-
-
 def test_the_cache_keeps_at_most_its_size_forgetting_the_oldest(db: Database) -> None:
     tokens = [create_token(db, f"cache-size-{i}")[0] for i in range(3)]
     verifier = TokenVerifier(db, cache_seconds=3600, max_entries=2)
