@@ -93,7 +93,7 @@ def serve(
     reserve(settings.port, metrics_port, dashboard_port)  # never picked for anything else this process starts
 
     cleanups: list[Cleanup] = []
-    stop_actor: Any = None
+    stop_board: Any = None
     try:
         _migrate()  # once, before any replica starts
         signals.check()
@@ -102,7 +102,7 @@ def serve(
         _start_ray(settings, address, num_cpus, cfg, cleanups, RayPorts(dashboard, dashboard_port, metrics_port))
         signals.install()  # again: ray.init sets a SIGTERM handler of its own
         signals.check()
-        stop_actor = _start_stop_actor()  # before the deploy: every ingress replica finds it when it starts
+        stop_board = _begin_stop(cleanups)  # before the deploy: every ingress replica finds it when it starts
         _deploy(settings, cfg)
         signals.check()
         _announce(settings)
@@ -133,7 +133,7 @@ def serve(
         f"Stopping: no new requests or live sessions; up to {grace:g} s for those in flight "
         "(a second signal stops at once) ..."
     )
-    _drain(stop_actor, grace, signals)
+    _drain(stop_board, grace, signals)
     _stop_everything(cleanups, signals)
     console.print("Stopped.")
 
@@ -205,35 +205,30 @@ class StopSignals:
         self.stopping = True
 
 
-def _start_stop_actor() -> Any:
-    """The actor through which a graceful stop reaches every ingress replica (``cluster/graceful_stop.py``), alive and
-    registered under its name before this returns."""
-    import ray
+def _begin_stop(cleanups: list[Cleanup]) -> Any:
+    """The keys through which a graceful stop reaches every ingress replica (``cluster/graceful_stop.py``), written
+    before this returns; they are removed when the command stops."""
+    from cluster.graceful_stop import begin
 
-    from cluster.graceful_stop import start_actor
-
-    actor = start_actor()
-    ray.get(actor.drained.remote(), timeout=60)
-    return actor
+    board = begin()
+    cleanups.append(Cleanup("graceful-stop keys", board.clear, limit_s=10))
+    return board
 
 
-def _drain(stop_actor: Any, grace_s: float, signals: StopSignals) -> None:
+def _drain(stop_board: Any, grace_s: float, signals: StopSignals) -> None:
     """Tell every ingress replica to drain, and wait until they report their requests done, the grace period
     ends (plus a little for their reports) or a second signal comes."""
-    if stop_actor is None:
+    if stop_board is None:
         return
-    import ray
-    from ray.exceptions import GetTimeoutError
-
     deadline = time.monotonic() + grace_s + 2
     try:
-        ray.get(stop_actor.drain.remote(grace_s), timeout=10)
+        stop_board.drain(grace_s)
         while not signals.hurrying and time.monotonic() < deadline:
             try:
-                if ray.get(stop_actor.drained.remote(), timeout=10):
+                if stop_board.drained():
                     return
-            except GetTimeoutError:  # a slow answer on a loaded machine: ask again, within the grace period
-                continue
+            except Exception:  # noqa: BLE001 - a slow answer on a loaded machine: ask again, within the grace period
+                pass
             time.sleep(0.2)
     except Exception as exc:  # noqa: BLE001 - Ray is already going: stop the rest anyway
         console.print(f"[yellow]drain: {type(exc).__name__}: {exc}[/]")

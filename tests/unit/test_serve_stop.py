@@ -135,28 +135,82 @@ def test_the_stop_runs_each_cleanup_bounded_and_stops_what_is_left(monkeypatch: 
     assert not psutil.pid_exists(left.pid) or psutil.Process(left.pid).status() == psutil.STATUS_ZOMBIE
 
 
-def test_the_stop_actor_tells_every_replica_and_knows_when_they_are_done() -> None:
-    """The actor's logic (``cluster/graceful_stop.py``), as a plain object: waiting replicas hear the grace period at
-    once; the stop waits until each has reported."""
+class MemoryKeyValue:
+    """Ray's key-value store as a dict (``cluster.graceful_stop.KeyValue``); the service's own runs in
+    ``tests/integration/test_graceful_stop.py``."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def get(self, key: str) -> bytes | None:
+        return self.data.get(key)
+
+    def put(self, key: str, value: bytes) -> None:
+        self.data[key] = value
+
+    def keys(self, prefix: str) -> list[str]:
+        return [k for k in self.data if k.startswith(prefix)]
+
+    def delete_prefix(self, prefix: str) -> None:
+        for key in self.keys(prefix):
+            del self.data[key]
+
+
+def test_the_stop_tells_every_replica_and_knows_when_they_are_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cluster/graceful_stop.py``: watching replicas hear the grace period within a poll; the stop waits until each
+    has reported, and its keys go with it."""
     import asyncio
 
-    from cluster.graceful_stop import GracefulStop
+    from cluster import graceful_stop
+
+    monkeypatch.setattr(graceful_stop, "POLL_S", 0.01)
+    kv = MemoryKeyValue()
+    board = graceful_stop.begin(kv)
+    release: dict[str, asyncio.Event] = {}
+    heard: list[float] = []
 
     async def go() -> None:
-        actor = GracefulStop()
-        await actor.register("a")
-        await actor.register("b")
-        waiting = [asyncio.ensure_future(actor.wait_for_drain()) for _ in range(2)]
-        await asyncio.sleep(0.01)
-        assert not any(w.done() for w in waiting) and not await actor.drained()
-        assert await actor.drain(12.5) == 2
-        assert await asyncio.gather(*waiting) == [12.5, 12.5]
-        await actor.done("a")
-        assert not await actor.drained()
-        await actor.done("b")
-        assert await actor.drained()
+        def replica(name: str) -> asyncio.Task[None]:
+            release[name] = asyncio.Event()
+
+            async def on_drain(grace_s: float) -> None:
+                heard.append(grace_s)
+                await release[name].wait()  # its requests in flight
+
+            return asyncio.ensure_future(graceful_stop.watch(on_drain, lambda: kv, lambda: None))
+
+        watching = [replica("a"), replica("b")]
+        await asyncio.sleep(0.05)
+        assert not heard and not board.drained()
+        assert board.drain(12.5) == 2
+        await asyncio.sleep(0.05)
+        assert heard == [12.5, 12.5]
+        release["a"].set()
+        await asyncio.sleep(0.05)
+        assert not board.drained()
+        release["b"].set()
+        await asyncio.gather(*watching)
+        assert board.drained()
 
     asyncio.run(go())
+    board.clear()
+    assert kv.data == {}
+
+
+def test_without_khuluma_serve_a_replica_does_not_wait() -> None:
+    """Deployed with ``serve deploy`` (no stop begun) or without Ray: the watch returns at once."""
+    import asyncio
+
+    from cluster import graceful_stop
+
+    async def never(grace_s: float) -> None:
+        raise AssertionError("drained without a stop")
+
+    def no_ray() -> graceful_stop.KeyValue:
+        raise RuntimeError("Ray has not been started")
+
+    asyncio.run(asyncio.wait_for(graceful_stop.watch(never, MemoryKeyValue, lambda: None), 1))
+    asyncio.run(asyncio.wait_for(graceful_stop.watch(never, no_ray, lambda: None), 1))
 
 
 def test_a_replica_is_looked_up_where_serve_created_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -164,8 +218,6 @@ def test_a_replica_is_looked_up_where_serve_created_it(monkeypatch: pytest.Monke
     under the job's, every replica seemed gone as soon as the stop began, and ``khuluma serve`` stopped Serve and
     its HAProxy with the requests and live sessions still in flight (issue #30). Only a definite "no such actor"
     counts a replica as gone; one that cannot be found when it registers is never presumed gone."""
-    import asyncio
-
     import ray
 
     from cluster import graceful_stop
@@ -192,16 +244,15 @@ def test_a_replica_is_looked_up_where_serve_created_it(monkeypatch: pytest.Monke
     own = graceful_stop.own_actor()
     assert own == (name, "serve")
 
-    async def go() -> None:
-        actor = graceful_stop.GracefulStop()
-        await actor.register("a", own)
-        await actor.drain(30)
-        assert not await actor.drained()  # alive, and not done: the stop waits
-        actors.clear()  # Serve replaced it: it never reports
-        assert await actor.drained()
-
-    asyncio.run(go())
+    board = graceful_stop.begin(MemoryKeyValue())
+    board.register("a", own)
+    board.drain(30)
+    assert not board.drained()  # alive, and not done: the stop waits
+    actors.clear()  # Serve replaced it: it never reports
+    assert board.drained()
     assert graceful_stop.own_actor() is None  # found nowhere: registered without an actor, never presumed gone
+    board.register("b", None)
+    assert not board.drained()
 
     def unreachable(actor: str, namespace: str | None = None) -> object:
         raise RuntimeError("GCS did not answer")
