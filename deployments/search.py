@@ -407,16 +407,17 @@ class Search:
                 return None
             return await self.queries.vector(text)
 
-        def owner_and_words() -> tuple[list[Hit], Bm25Index | None]:
+        def look_up(vector: np.ndarray | None) -> tuple[list[Hit], list[Hit]]:
             self._owner_is(kb_id, request.customer_id)
-            if mode not in ("hybrid", "lexical"):
-                return [], None
-            return self._lexical(kb_id, text, pool, only)
+            lexical = mode in ("hybrid", "lexical")
+            lexical_hits, index = self._lexical(kb_id, text, pool, only) if lexical else ([], None)
+            vector_hits = [] if vector is None else self._nearest(kb_id, vector, pool, only, index)
+            return vector_hits, lexical_hits
 
-        # the owner check and BM25 in one worker-thread call while the query is embedded, then the vector search and
-        # its candidates' texts in another: two hops to the store's thread per query
-        vector, (lexical_hits, index) = await asyncio.gather(meaning(), _store_call(owner_and_words))
-        vector_hits = [] if vector is None else await _store_call(self._nearest, kb_id, vector, pool, only, index)
+        # the query is embedded first, then the owner check, BM25 and the vector search in one call on the store's
+        # thread: BM25 beside the embedding slowed the embedder's sleeping threads more than it overlapped
+        # (docs/performance.md, knowledge-base query)
+        vector_hits, lexical_hits = await _store_call(look_up, await meaning())
         if mode == "vector":
             ranked = rank_by_similarity(vector_hits, self.fusion, language)
         else:
