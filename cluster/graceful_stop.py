@@ -110,10 +110,9 @@ class StopBoard:
         self.kv.put(self._prefix + "drain", repr(float(grace_s)).encode())
         return len(self.kv.keys(self._prefix + "replica/"))
 
-    def drained(self, alive: Callable[[str, str], bool] | None = None) -> bool:
+    def drained(self) -> bool:
         """Every registered replica has finished (or given up on) its requests in flight, or is gone: Serve may
         have replaced a replica since it registered, and a dead one never reports."""
-        alive = alive or _alive
         for key in self.kv.keys(self._prefix + "replica/"):
             value = self.kv.get(key)
             if value is None:  # removed meanwhile
@@ -121,7 +120,7 @@ class StopBoard:
             record = json.loads(value)
             if record["done"]:
                 continue
-            if record["actor"] is None or alive(*record["actor"]):
+            if record["actor"] is None or _alive(*record["actor"]):
                 return False
         return True
 

@@ -33,7 +33,7 @@ class Ingress:
         serve_in_process(self.settings, clients)  # engines run here where set (text.ner_in_ingress)
         self.context = build_context(self.settings, clients)
         self.context.db.require_current_schema()  # migrations run once before the app starts, never here
-        # a graceful stop of `khuluma serve` reaches every ingress replica through its stop actor (Serve
+        # a graceful stop of `khuluma serve` reaches every ingress replica through Ray's key-value store (Serve
         # constructs a replica on its event loop, as deployments/jobs.py relies on too)
         self._watcher: asyncio.Task[None] | None = None
         try:

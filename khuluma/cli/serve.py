@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 import yaml
@@ -30,6 +30,9 @@ from rich.markup import escape
 from contracts.settings import Settings
 from contracts.settings.variables import setting_warnings
 from runtime.memory import release_freed_memory
+
+if TYPE_CHECKING:  # the command imports the service's parts where it uses them
+    from cluster.graceful_stop import StopBoard
 
 console = Console(stderr=True)
 DEFAULT_CONFIG = Path("configs/serve.yaml")
@@ -93,7 +96,7 @@ def serve(
     reserve(settings.port, metrics_port, dashboard_port)  # never picked for anything else this process starts
 
     cleanups: list[Cleanup] = []
-    stop_board: Any = None
+    stop_board: StopBoard | None = None
     try:
         _migrate()  # once, before any replica starts
         signals.check()
@@ -205,7 +208,7 @@ class StopSignals:
         self.stopping = True
 
 
-def _begin_stop(cleanups: list[Cleanup]) -> Any:
+def _begin_stop(cleanups: list[Cleanup]) -> StopBoard:
     """The keys through which a graceful stop reaches every ingress replica (``cluster/graceful_stop.py``), written
     before this returns; they are removed when the command stops."""
     from cluster.graceful_stop import begin
@@ -215,7 +218,7 @@ def _begin_stop(cleanups: list[Cleanup]) -> Any:
     return board
 
 
-def _drain(stop_board: Any, grace_s: float, signals: StopSignals) -> None:
+def _drain(stop_board: StopBoard | None, grace_s: float, signals: StopSignals) -> None:
     """Tell every ingress replica to drain, and wait until they report their requests done, the grace period
     ends (plus a little for their reports) or a second signal comes."""
     if stop_board is None:
