@@ -10,11 +10,11 @@ Storage and transfer, used by the ingress as well (no Ray, no engine):
 - ``cluster.retention``: the retention sweep of v1 uploads (rows, then audio);
 - ``cluster.webhooks``: webhook URLs, signatures and deliveries of async jobs.
 
-Batch transcription: ``cluster.batch``, the Ray tasks and coordinator (runs the speech pipeline: only the BatchRunner
+Batch transcription: ``cluster.batch``, the Ray tasks and coordinator (runs the speech pipeline: only the Jobs
 deployment imports it).
 
-The processes of the service: ``cluster.graceful_stop``, the actor through which ``khuluma serve`` tells every
-ingress replica that a graceful stop has begun. What one process needs of its own (memory, ports, metrics, the
+The processes of the service: ``cluster.graceful_stop``, the keys in Ray's key-value store through which
+``khuluma serve`` tells every ingress replica that a graceful stop has begun. What one process needs of its own (memory, ports, metrics, the
 request id) is ``runtime/``.
 
 ``cluster/kuberay/`` and ``cluster/launcher/`` hold the KubeRay and Ray cluster launcher configurations.

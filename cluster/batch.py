@@ -1,7 +1,7 @@
 """Batch transcription fan-out: one Ray task per file, results written to the database exactly once.
 
 This is the part of batches that runs the speech pipeline (it imports ``engines`` and ``ray``), so only the
-BatchRunner deployment and the benchmark import it; the ingress uses ``cluster.s3`` and ``cluster.credentials``.
+Jobs deployment and the benchmark import it; the ingress uses ``cluster.s3`` and ``cluster.credentials``.
 State lives in the database, never in memory (the state machine: ``persistence/batches.py``).
 
 :func:`transcribe_batch_file` is the Ray task (``max_retries``: a killed worker's file is retried elsewhere;
@@ -10,7 +10,9 @@ storage into a temporary file, transcribes it with ``engines.speech.pipeline.Tra
 process, cached) and builds the file's record with ``contracts.speech.build_record``. :class:`BatchCoordinator`
 launches the tasks of a batch (``SPREAD`` over the cluster, bounded in flight), marks files whose tasks ran out of
 retries as failed, and closes the batch. It keeps nothing it cannot rebuild: on start it resumes every batch
-still ``PROCESSING``.
+still ``PROCESSING`` that no other runner holds. A runner holds each batch it runs by a lease in the database
+(``persistence.batches.hold``), renewed at every sweep, so with several Jobs replicas one coordinates a batch at a
+time; a lease that lapses (its replica died) lets the next sweep of any replica resume the batch.
 
 Tasks are handed ``Settings.for_replica(TASK_SECTIONS)``, never a secret: each worker rebuilds its settings with
 ``Settings.from_bound`` and reads the database URL and the S3 secret key from its own environment.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import logging
 import mimetypes
 import os
+import socket
 import tempfile
 import threading
 import time
@@ -44,6 +47,8 @@ log = logging.getLogger(__name__)
 # What a file's task reads: the database and data directory (top level), storage, and the speech pipeline.
 TASK_SECTIONS = ("s3", "speech")
 MISSING = "MISSING"  # a task's answer for an item that no longer exists
+SWEEP_SECONDS = 30.0  # how often a runner renews its leases and resumes batches nobody holds
+LEASE_SECONDS = 3 * SWEEP_SECONDS  # two sweeps may be late before another runner takes a batch over
 
 
 class StorageError(RuntimeError):
@@ -172,13 +177,23 @@ class BatchCoordinator:
     """Runs batches: one thread per running batch submits its pending files as Ray tasks (or, without Ray,
     transcribes them one by one in that thread) and closes the batch when every file has an outcome."""
 
-    def __init__(self, settings: Settings, db: Database, *, use_ray: bool | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        *,
+        use_ray: bool | None = None,
+        lease_seconds: float = LEASE_SECONDS,
+    ) -> None:
         self.settings = settings
         self.db = db
         self.use_ray = ray.is_initialized() if use_ray is None else use_ray
         self.task_settings = self._task_settings()
+        self.runner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"  # its name in the batches' leases
+        self.lease_seconds = lease_seconds
         self._lock = threading.Lock()
         self._running: dict[str, threading.Thread] = {}
+        self._lost: set[str] = set()  # batches this runner no longer holds: they submit no more files here
 
     def _task_settings(self) -> dict[str, Any]:
         """What the tasks are handed (no secrets). A task decodes one file at a time: one decode
@@ -197,11 +212,15 @@ class BatchCoordinator:
 
     # -- public ------------------------------------------------------------------------------------------------
     def start(self, batch_id: str) -> bool:
-        """Run a PROCESSING batch in the background unless it is running already. True if started."""
+        """Run a PROCESSING batch in the background unless it is running here already or another runner holds
+        it. True if started."""
         with self._lock:
             thread = self._running.get(batch_id)
             if thread is not None and thread.is_alive():
                 return False
+            if not batches.hold(self.db, batch_id, self.runner, self.lease_seconds):
+                return False
+            self._lost.discard(batch_id)
             thread = threading.Thread(
                 target=self._run_safely, args=(batch_id,), name=f"batch-{batch_id[:8]}", daemon=True
             )
@@ -216,6 +235,25 @@ class BatchCoordinator:
     def running(self) -> list[str]:
         with self._lock:
             return [b for b, t in self._running.items() if t.is_alive()]
+
+    def renew(self) -> list[str]:
+        """Renew the lease of every batch running here; returns those whose lease another runner took after it
+        lapsed (they submit no more files here and are left to that runner)."""
+        lost = [b for b in self.running() if not batches.hold(self.db, b, self.runner, self.lease_seconds)]
+        with self._lock:
+            self._lost.update(lost)
+        for batch_id in lost:
+            log.warning("batch %s: lease lost to another runner; it stops here", batch_id)
+        return lost
+
+    def let_go(self) -> None:
+        """Give up every lease held here (the replica is stopping): another runner resumes those batches at its
+        next sweep instead of after the leases lapse."""
+        running = self.running()
+        with self._lock:
+            self._lost.update(running)
+        for batch_id in running:
+            batches.let_go(self.db, batch_id, self.runner)
 
     def wait(self, batch_id: str, timeout: float | None = None) -> None:
         with self._lock:
@@ -236,20 +274,34 @@ class BatchCoordinator:
         items = batches.pending_items(self.db, batch_id)
         log.info("batch %s: %d file(s) to transcribe", batch_id, len(items))
         if self.use_ray:
-            self._run_ray(items)
+            self._run_ray(batch_id, items)
         else:
             for item_id in items:
+                if self._stopped(batch_id):
+                    break
                 self._run_local(item_id)
+        if self._stopped(batch_id):
+            log.info("batch %s: left to another runner", batch_id)
+            return None
         status = batches.close(self.db, batch_id)
         log.info("batch %s: %s", batch_id, status or "still has pending files")
         return status
 
     # -- internals ---------------------------------------------------------------------------------------------
+    def _stopped(self, batch_id: str) -> bool:
+        with self._lock:
+            return batch_id in self._lost
+
     def _run_safely(self, batch_id: str) -> None:
         try:
             self.run(batch_id)
         except Exception:
             log.exception("batch %s: coordinator failed; it will be resumed", batch_id)
+        finally:
+            try:  # unfinished: any runner's next sweep resumes it
+                batches.let_go(self.db, batch_id, self.runner)
+            except Exception:  # then the lease lapses instead
+                log.warning("batch %s: lease not released", batch_id, exc_info=True)
 
     def _run_local(self, item_id: str) -> None:
         retries = self.settings.batch.task_retries
@@ -273,11 +325,13 @@ class BatchCoordinator:
             name=f"batch-file-{item_id[:8]}",
         ).remote(self.task_settings, item_id)
 
-    def _run_ray(self, items: list[str]) -> None:
+    def _run_ray(self, batch_id: str, items: list[str]) -> None:
         queue = list(items)
         in_flight: dict[Any, str] = {}
         limit = self.max_parallel()
         while queue or in_flight:
+            if self._stopped(batch_id):
+                queue.clear()  # the files in flight still get their outcomes (exactly once, whoever runs them)
             while queue and len(in_flight) < limit:
                 item_id = queue.pop(0)
                 in_flight[self._submit(item_id)] = item_id
@@ -297,9 +351,11 @@ def sweep_forever(
     stop: threading.Event,
     on_error: Callable[[Exception], None] | None = None,
 ) -> None:
-    """Resume PROCESSING batches that no thread runs (start-up, a lost call, a crashed coordinator)."""
+    """Renew this runner's leases, then resume the PROCESSING batches nobody holds (start-up, a lost call, a
+    crashed coordinator or replica)."""
     while not stop.is_set():
         try:
+            coordinator.renew()
             coordinator.resume_all()
         except Exception as exc:  # noqa: BLE001 - keep sweeping
             (on_error or (lambda e: log.warning("batch sweep: %s", e)))(exc)

@@ -1,7 +1,8 @@
-"""Contract of the BatchRunner deployment: the typed handle callers use.
+"""Contract of batch transcription's coordinator (the Jobs deployment's batch methods): the typed handle callers
+use.
 
 The ingress owns a batch's state transitions up to PROCESSING (``persistence/batches.py``) and then hands the
-batch to the runner by id; everything else the runner needs is in the database, so no models travel here.
+batch to the Jobs deployment by id; everything else the runner needs is in the database, so no models travel here.
 """
 
 from __future__ import annotations
@@ -15,22 +16,23 @@ from contracts.handles import DeploymentClient
 
 
 class BatchClient(DeploymentClient):
-    """Typed handle of ``deployments.batch:BatchRunner``."""
+    """Typed handle of the batch methods of ``deployments.jobs:Jobs``."""
 
-    deployment = "BatchRunner"
+    deployment = "Jobs"
 
     async def run(self, batch_id: str) -> bool:
-        """deployments.batch.BatchRunner.run: start transcribing a PROCESSING batch in the background; False
-        when the runner is running it already."""
-        return await self._call(self._handle.run.remote(batch_id))
+        """deployments.jobs.Jobs.run_batch: start transcribing a PROCESSING batch in the background; False when
+        a replica runs it already."""
+        return await self._call(self._handle.run_batch.remote(batch_id))
 
     async def running(self) -> list[str]:
-        """deployments.batch.BatchRunner.running: ids of the batches being transcribed now."""
-        return await self._call(self._handle.running.remote())
+        """deployments.jobs.Jobs.running_batches: ids of the batches the replica called is transcribing now."""
+        return await self._call(self._handle.running_batches.remote())
 
     async def close(self) -> None:
-        """deployments.batch.BatchRunner.close: stop resuming batches (the next runner resumes the rest)."""
-        await self._call(self._handle.close.remote())
+        """deployments.jobs.Jobs.stop_batches: stop resuming batches and give up the replica's own (the next
+        replica's sweep resumes them)."""
+        await self._call(self._handle.stop_batches.remote())
 
 
 # --- wire models of the routes (what only the HTTP edge reads and writes) ---

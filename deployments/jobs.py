@@ -1,4 +1,5 @@
-"""Jobs deployment: the worker that runs async v1 transcription jobs and delivers their webhooks.
+"""Jobs deployment: the service's background work. It runs async v1 transcription jobs and delivers their
+webhooks, and it coordinates batch transcriptions (contracts: ``contracts/jobs.py``, ``contracts/batch.py``).
 
 A background asyncio task on the replica's event loop (the same in a Serve replica and under Serve's local testing
 mode, which runs the constructor on the replica's user-code loop too) repeatedly:
@@ -11,8 +12,13 @@ mode, which runs the constructor on the replica's user-code loop too) repeatedly
    the failure, settles the usage row and makes the webhook delivery due;
 4. claims due webhook deliveries and POSTs them, signed, retrying with exponential backoff.
 
-All state lives in the database (``persistence/jobs.py``), so several replicas can share the work and a restarted
-replica resumes where the old one stopped.
+Batches run beside that loop, in threads of their own (``cluster.batch.BatchCoordinator``): the ingress marks a
+batch PROCESSING in the database, then calls :meth:`Jobs.run_batch`; the coordinator fans the batch's files out as
+Ray tasks. Every ``cluster.batch.SWEEP_SECONDS`` it renews the leases of the batches it runs and resumes any
+PROCESSING batch that no replica holds (a restart, a lost call, a replica that died).
+
+All state lives in the database (``persistence/jobs.py``, ``persistence/batches.py``), so several replicas can share
+the work and a restarted replica resumes where the old one stopped.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import asyncio
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -38,6 +45,7 @@ from ray.exceptions import (
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError
 
 from cluster import retention
+from cluster.batch import SWEEP_SECONDS, BatchCoordinator, sweep_forever
 from cluster.transfer import upload_blob
 from cluster.webhooks import deliver, retry_delay
 from contracts.capabilities import CapabilityInfo
@@ -133,10 +141,17 @@ class Jobs:
             timeout=httpx.Timeout(self.settings.webhooks.timeout_seconds), follow_redirects=False, trust_env=False
         )
         self._main = loop.create_task(self._run(), name="khuluma-jobs")
+        self.batches = BatchCoordinator(self.settings, self.db)
+        self._batch_stop = threading.Event()
+        threading.Thread(  # its first sweep runs now: batches interrupted by a restart resume at once
+            target=sweep_forever, args=(self.batches, SWEEP_SECONDS, self._batch_stop), name="batch-sweep", daemon=True
+        ).start()
 
     def __del__(self) -> None:
-        """Serve's graceful shutdown: stop the worker loop. Running jobs are abandoned; their leases expire and
-        another replica takes them up, exactly as after a crash."""
+        """Serve's graceful shutdown: stop the worker loop and the batches. Running jobs are abandoned; their
+        leases expire and another replica takes them up, exactly as after a crash. The batches' leases are given
+        up, so another replica resumes them at its next sweep."""
+        self._stop_batches()
         main = getattr(self, "_main", None)
         if main is None or main.done() or main.get_loop().is_closed():
             return
@@ -154,7 +169,17 @@ class Jobs:
         return True
 
     async def describe(self) -> list[CapabilityInfo]:
-        return []  # no model of its own; Transcription describes the speech models
+        """Batch transcription (no model of its own: Transcription describes the speech models)."""
+        mode = "Ray tasks (SPREAD)" if self.batches.use_ray else "in-process, one file at a time"
+        return [
+            CapabilityInfo(
+                capability="batch_transcription",
+                installed=True,
+                backend=mode,
+                note="Files uploaded to S3-compatible storage are transcribed by the transcription pipeline, one task "
+                "per file; see docs/batch.md.",
+            )
+        ]
 
     def reconfigure(self, config: dict[str, Any] | None) -> None:
         self.user_config = dict(config or {})
@@ -168,6 +193,30 @@ class Jobs:
         return JobsStatus(
             worker=self.worker, running_jobs=len(self._jobs), deliveries=len(self._hooks), processed=self.processed
         )
+
+    def run_batch(self, batch_id: str) -> bool:
+        """Start transcribing a PROCESSING batch in the background; False if it runs already (here or on another
+        replica)."""
+        return self.batches.start(batch_id)
+
+    def running_batches(self) -> list[str]:
+        """Ids of the batches this replica is transcribing now."""
+        return self.batches.running()
+
+    def stop_batches(self) -> None:
+        """Stop the batch sweep and give up this replica's batches (their files in flight finish; the next
+        replica's sweep resumes the rest)."""
+        self._stop_batches()
+
+    def _stop_batches(self) -> None:
+        stop = getattr(self, "_batch_stop", None)
+        if stop is None or stop.is_set():
+            return
+        stop.set()
+        try:
+            self.batches.let_go()
+        except Exception:  # then their leases lapse instead
+            log.warning("batch leases not released", exc_info=True)
 
     # ------------------------------------------------------------------ loop
 

@@ -25,12 +25,18 @@ class DeploymentSpec:
     target: str  # "module:Class"
     backend: str  # the ingress's typed-handle field (serve_app.context.Clients) it is reached by
     sections: tuple[str, ...]  # settings sections its replicas are bound with (never secrets)
+    also: tuple[str, ...] = ()  # more typed-handle fields (capabilities) the same deployment answers
     needs: tuple[str, ...] = ()  # deployments it cannot work without: always deployed with it
     uses: tuple[str, ...] = ()  # deployments it uses when they are deployed (e.g. translation of transcripts)
     # it embeds text: with the Embeddings deployment's handle when ``embeddings.placement`` puts the embedder
     # there (then that deployment is a need), else with an embedder of its own (deployments/embeddings.py)
     embeds: bool = False
     options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """Every typed-handle field (capability name) this deployment is reached by."""
+        return (self.backend, *self.also)
 
 
 def serve_queue(ongoing: int, queued: int, retry_after_s: float) -> dict[str, Any]:
@@ -94,20 +100,16 @@ SPECS: tuple[DeploymentSpec, ...] = (
         ("llm",),
         options={"ray_actor_options": {"num_cpus": 0.25}, **serve_queue(8, 16, 5)},
     ),
+    # The background work: async jobs and their webhooks, and batch transcription's coordinator (one process for
+    # both: neither runs a model, and a replica costs about 120 MiB idle).
     DeploymentSpec(
         "Jobs",
         "deployments.jobs:Jobs",
         "jobs",
-        ("jobs", "webhooks", "s3"),
+        ("jobs", "webhooks", "s3", "batch", "speech"),
+        also=("batch",),
         uses=("speech",),  # without it, jobs wait and are retried within their budget
         options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.1}, **serve_queue(16, 64, 1)},
-    ),
-    DeploymentSpec(
-        "BatchRunner",
-        "deployments.batch:BatchRunner",
-        "batch",
-        ("batch", "s3", "speech"),
-        options={"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.05}, **serve_queue(16, 64, 1)},
     ),
 )
 # The ingress validates requests, signs upload credentials and meters usage; it runs no model.
@@ -155,13 +157,15 @@ def _bind(settings: Settings, options: dict[str, dict[str, Any]], wanted: set[st
     wanted = _with_needs(wanted, settings)
     bound: dict[str, Any] = {}
     for spec in SPECS:  # in dependency order: what a deployment needs comes before it
-        if spec.backend not in wanted:
+        fields = [f for f in spec.fields if f in wanted]
+        if not fields:
             continue
         deps = {dep: bound[dep] for dep in _needs(spec, settings) + spec.uses if dep in bound}
         if spec.backend == "llm" and settings.llm.engine == "vllm":
             deps["server"] = _vllm_server(settings, options)
         deployment = serve.deployment(name=spec.name)(load_class(spec.target)).options(**options[spec.name])
-        bound[spec.backend] = deployment.bind(settings.for_replica(spec.sections), **deps)
+        node = deployment.bind(settings.for_replica(spec.sections), **deps)
+        bound.update(dict.fromkeys(fields, node))
     return bound
 
 
@@ -181,7 +185,7 @@ def default_capabilities(settings: Settings, options: dict[str, dict[str, Any]] 
         and not (settings.translation.model or user_model("Translation")),
         "llm": settings.llm.deploy == "auto" and not (settings.llm.model or user_model("LLM")),
     }
-    return [s.backend for s in SPECS if not skipped.get(s.backend)]
+    return [f for s in SPECS if not skipped.get(s.backend) for f in s.fields]
 
 
 def _vllm_server(settings: Settings, options: dict[str, dict[str, Any]]) -> Any:
@@ -195,7 +199,7 @@ def _vllm_server(settings: Settings, options: dict[str, dict[str, Any]]) -> Any:
 def deployment_names(settings: Settings) -> set[str]:
     """The Serve deployments of the default application for these settings (what a Serve config may name)."""
     wanted = set(default_capabilities(settings))
-    names = {spec.name for spec in SPECS if spec.backend in wanted} | {"Ingress"}
+    names = {spec.name for spec in SPECS if wanted.intersection(spec.fields)} | {"Ingress"}
     if "llm" in wanted and settings.llm.engine == "vllm":
         names.add("LLMServer")  # deployments.llm_vllm.SERVER_NAME
     return names
@@ -208,7 +212,7 @@ def _needs(spec: DeploymentSpec, settings: Settings) -> tuple[str, ...]:
 
 def _with_needs(wanted: set[str], settings: Settings) -> set[str]:
     """``wanted`` plus, transitively, every deployment one of them cannot work without."""
-    by_backend = {spec.backend: spec for spec in SPECS}
+    by_backend = {f: spec for spec in SPECS for f in spec.fields}
     out, todo = set(), list(wanted)
     while todo:
         backend = todo.pop()
@@ -276,11 +280,11 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
     settings = Settings(**(args.get("settings") or {}))
     options = deployment_options(args.get("deployments"))
     wanted = set(args.get("capabilities") or default_capabilities(settings, options))
-    unknown = wanted - {s.backend for s in SPECS} - {"none"}
+    known = {f for s in SPECS for f in s.fields}
+    unknown = wanted - known - {"none"}
     if unknown:
         raise ValueError(
-            f"Unknown capabilities {sorted(unknown)}; known: {sorted(s.backend for s in SPECS)} (or none: the "
-            "ingress alone)."
+            f"Unknown capabilities {sorted(unknown)}; known: {sorted(known)} (or none: the ingress alone)."
         )
     wanted.discard("none")
     _check_cluster_gpus(options)

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 
 from contracts.speech import TranscriptionRecord
 from persistence.models import Batch, BatchItem, UsageRecord, new_uuid, utcnow
@@ -284,4 +285,36 @@ def processing_batches(db: Database) -> list[str]:
     with db.session() as s:
         return list(
             s.scalars(select(Batch.id).where(Batch.status == BatchStatus.PROCESSING).order_by(Batch.updated_at))
+        )
+
+
+def hold(db: Database, batch_id: str, runner: str, seconds: float) -> bool:
+    """Take or renew ``runner``'s lease of a PROCESSING batch for ``seconds``: True when it holds the batch now
+    (it held it already, nobody did, or the last holder's lease lapsed), False when another runner holds it. The
+    batch's ``updated_at`` is left as it was: a lease is not a change a client sees."""
+    now = utcnow()
+    with db.session() as s:
+        return (
+            changed(
+                s,
+                update(Batch)
+                .where(
+                    Batch.id == batch_id,
+                    Batch.status == BatchStatus.PROCESSING,
+                    or_(Batch.runner.is_(None), Batch.runner == runner, Batch.runner_until < now),
+                )
+                .values(runner=runner, runner_until=now + timedelta(seconds=seconds), updated_at=Batch.updated_at),
+            )
+            == 1
+        )
+
+
+def let_go(db: Database, batch_id: str, runner: str) -> None:
+    """End ``runner``'s lease of the batch (it stopped running it): the next sweep of any runner may resume it."""
+    with db.session() as s:
+        changed(
+            s,
+            update(Batch)
+            .where(Batch.id == batch_id, Batch.runner == runner)
+            .values(runner=None, runner_until=None, updated_at=Batch.updated_at),
         )

@@ -142,6 +142,10 @@ class Batch(Base):
     diarise: Mapped[bool] = mapped_column(Boolean, default=False)
     # The bucket the files were uploaded to (NULL: the configured one); a batch always reads from it.
     bucket: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    # The replica coordinating the PROCESSING batch and until when (a lease, renewed while it runs): one runner at a
+    # time even with several Jobs replicas; NULL while none holds it.
+    runner: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    runner_until: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
     items: Mapped[list[BatchItem]] = relationship(back_populates="batch", cascade="all, delete-orphan")

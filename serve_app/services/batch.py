@@ -2,7 +2,7 @@
 
 Lifecycle and moves: ``persistence/batches.py``. ``process`` moves CREATED -> PROCESSING with one conditional
 UPDATE, in the transaction that also records the batch's files, so a batch runs once whatever the number of
-concurrent or repeated calls (later calls start nothing). The BatchRunner deployment then transcribes the files;
+concurrent or repeated calls (later calls start nothing). The Jobs deployment then transcribes the files;
 this module runs no model and imports no Ray task (``cluster.s3`` and ``cluster.credentials`` only).
 """
 

@@ -22,7 +22,7 @@ from serve_app.context import AppContext
 
 # The capabilities /api/v1/models always lists, in this order; one whose deployment is not running is listed as
 # not installed. (TextAnalysis describes the first four, then Embeddings, Translation, Search, LLM, Transcription
-# and BatchRunner one each.)
+# and Jobs (batch transcription) one each.)
 CAPABILITIES = (
     "entity_recognition",
     "sentiment_analysis",

@@ -1,5 +1,5 @@
-"""Batch routes over the ingress and the BatchRunner in Serve's local testing mode (no Ray cluster: the runner
-transcribes in a thread) and a real SeaweedFS."""
+"""Batch routes over the ingress and the Jobs deployment's batch coordinator in Serve's local testing mode (no Ray
+cluster: the coordinator transcribes in a thread) and a real SeaweedFS."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ API = "/api/v2alpha/transcribe/batch"
 @pytest.fixture()
 def batch_db(tmp_path: Path, settings):
     """A database of this test's own: the session's Ray Serve app (integration tests) shares the session
-    database, and its BatchRunner's sweep would otherwise resume these batches too."""
+    database, and its Jobs replica's batch sweep would otherwise resume these batches too."""
     from persistence.session import Database
 
     isolated = settings.updated({"data_dir": tmp_path / "data"})
@@ -59,7 +59,7 @@ def app_for(batch_db, seaweedfs: str):
 
     yield make
     for runner in runners:
-        runner.close.remote().result()
+        runner.stop_batches.remote().result()
 
 
 @pytest.fixture()

@@ -84,7 +84,6 @@ TEST_CPUS = {
     "Speech": 0.5,
     "Search": 0.2,
     "Jobs": 0.1,
-    "BatchRunner": 0.05,
 }
 
 
