@@ -14,8 +14,8 @@ Batch transcription: ``cluster.batch``, the Ray tasks and coordinator (runs the 
 deployment imports it).
 
 The processes of the service: ``cluster.graceful_stop``, the keys in Ray's key-value store through which
-``khuluma serve`` tells every ingress replica that a graceful stop has begun. What one process needs of its own (memory, ports, metrics, the
-request id) is ``runtime/``.
+``khuluma serve`` tells every ingress replica that a graceful stop has begun. What one process needs of its own
+(memory, ports, metrics, the request id) is ``runtime/``.
 
 ``cluster/kuberay/`` and ``cluster/launcher/`` hold the KubeRay and Ray cluster launcher configurations.
 

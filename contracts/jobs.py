@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from contracts.capabilities import CapabilityInfo
 from contracts.handles import DeploymentClient
 from contracts.speech import TranscriptionResult
 
@@ -78,3 +79,8 @@ class JobsClient(DeploymentClient):
     async def status(self) -> JobsStatus:
         """deployments.jobs.Jobs.status."""
         return await self._call(self._handle.status.remote())
+
+    async def describe(self, timeout: float) -> list[CapabilityInfo]:
+        """Nothing: the Jobs deployment describes batch transcription, which the batch handle (``BatchClient``) lists
+        where the service serves it, so one asked as the jobs handle lists no capability of its own."""
+        return []

@@ -131,3 +131,25 @@ def test_a_stopping_runner_gives_its_batches_up_at_once(lease_db, monkeypatch):
     gate.set()
     stopping.wait(batch_id, 30)
     assert _row(db, batch_id).status == "PROCESSING"  # left to the next runner, not closed
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "installed"), [(["jobs"], False), (["batch"], True), (["jobs", "batch"], True)]
+)
+def test_the_jobs_deployment_lists_batch_transcription_only_where_batches_are_served(
+    lease_db, capabilities: list[str], installed: bool
+):
+    from khuluma.app import build_local
+    from tests.conftest import client_for
+
+    settings, _ = lease_db
+    handles = build_local(settings, capabilities)
+    try:
+        client = client_for(settings, handles)
+        listed = {c["capability"]: c for c in client.get("/api/v1/models").json()["capabilities"]}
+        assert listed["batch_transcription"]["installed"] is installed
+        probed = {d["name"]: d["healthy"] for d in client.get("/api/v1/health").json()["deployments"]}
+        assert all(probed[name] for name in capabilities)
+        assert {h.deployment_name for h in handles.values()} == {"Jobs"}  # one deployment answers both
+    finally:
+        next(iter(handles.values())).stop_batches.remote().result()
