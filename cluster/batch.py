@@ -194,6 +194,7 @@ class BatchCoordinator:
         self._lock = threading.Lock()
         self._running: dict[str, threading.Thread] = {}
         self._lost: set[str] = set()  # batches this runner no longer holds: they submit no more files here
+        self._closed = False  # let go of everything (the replica is stopping): it takes no lease again
 
     def _task_settings(self) -> dict[str, Any]:
         """What the tasks are handed (no secrets). A task decodes one file at a time: one decode
@@ -216,7 +217,7 @@ class BatchCoordinator:
         it. True if started."""
         with self._lock:
             thread = self._running.get(batch_id)
-            if thread is not None and thread.is_alive():
+            if self._closed or (thread is not None and thread.is_alive()):
                 return False
             if not batches.hold(self.db, batch_id, self.runner, self.lease_seconds):
                 return False
@@ -237,23 +238,28 @@ class BatchCoordinator:
             return [b for b, t in self._running.items() if t.is_alive()]
 
     def renew(self) -> list[str]:
-        """Renew the lease of every batch running here; returns those whose lease another runner took after it
-        lapsed (they submit no more files here and are left to that runner)."""
-        lost = [b for b in self.running() if not batches.hold(self.db, b, self.runner, self.lease_seconds)]
+        """Renew the lease of every batch running here; returns those no longer held here (another runner took
+        the lease after it lapsed, or the batch closed): they submit no more files here. Under the lock, so a
+        :meth:`let_go` never finds a lease renewed behind it."""
         with self._lock:
+            if self._closed:
+                return []
+            held = [b for b, t in self._running.items() if t.is_alive() and b not in self._lost]
+            lost = [b for b in held if not batches.hold(self.db, b, self.runner, self.lease_seconds)]
             self._lost.update(lost)
         for batch_id in lost:
-            log.warning("batch %s: lease lost to another runner; it stops here", batch_id)
+            log.info("batch %s: no longer held here (closed, or taken over by another runner)", batch_id)
         return lost
 
     def let_go(self) -> None:
-        """Give up every lease held here (the replica is stopping): another runner resumes those batches at its
-        next sweep instead of after the leases lapse."""
-        running = self.running()
+        """Give up every lease held here and take none again (the replica is stopping): another runner resumes
+        those batches at its next sweep instead of after the leases lapse."""
         with self._lock:
+            self._closed = True
+            running = [b for b, t in self._running.items() if t.is_alive()]
             self._lost.update(running)
-        for batch_id in running:
-            batches.let_go(self.db, batch_id, self.runner)
+            for batch_id in running:
+                batches.let_go(self.db, batch_id, self.runner)
 
     def wait(self, batch_id: str, timeout: float | None = None) -> None:
         with self._lock:
@@ -298,10 +304,13 @@ class BatchCoordinator:
         except Exception:
             log.exception("batch %s: coordinator failed; it will be resumed", batch_id)
         finally:
-            try:  # unfinished: any runner's next sweep resumes it
-                batches.let_go(self.db, batch_id, self.runner)
-            except Exception:  # then the lease lapses instead
-                log.warning("batch %s: lease not released", batch_id, exc_info=True)
+            with self._lock:  # no renewal between the release and the end of this thread
+                try:  # unfinished: any runner's next sweep resumes it
+                    batches.let_go(self.db, batch_id, self.runner)
+                except Exception:  # then the lease lapses instead
+                    log.warning("batch %s: lease not released", batch_id, exc_info=True)
+                self._lost.discard(batch_id)
+                self._running.pop(batch_id, None)
 
     def _run_local(self, item_id: str) -> None:
         retries = self.settings.batch.task_retries

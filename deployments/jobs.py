@@ -116,7 +116,11 @@ def outcome_of(exc: Exception) -> Outcome:
 
 
 class Jobs:
-    def __init__(self, settings: dict[str, Any] | None = None, speech: Any = None) -> None:
+    def __init__(
+        self, settings: dict[str, Any] | None = None, speech: Any = None, serves: tuple[str, ...] = ("jobs", "batch")
+    ) -> None:
+        """``serves``: the capabilities this service reaches it for (``khuluma.app``): the jobs' worker loop runs
+        for ``jobs``, the batches' coordinator for ``batch``."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -140,12 +144,16 @@ class Jobs:
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(self.settings.webhooks.timeout_seconds), follow_redirects=False, trust_env=False
         )
-        self._main = loop.create_task(self._run(), name="khuluma-jobs")
-        self.batches = BatchCoordinator(self.settings, self.db)
+        self._main = loop.create_task(self._run(), name="khuluma-jobs") if "jobs" in serves else None
+        self.batches = BatchCoordinator(self.settings, self.db) if "batch" in serves else None
         self._batch_stop = threading.Event()
-        threading.Thread(  # its first sweep runs now: batches interrupted by a restart resume at once
-            target=sweep_forever, args=(self.batches, SWEEP_SECONDS, self._batch_stop), name="batch-sweep", daemon=True
-        ).start()
+        if self.batches is not None:  # its first sweep runs now: the batches nobody holds resume at once
+            threading.Thread(
+                target=sweep_forever,
+                args=(self.batches, SWEEP_SECONDS, self._batch_stop),
+                name="batch-sweep",
+                daemon=True,
+            ).start()
 
     def __del__(self) -> None:
         """Serve's graceful shutdown: stop the worker loop and the batches. Running jobs are abandoned; their
@@ -161,7 +169,7 @@ class Jobs:
 
     def check_health(self) -> None:
         """Serve's health check: a replica whose worker loop has ended is replaced."""
-        if self._main.done():
+        if self._main is not None and self._main.done():
             raise RuntimeError("The jobs worker loop has stopped.")
 
     async def ping(self) -> bool:
@@ -170,6 +178,8 @@ class Jobs:
 
     async def describe(self) -> list[CapabilityInfo]:
         """Batch transcription (no model of its own: Transcription describes the speech models)."""
+        if self.batches is None:
+            return []
         mode = "Ray tasks (SPREAD)" if self.batches.use_ray else "in-process, one file at a time"
         return [
             CapabilityInfo(
@@ -197,11 +207,11 @@ class Jobs:
     def run_batch(self, batch_id: str) -> bool:
         """Start transcribing a PROCESSING batch in the background; False if it runs already (here or on another
         replica)."""
-        return self.batches.start(batch_id)
+        return self.batches is not None and self.batches.start(batch_id)
 
     def running_batches(self) -> list[str]:
         """Ids of the batches this replica is transcribing now."""
-        return self.batches.running()
+        return [] if self.batches is None else self.batches.running()
 
     def stop_batches(self) -> None:
         """Stop the batch sweep and give up this replica's batches (their files in flight finish; the next
@@ -209,12 +219,12 @@ class Jobs:
         self._stop_batches()
 
     def _stop_batches(self) -> None:
-        stop = getattr(self, "_batch_stop", None)
-        if stop is None or stop.is_set():
+        stop, coordinator = getattr(self, "_batch_stop", None), getattr(self, "batches", None)
+        if stop is None or coordinator is None or stop.is_set():
             return
         stop.set()
         try:
-            self.batches.let_go()
+            coordinator.let_go()
         except Exception:  # then their leases lapse instead
             log.warning("batch leases not released", exc_info=True)
 

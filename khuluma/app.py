@@ -164,7 +164,8 @@ def _bind(settings: Settings, options: dict[str, dict[str, Any]], wanted: set[st
         if spec.backend == "llm" and settings.llm.engine == "vllm":
             deps["server"] = _vllm_server(settings, options)
         deployment = serve.deployment(name=spec.name)(load_class(spec.target)).options(**options[spec.name])
-        node = deployment.bind(settings.for_replica(spec.sections), **deps)
+        serves = {"serves": tuple(fields)} if spec.also else {}  # the capabilities it is bound for, when several
+        node = deployment.bind(settings.for_replica(spec.sections), **deps, **serves)
         bound.update(dict.fromkeys(fields, node))
     return bound
 

@@ -291,7 +291,8 @@ def processing_batches(db: Database) -> list[str]:
 def hold(db: Database, batch_id: str, runner: str, seconds: float) -> bool:
     """Take or renew ``runner``'s lease of a PROCESSING batch for ``seconds``: True when it holds the batch now
     (it held it already, nobody did, or the last holder's lease lapsed), False when another runner holds it. The
-    batch's ``updated_at`` is left as it was: a lease is not a change a client sees."""
+    batch's ``updated_at`` is left as it was: a lease is not a change a client sees. Times are the caller's clock
+    (naive UTC), as the job leases': hosts whose clocks differ by a good part of a lease must not share a database."""
     now = utcnow()
     with db.session() as s:
         return (
@@ -301,7 +302,12 @@ def hold(db: Database, batch_id: str, runner: str, seconds: float) -> bool:
                 .where(
                     Batch.id == batch_id,
                     Batch.status == BatchStatus.PROCESSING,
-                    or_(Batch.runner.is_(None), Batch.runner == runner, Batch.runner_until < now),
+                    or_(
+                        Batch.runner.is_(None),
+                        Batch.runner == runner,
+                        Batch.runner_until.is_(None),
+                        Batch.runner_until < now,
+                    ),
                 )
                 .values(runner=runner, runner_until=now + timedelta(seconds=seconds), updated_at=Batch.updated_at),
             )

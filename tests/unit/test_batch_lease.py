@@ -105,6 +105,7 @@ def test_a_runner_that_loses_its_lease_stops_and_the_new_holder_finishes_the_bat
     _lapse(db, batch_id)  # the first runner stalled past its lease
     assert second.resume_all() == [batch_id]
     assert first.renew() == [batch_id]  # it learns it lost the batch
+    assert first.renew() == [] and _row(db, batch_id).runner == second.runner  # and never renews it again
 
     for runner in (first, second):
         runner._running[batch_id].name = f"runner-{id(runner)}"
@@ -118,19 +119,33 @@ def test_a_runner_that_loses_its_lease_stops_and_the_new_holder_finishes_the_bat
     assert row.status == "FAILED" and row.runner is None  # closed by the second, its lease given up
 
 
-def test_a_stopping_runner_gives_its_batches_up_at_once(lease_db, monkeypatch):
+def test_a_stopping_runner_gives_its_batches_up_at_once_and_takes_none_again(lease_db, monkeypatch):
     settings, db = lease_db
-    batch_id = _processing_batch(db, 2)
-    gate = threading.Event()
-    monkeypatch.setattr(batch_module, "process_item", lambda bound, item_id: gate.wait(30) and "PENDING")
+    batch_id, other = _processing_batch(db, 2), _processing_batch(db, 1)
+    gate, entered = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def transcribe(bound: dict[str, Any], item_id: str) -> str:
+        entered.set()
+        gate.wait(30)
+        ran.append(item_id)
+        return batches.fail(db, item_id, "stand-in") or "MISSING"
+
+    monkeypatch.setattr(batch_module, "process_item", transcribe)
     stopping = BatchCoordinator(settings, db, use_ray=False)
     assert stopping.start(batch_id)
+    assert entered.wait(30)  # on its first file
 
     stopping.let_go()
+    assert _row(db, batch_id).runner is None
+    assert stopping.renew() == [] and _row(db, batch_id).runner is None  # its sweep takes nothing back
+    assert not stopping.start(other) and stopping.resume_all() == [] and _row(db, other).runner is None
     assert batches.hold(db, batch_id, "next-replica", 60)  # no wait for the lease to lapse
     gate.set()
     stopping.wait(batch_id, 30)
-    assert _row(db, batch_id).status == "PROCESSING"  # left to the next runner, not closed
+    assert len(ran) == 1  # the file it was on, no more
+    row = _row(db, batch_id)
+    assert row.status == "PROCESSING" and row.runner == "next-replica"  # left to the next runner, not closed
 
 
 @pytest.mark.parametrize(
