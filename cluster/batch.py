@@ -184,12 +184,14 @@ class BatchCoordinator:
         *,
         use_ray: bool | None = None,
         lease_seconds: float = LEASE_SECONDS,
+        runner: str | None = None,
     ) -> None:
         self.settings = settings
         self.db = db
         self.use_ray = ray.is_initialized() if use_ray is None else use_ray
         self.task_settings = self._task_settings()
-        self.runner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"  # its name in the batches' leases
+        # its name in the batches' leases: its replica's (the Jobs worker's), else host:pid:id of its own
+        self.runner = runner or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.lease_seconds = lease_seconds
         self._lock = threading.Lock()
         self._running: dict[str, threading.Thread] = {}

@@ -145,7 +145,7 @@ class Jobs:
             timeout=httpx.Timeout(self.settings.webhooks.timeout_seconds), follow_redirects=False, trust_env=False
         )
         self._main = loop.create_task(self._run(), name="khuluma-jobs") if "jobs" in serves else None
-        self.batches = BatchCoordinator(self.settings, self.db) if "batch" in serves else None
+        self.batches = BatchCoordinator(self.settings, self.db, runner=self.worker) if "batch" in serves else None
         self._batch_stop = threading.Event()
         if self.batches is not None:  # its first sweep runs now: the batches nobody holds resume at once
             threading.Thread(
@@ -159,7 +159,7 @@ class Jobs:
         """Serve's graceful shutdown: stop the worker loop and the batches. Running jobs are abandoned; their
         leases expire and another replica takes them up, exactly as after a crash. The batches' leases are given
         up, so another replica resumes them at its next sweep."""
-        self._stop_batches()
+        self.stop_batches()
         main = getattr(self, "_main", None)
         if main is None or main.done() or main.get_loop().is_closed():
             return
@@ -215,10 +215,7 @@ class Jobs:
 
     def stop_batches(self) -> None:
         """Stop the batch sweep and give up this replica's batches (their files in flight finish; the next
-        replica's sweep resumes the rest)."""
-        self._stop_batches()
-
-    def _stop_batches(self) -> None:
+        replica's sweep resumes the rest). Safe on a replica whose constructor failed (``__del__`` calls it)."""
         stop, coordinator = getattr(self, "_batch_stop", None), getattr(self, "batches", None)
         if stop is None or coordinator is None or stop.is_set():
             return
