@@ -10,13 +10,14 @@ from __future__ import annotations
 import importlib
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
-
-from ray import serve
-from ray.serve import Application
+from typing import TYPE_CHECKING, Any
 
 from contracts.settings import Settings, merge_mappings
 from khuluma.checks import run_startup_checks
+
+if TYPE_CHECKING:  # Serve is imported where an application is built: the `khuluma serve` process only reads the
+    # deployments' options (its GPU check) and never holds Serve's modules (about 27 MiB) while it waits
+    from ray.serve import Application
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,8 @@ def build_local(settings: Settings, capabilities: list[str] | None = None) -> di
     """The deployments in this process under Serve's local testing mode (no Ray cluster), wired as in
     :func:`build_app`; returns their handles by typed-handle field. ``capabilities`` picks some (None: all). The
     fast tests and the plain-uvicorn side of the benchmarks use it."""
+    from ray import serve
+
     wanted = set(capabilities or default_capabilities(settings))
     bound = _bind(settings, {spec.name: {} for spec in SPECS}, wanted)
     root = serve.deployment(name="LocalHandles")(_Handles).bind(**bound)
@@ -154,6 +157,8 @@ _local_apps = itertools.count()
 
 def _bind(settings: Settings, options: dict[str, dict[str, Any]], wanted: set[str]) -> dict[str, Any]:
     """Bind every wanted deployment, with its own settings sections and the handles it needs."""
+    from ray import serve
+
     wanted = _with_needs(wanted, settings)
     bound: dict[str, Any] = {}
     for spec in SPECS:  # in dependency order: what a deployment needs comes before it
@@ -294,6 +299,8 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
     if args.get("checks", True):
         run_startup_checks(settings, _with_needs(wanted, settings), options)
     bound = _bind(settings, options, wanted)
+
+    from ray import serve
 
     from serve_app.ingress import Ingress  # the composition root binds the ingress (import-linter allows this one)
 

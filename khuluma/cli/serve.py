@@ -106,7 +106,7 @@ def serve(
         signals.install()  # again: ray.init sets a SIGTERM handler of its own
         signals.check()
         stop_board = _begin_stop(cleanups)  # before the deploy: every ingress replica finds it when it starts
-        _deploy(settings, cfg)
+        _deploy(settings, cfg, cleanups)
         signals.check()
         _announce(settings)
         signals.serving()
@@ -414,7 +414,6 @@ def _start_ray(
     env = ray_env()
     os.environ.update(env)
     import ray
-    from ray import serve
 
     if not address:
         # Secrets reach the replicas through the process environment that the local raylet inherits from this
@@ -443,38 +442,62 @@ def _start_ray(
     from khuluma.app import check_gpus, deployment_options
 
     check_gpus(deployment_options(cfg["deployments"]), float(ray.cluster_resources().get("GPU", 0)))
-    http = {k: v for k, v in cfg["http_options"].items() if k not in ("host", "port")}
-    serve.start(
-        http_options={**http, "host": settings.host, "port": settings.port}, logging_config=cfg.get("logging_config")
-    )
-    cleanups.append(Cleanup("Serve", serve.shutdown, limit_s=60, graceful=True))  # replicas run their destructors
 
 
-def _deploy(settings: Settings, cfg: dict[str, Any]) -> None:
-    import ray
-
+def _deploy(settings: Settings, cfg: dict[str, Any], cleanups: list[Cleanup]) -> None:
     app_cfg = cfg["app"]
     args = dict(app_cfg.get("args") or {})
     args["settings"] = {**(args.get("settings") or {}), **settings.for_replica()}  # no secrets: see _start_ray
     args["deployments"] = cfg["deployments"]
+    http = {k: v for k, v in cfg["http_options"].items() if k not in ("host", "port")}
     console.print("Deploying (first start loads the models; this takes a minute) ...")
-    # The application is built and deployed by a one-off Ray task, as `serve deploy` builds it in the cluster:
-    # this process, which then only waits for Ctrl-C, never imports the ingress, the deployments and their
-    # engines (memory it would hold for the service's lifetime), and the task's worker exits when done.
-    deploy = ray.remote(num_cpus=0, max_calls=1, max_retries=0)(_build_and_run)
+    # Before the deploy: a deploy that fails half-way still has Serve stopped (nothing to stop is not an error)
+    cleanups.append(Cleanup("Serve", _stop_serve, limit_s=60, graceful=True))  # replicas run their destructors
+    _in_task(
+        _start_and_run,
+        {**http, "host": settings.host, "port": settings.port},
+        args,
+        app_cfg.get("name", "khuluma"),
+        app_cfg.get("route_prefix", "/"),
+        cfg.get("logging_config"),
+    )
+
+
+def _in_task(function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)`` in a one-off Ray task, whose worker exits when it is done. Serve is started, deployed to
+    and stopped this way, as `serve deploy` builds an application in the cluster: this process, which only waits
+    for a signal in between, never imports Serve, the ingress, the deployments or their engines (memory it would
+    hold for the service's lifetime). A failure is raised here as what failed."""
+    import ray
+
+    task = ray.remote(num_cpus=0, max_calls=1, max_retries=0)(function)
     try:
-        ray.get(
-            deploy.remote(
-                args, app_cfg.get("name", "khuluma"), app_cfg.get("route_prefix", "/"), cfg.get("logging_config")
-            )
-        )
+        return ray.get(task.remote(*args))
     except ray.exceptions.RayTaskError as exc:
-        raise (exc.cause if isinstance(exc.cause, Exception) else exc) from None  # told as what failed
+        raise (exc.cause if isinstance(exc.cause, Exception) else exc) from None
 
 
-def _build_and_run(args: dict[str, Any], name: str, route_prefix: str, logging_config: dict[str, Any] | None) -> None:
+def _start_and_run(
+    http_options: dict[str, Any],
+    args: dict[str, Any],
+    name: str,
+    route_prefix: str,
+    logging_config: dict[str, Any] | None,
+) -> None:
     from ray import serve
 
     from khuluma.app import build_app
 
+    serve.start(http_options=http_options, logging_config=logging_config)
     serve.run(build_app(args), name=name, route_prefix=route_prefix, blocking=False, logging_config=logging_config)
+
+
+def _stop_serve() -> None:
+    """Serve's graceful shutdown (its replicas run their destructors: usage rows, BM25 snapshots), in a task."""
+    _in_task(_shutdown_serve)
+
+
+def _shutdown_serve() -> None:
+    from ray import serve
+
+    serve.shutdown()

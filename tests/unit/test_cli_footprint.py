@@ -44,3 +44,17 @@ def test_the_whole_command_line_is_still_there() -> None:
 
     shown = CliRunner().invoke(app, ["--help"]).output
     assert all(name in shown for name in ("serve", "token", "models", "kb", "batch", "stream", "db"))
+
+
+def test_the_serving_process_holds_no_serve_client() -> None:
+    """What `khuluma serve` imports for itself (its GPU check reads the deployments' options): Serve is started,
+    deployed to and stopped in one-off Ray tasks, so the process that waits for a signal never imports it."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        "import khuluma.cli.serve\n"
+        "from khuluma.app import check_gpus, deployment_options\n"
+        "check_gpus(deployment_options({}), 0.0)\n"
+        "print(sorted(m for m in ('ray.serve', 'fastapi', 'serve_app', 'deployments') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
