@@ -464,10 +464,10 @@ def _deploy(settings: Settings, cfg: dict[str, Any], cleanups: list[Cleanup]) ->
 
 
 def _in_task(function: Callable[..., Any], *args: Any) -> Any:
-    """``function(*args)`` in a one-off Ray task, whose worker exits when it is done. Serve is started, deployed to
-    and stopped this way, as `serve deploy` builds an application in the cluster: this process, which only waits
-    for a signal in between, never imports Serve, the ingress, the deployments or their engines (memory it would
-    hold for the service's lifetime). A failure is raised here as what failed."""
+    """``function(*args)`` in a one-off Ray task, whose worker exits when it is done. Serve is started and deployed
+    to this way, as `serve deploy` builds an application in the cluster: this process, which then only waits for a
+    signal, never imports Serve, the ingress, the deployments or their engines (memory it would hold for the
+    service's lifetime). A failure is raised here as what failed."""
     import ray
 
     task = ray.remote(num_cpus=0, max_calls=1, max_retries=0)(function)
@@ -493,11 +493,9 @@ def _start_and_run(
 
 
 def _stop_serve() -> None:
-    """Serve's graceful shutdown (its replicas run their destructors: usage rows, BM25 snapshots), in a task."""
-    _in_task(_shutdown_serve)
-
-
-def _shutdown_serve() -> None:
+    """Serve's graceful shutdown (its replicas run their destructors: usage rows, BM25 snapshots). Serve's client
+    is imported here, when the stop begins, not for the whole time this process waits (a one-off task would have to
+    start a worker first, about 2 s more of the stop)."""
     from ray import serve
 
     serve.shutdown()
