@@ -16,6 +16,7 @@ Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra,
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import sys
 import tempfile
@@ -107,6 +108,11 @@ def main() -> None:
     state = "after one request of each kind" if args.after_load else "fresh"
     print(f"\nidle PSS of khuluma serve ({state}, dashboard {'off' if args.no_dashboard else 'on'}):")
     print(table(rows))
+    if importlib.util.find_spec("pyarrow") is not None:
+        print(
+            "pyarrow is installed here (the test extra): Ray imports it in every Python process it runs, about 2 MiB "
+            "each; the service's and the bench extra's set-ups have none (docs/performance.md, idle memory)."
+        )
     write_json(args.json, {"total MB": total, "processes": {name: mb for name, (_, mb) in found.items()}})
 
 
