@@ -11,8 +11,8 @@ stop needs no process of its own. Keys, under one stop's prefix ``stop/<id>/`` (
 
 Each replica polls its stop's drain key every :data:`POLL_S`; once it is there the replica drains
 (``serve_app/lifecycle.py``: no new requests or live sessions, open sessions closed with 1001, requests in flight
-finish) and marks itself done. The command waits for :meth:`StopBoard.drained` (or the grace period) before it stops
-Serve and Ray, then removes its keys (:meth:`StopBoard.clear`).
+finish) and marks itself done. The command waits for :meth:`StopBoard.drained` (or the grace period), stops Serve,
+removes its keys (:meth:`StopBoard.clear`) and then stops Ray.
 
 A replica that Serve replaced after it registered never reports, so :meth:`StopBoard.drained` counts a registered
 replica whose Ray actor is gone as done. It looks the actor up by name in the namespace where Serve created it

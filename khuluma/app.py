@@ -16,7 +16,7 @@ from contracts.settings import Settings, merge_mappings
 from khuluma.checks import run_startup_checks
 
 if TYPE_CHECKING:  # Serve is imported where an application is built: the `khuluma serve` process only reads the
-    # deployments' options (its GPU check) and never holds Serve's modules (about 27 MiB) while it waits
+    # deployments' options (its GPU check) and holds none of Serve's modules (about 24 MiB) while it waits
     from ray.serve import Application
 
 

@@ -258,6 +258,10 @@ def _stop_everything(cleanups: list[Cleanup], signals: StopSignals, serve_timeou
     if signals.hurrying:
         console.print("Stopping now (a second signal).")
     started = _our_processes()  # listed while they run: once their parents exit, they are no longer below us
+    if not signals.hurrying and any(cleanup.run is _stop_serve for cleanup in cleanups):
+        # Serve's client is imported here, not in the clean-up's thread: a second signal abandons that thread, and
+        # the client, finding Ray already stopped, would start a new one (ray.serve.context._connect)
+        import ray.serve  # noqa: F401
     for cleanup in reversed(cleanups):
         if cleanup.graceful and signals.hurrying:
             console.print(f"cleanup: {cleanup.name} skipped")
@@ -463,16 +467,16 @@ def _deploy(settings: Settings, cfg: dict[str, Any], cleanups: list[Cleanup]) ->
     )
 
 
-def _in_task(function: Callable[..., Any], *args: Any) -> Any:
+def _in_task(function: Callable[..., None], *args: Any) -> None:
     """``function(*args)`` in a one-off Ray task, whose worker exits when it is done. Serve is started and deployed
-    to this way, as `serve deploy` builds an application in the cluster: this process, which then only waits for a
-    signal, never imports Serve, the ingress, the deployments or their engines (memory it would hold for the
-    service's lifetime). A failure is raised here as what failed."""
+    to this way, as `serve deploy` builds an application in the cluster: while it waits for a signal, this process
+    holds none of Serve, the ingress, the deployments or their engines (memory it would hold for the service's
+    lifetime). A failure is raised here as what failed."""
     import ray
 
     task = ray.remote(num_cpus=0, max_calls=1, max_retries=0)(function)
     try:
-        return ray.get(task.remote(*args))
+        ray.get(task.remote(*args))
     except ray.exceptions.RayTaskError as exc:
         raise (exc.cause if isinstance(exc.cause, Exception) else exc) from None
 
@@ -488,14 +492,17 @@ def _start_and_run(
 
     from khuluma.app import build_app
 
+    app = build_app(args)  # first: a refused start (the start-up checks) starts no Serve to stop again
     serve.start(http_options=http_options, logging_config=logging_config)
-    serve.run(build_app(args), name=name, route_prefix=route_prefix, blocking=False, logging_config=logging_config)
+    serve.run(app, name=name, route_prefix=route_prefix, blocking=False, logging_config=logging_config)
 
 
 def _stop_serve() -> None:
-    """Serve's graceful shutdown (its replicas run their destructors: usage rows, BM25 snapshots). Serve's client
-    is imported here, when the stop begins, not for the whole time this process waits (a one-off task would have to
-    start a worker first, about 2 s more of the stop)."""
+    """Serve's graceful shutdown (its replicas run their destructors: usage rows, BM25 snapshots), from this process:
+    its client is imported when the stop begins (:func:`_stop_everything`), not held while the process waits, and a
+    one-off task would have to start a worker first (about 2 s more of the stop)."""
+    import ray
     from ray import serve
 
-    serve.shutdown()
+    if ray.is_initialized():  # else Serve's client would start a Ray of its own to stop
+        serve.shutdown()

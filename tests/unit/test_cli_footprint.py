@@ -47,11 +47,12 @@ def test_the_whole_command_line_is_still_there() -> None:
 
 
 def test_the_serving_process_holds_no_serve_client() -> None:
-    """What `khuluma serve` imports for itself (its GPU check reads the deployments' options): Serve is started,
-    deployed to and stopped in one-off Ray tasks, so the process that waits for a signal never imports it."""
+    """What `khuluma serve` imports for itself (its GPU check reads the deployments' options, the graceful stop's
+    keys): Serve is started and deployed to in a one-off Ray task, so the process holds no Serve client while it
+    waits for a signal (it imports one when the stop begins)."""
     code = (
         f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
-        "import khuluma.cli.serve\n"
+        "import khuluma.cli.serve, cluster.graceful_stop\n"
         "from khuluma.app import check_gpus, deployment_options\n"
         "check_gpus(deployment_options({}), 0.0)\n"
         "print(sorted(m for m in ('ray.serve', 'fastapi', 'serve_app', 'deployments') if m in sys.modules))\n"
