@@ -1,4 +1,4 @@
-"""A graceful stop, as one ingress replica sees it (``khuluma serve`` on SIGTERM/SIGINT: ``khuluma/cli/serve.py``).
+"""A graceful stop, as one ingress replica sees it (``khuluma serve`` on SIGTERM/SIGINT: ``khuluma/cli/stopping.py``).
 
 :meth:`Drain.begin` stops admissions: new HTTP requests answer 503 with ``Retry-After`` and ``Connection: close``
 (``serve_app/middleware.py:AdmissionMiddleware``), new live sessions are refused before they are accepted, the

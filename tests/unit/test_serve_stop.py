@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from khuluma.cli.serve import StopRequested, StopSignals
+from khuluma.cli.stopping import StopRequested, StopSignals
 from khuluma.cli.supervise import split
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,21 +114,21 @@ def test_the_first_signal_stops_the_second_hurries() -> None:
 def test_the_stop_runs_each_cleanup_bounded_and_stops_what_is_left(monkeypatch: pytest.MonkeyPatch) -> None:
     import psutil
 
-    from khuluma.cli import serve as serve_cli
+    from khuluma.cli import stopping
 
     left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # e.g. an HAProxy left behind
-    monkeypatch.setattr(serve_cli, "_our_processes", lambda: {psutil.Process(left.pid)})
+    monkeypatch.setattr(stopping, "_our_processes", lambda: {psutil.Process(left.pid)})
     order: list[str] = []
     cleanups = [
-        serve_cli.Cleanup("storage", lambda: order.append("storage")),
-        serve_cli.Cleanup("ray", lambda: order.append("ray")),
-        serve_cli.Cleanup("slow", lambda: time.sleep(30), limit_s=0.5),
-        serve_cli.Cleanup("serve", lambda: order.append("serve"), graceful=True),
+        stopping.Cleanup("storage", lambda: order.append("storage")),
+        stopping.Cleanup("ray", lambda: order.append("ray")),
+        stopping.Cleanup("slow", lambda: time.sleep(30), limit_s=0.5),
+        stopping.Cleanup("serve", lambda: order.append("serve"), graceful=True),
     ]
     signals = StopSignals()
     signals.hurrying = True  # a second signal: no graceful Serve shutdown
     started = time.monotonic()
-    serve_cli._stop_everything(cleanups, signals)
+    stopping.stop_everything(cleanups, signals)
     assert order == ["ray", "storage"] and cleanups == []  # in reverse order of starting, the slow one given up on
     assert time.monotonic() - started < 10
     left.wait(10)  # stopped, not left behind (the stop reaped it: its status is no longer ours to read)
