@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +26,7 @@ from rich.markup import escape
 
 from contracts.settings import Settings
 from contracts.settings.variables import setting_warnings
-from khuluma.cli.stopping import Cleanup, StopRequested, StopSignals, drain, stop_everything, stop_serve
+from khuluma.cli.stopping import Cleanup, StopRequested, StopSignals, drain, serve_cleanup, stop_everything
 from runtime.memory import release_freed_memory
 
 if TYPE_CHECKING:  # the command imports the service's parts where it uses them
@@ -314,6 +313,8 @@ def _start_ray(
 
 
 def _deploy(settings: Settings, cfg: dict[str, Any], cleanups: list[Cleanup]) -> None:
+    import ray
+
     app_cfg = cfg["app"]
     args = dict(app_cfg.get("args") or {})
     args["settings"] = {**(args.get("settings") or {}), **settings.for_replica()}  # no secrets: see _start_ray
@@ -321,29 +322,17 @@ def _deploy(settings: Settings, cfg: dict[str, Any], cleanups: list[Cleanup]) ->
     http = {k: v for k, v in cfg["http_options"].items() if k not in ("host", "port")}
     console.print("Deploying (first start loads the models; this takes a minute) ...")
     # Before the deploy: a deploy that fails half-way still has Serve stopped (nothing to stop is not an error)
-    cleanups.append(Cleanup("Serve", stop_serve, limit_s=60, graceful=True))  # replicas run their destructors
-    _in_task(
-        _start_and_run,
-        {**http, "host": settings.host, "port": settings.port},
-        args,
-        app_cfg.get("name", "khuluma"),
-        app_cfg.get("route_prefix", "/"),
-        cfg.get("logging_config"),
-    )
-
-
-def _in_task(function: Callable[..., None], *args: Any) -> None:
-    """``function(*args)`` in a one-off Ray task, whose worker exits when it is done. Serve is started and deployed
-    to this way, as `serve deploy` builds an application in the cluster: while it waits for a signal, this process
-    holds none of Serve, the ingress, the deployments or their engines (memory it would hold for the service's
-    lifetime). A failure is raised here as what failed."""
-    import ray
-
-    task = ray.remote(num_cpus=0, max_calls=1, max_retries=0)(function)
+    cleanups.append(serve_cleanup())
+    # Serve is started and the application built and deployed by a one-off Ray task, as `serve deploy` builds it in
+    # the cluster: while it waits for a signal, this process holds none of Serve, the ingress, the deployments or
+    # their engines (memory it would hold for the service's lifetime), and the task's worker exits when done.
+    deploy = ray.remote(num_cpus=0, max_calls=1, max_retries=0)(_start_and_run)
+    http_options = {**http, "host": settings.host, "port": settings.port}
+    name, route_prefix = app_cfg.get("name", "khuluma"), app_cfg.get("route_prefix", "/")
     try:
-        ray.get(task.remote(*args))
+        ray.get(deploy.remote(http_options, args, name, route_prefix, cfg.get("logging_config")))
     except ray.exceptions.RayTaskError as exc:
-        raise (exc.cause if isinstance(exc.cause, Exception) else exc) from None
+        raise (exc.cause if isinstance(exc.cause, Exception) else exc) from None  # told as what failed
 
 
 def _start_and_run(

@@ -88,12 +88,14 @@ def drain(stop_board: StopBoard | None, grace_s: float, signals: StopSignals) ->
 @dataclass(frozen=True)
 class Cleanup:
     """One thing to stop, in reverse order of starting. ``graceful``: skipped by a second signal (the processes
-    are then stopped without it)."""
+    are then stopped without it). ``prepare``: run in this thread just before, unbounded: what ``run`` must not do
+    in the thread a second signal may abandon."""
 
     name: str
     run: Callable[[], Any]
     limit_s: float = 60.0
     graceful: bool = False
+    prepare: Callable[[], Any] | None = None
 
 
 def stop_everything(cleanups: list[Cleanup], signals: StopSignals, serve_timeout_s: float | None = None) -> None:
@@ -103,14 +105,12 @@ def stop_everything(cleanups: list[Cleanup], signals: StopSignals, serve_timeout
     if signals.hurrying:
         console.print("Stopping now (a second signal).")
     started = _our_processes()  # listed while they run: once their parents exit, they are no longer below us
-    if not signals.hurrying and any(cleanup.run is stop_serve for cleanup in cleanups):
-        # Serve's client is imported here, not in the clean-up's thread: a second signal abandons that thread, and
-        # the client, finding Ray already stopped, would start a new one (ray.serve.context._connect)
-        import ray.serve  # noqa: F401
     for cleanup in reversed(cleanups):
         if cleanup.graceful and signals.hurrying:
             console.print(f"cleanup: {cleanup.name} skipped")
             continue
+        if cleanup.prepare is not None:
+            cleanup.prepare()
         limit = serve_timeout_s if serve_timeout_s is not None and cleanup.graceful else cleanup.limit_s
         _bounded(cleanup, limit, signals)
     cleanups.clear()
@@ -158,10 +158,20 @@ def _terminate(processes: list[Any], grace_s: float = 5.0) -> None:
     terminate(processes, grace_s)
 
 
-def stop_serve() -> None:
-    """Serve's graceful shutdown (its replicas run their destructors: usage rows, BM25 snapshots), from this process:
-    its client is imported when the stop begins (:func:`stop_everything`), not held while the process waits, and a
-    one-off task would have to start a worker first (about 2 s more of the stop)."""
+def serve_cleanup() -> Cleanup:
+    """Serve's graceful shutdown (its replicas run their destructors: usage rows, BM25 snapshots), from this process.
+    Serve's client is imported when the stop reaches it, not held while the process waits (a one-off task would
+    have to start a worker first: about 2 s more of the stop); imported in this thread, because a second signal
+    abandons the clean-up's thread, and the client, finding Ray stopped by then, would start a new one
+    (``ray.serve.context._connect``)."""
+    return Cleanup("Serve", _stop_serve, limit_s=60, graceful=True, prepare=_import_serve)
+
+
+def _import_serve() -> None:
+    import ray.serve  # noqa: F401
+
+
+def _stop_serve() -> None:
     import ray
     from ray import serve
 

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -119,17 +120,22 @@ def test_the_stop_runs_each_cleanup_bounded_and_stops_what_is_left(monkeypatch: 
     left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # e.g. an HAProxy left behind
     monkeypatch.setattr(stopping, "_our_processes", lambda: {psutil.Process(left.pid)})
     order: list[str] = []
+
+    def prepared(name: str) -> None:  # in the stopping thread, which a second signal never abandons
+        order.append(f"{name} prepared" if threading.current_thread() is threading.main_thread() else "elsewhere")
+
     cleanups = [
         stopping.Cleanup("storage", lambda: order.append("storage")),
-        stopping.Cleanup("ray", lambda: order.append("ray")),
+        stopping.Cleanup("ray", lambda: order.append("ray"), prepare=lambda: prepared("ray")),
         stopping.Cleanup("slow", lambda: time.sleep(30), limit_s=0.5),
-        stopping.Cleanup("serve", lambda: order.append("serve"), graceful=True),
+        stopping.Cleanup("serve", lambda: order.append("serve"), graceful=True, prepare=lambda: prepared("serve")),
     ]
     signals = StopSignals()
-    signals.hurrying = True  # a second signal: no graceful Serve shutdown
+    signals.hurrying = True  # a second signal: no graceful Serve shutdown, nor its preparation
     started = time.monotonic()
     stopping.stop_everything(cleanups, signals)
-    assert order == ["ray", "storage"] and cleanups == []  # in reverse order of starting, the slow one given up on
+    # in reverse order of starting, each prepared just before it runs, the slow one given up on
+    assert order == ["ray prepared", "ray", "storage"] and cleanups == []
     assert time.monotonic() - started < 10
     left.wait(10)  # stopped, not left behind (the stop reaped it: its status is no longer ours to read)
     assert not psutil.pid_exists(left.pid) or psutil.Process(left.pid).status() == psutil.STATUS_ZOMBIE
