@@ -53,7 +53,13 @@ from engines.search import extractive
 from engines.search.bm25 import Bm25Index
 from engines.search.bm25_cache import Bm25Cache
 from engines.search.chunk_language import detect_languages, detectable_languages, dominant_language
-from engines.search.chunk_store import ChunkStore, acquire_store_lock, connect_chroma, release_store_lock
+from engines.search.chunk_store import (
+    ChunkStore,
+    OpenCollection,
+    acquire_store_lock,
+    connect_chroma,
+    release_store_lock,
+)
 from engines.search.chunking import Chunk, chunk_text
 from engines.search.documents import ExtractedText, ExtractionLimits
 from engines.search.fusion import FusionConfig, Hit, fuse, rank_by_similarity
@@ -354,16 +360,8 @@ class Search:
 
     # --- reads ------------------------------------------------------------------------------------------------
     async def _check_owner(self, kb_id: str, customer_id: int | None) -> None:
-        await _store_call(self._owner_is, kb_id, customer_id)
-
-    def _owner_is(self, kb_id: str, customer_id: int | None) -> None:
-        """:class:`NotFound` unless ``customer_id`` (None: not checked) owns the knowledge base (or it has no
-        vectors yet)."""
-        if customer_id is None:
-            return
-        owner = self.store.owner(kb_id)
-        if owner not in (None, 0, int(customer_id)):
-            raise NotFound("Knowledge base not found.")
+        if customer_id is not None:
+            _owner_is(await _store_call(self.store.open, kb_id), customer_id)
 
     async def query(self, request: SearchQuery) -> list[SearchResultItem]:
         """Best ``top_k`` chunks by descending score. ``mode``: hybrid | vector | lexical (default: config)."""
@@ -408,11 +406,13 @@ class Search:
             return await self.queries.vector(text)
 
         def look_up(vector: np.ndarray | None) -> tuple[list[Hit], list[Hit]]:
-            self._owner_is(kb_id, request.customer_id)
+            collection = self.store.open(kb_id)  # its owner, generation and vectors from one look-up
+            _owner_is(collection, request.customer_id)
             lexical = mode in ("hybrid", "lexical")
-            lexical_hits, index = self._lexical(kb_id, text, pool, only) if lexical else ([], None)
-            vector_hits = [] if vector is None else self._nearest(kb_id, vector, pool, only, index)
-            return vector_hits, lexical_hits
+            lexical_hits, index = self._lexical(kb_id, collection, text, pool, only) if lexical else ([], None)
+            if vector is None or collection is None:
+                return [], lexical_hits
+            return self._nearest(collection, vector, pool, only, index), lexical_hits
 
         # the query is embedded first, then the owner check, BM25 and the vector search in one call on the store's
         # thread: BM25 beside the embedding slowed the embedder's sleeping threads more than it overlapped
@@ -428,31 +428,19 @@ class Search:
         return ranked[: request.top_k]
 
     def _nearest(
-        self, kb_id: str, vector: np.ndarray, k: int, language: str | None, index: Bm25Index | None
+        self, collection: OpenCollection, vector: np.ndarray, k: int, language: str | None, index: Bm25Index | None
     ) -> list[Hit]:
         """The ``k`` nearest chunks; with a lexical ``index`` (hybrid), Chroma is asked for ids and distances only
         and their texts come from the index, which holds every chunk already."""
-        hits = self.store.vector_search(kb_id, vector, k, language, with_chunks=index is None)
-        return hits if index is None else self._with_chunks(kb_id, index, hits)
+        hits = collection.vector_search(vector, k, language, with_chunks=index is None)
+        return hits if index is None else collection.filled(hits, index.chunks([hit.id for hit in hits]))
 
-    def _with_chunks(self, kb_id: str, index: Bm25Index, hits: list[Hit]) -> list[Hit]:
-        """Fill in the vector hits' texts and metadata from the lexical ``index`` the query used; a chunk it does
-        not hold (a write between the two reads) from the vector store. A chunk gone from both is left out."""
-        ids = [hit.id for hit in hits]
-        found = index.chunks(ids)
-        missing = [i for i in ids if i not in found]
-        if missing:
-            found.update(self.store.chunks(kb_id, missing))
-        filled = []
-        for hit in hits:
-            if hit.id in found:
-                hit.text, hit.metadata = found[hit.id]
-                filled.append(hit)
-        return filled
-
-    def _lexical(self, kb_id: str, text: str, k: int, language: str | None) -> tuple[list[Hit], Bm25Index]:
-        """BM25's hits, and the index they came from (a hybrid query reads its vector candidates there too)."""
-        index = self.bm25.get(kb_id)
+    def _lexical(
+        self, kb_id: str, collection: OpenCollection | None, text: str, k: int, language: str | None
+    ) -> tuple[list[Hit], Bm25Index]:
+        """BM25's hits, and the index they came from (a hybrid query reads its vector candidates there too): the
+        index of the ``collection``'s generation as the query read it."""
+        index = self.bm25.get(kb_id, None if collection is None else collection.generation)
         hits = [Hit(chunk_id, chunk, meta) for chunk_id, _, chunk, meta in index.search_chunks(text, k, language)]
         return hits, index
 
@@ -465,6 +453,13 @@ class Search:
 
     def collections(self) -> list[str]:
         return self.store.list_collections()
+
+
+def _owner_is(collection: OpenCollection | None, customer_id: int | None) -> None:
+    """:class:`NotFound` unless ``customer_id`` (None: not checked) owns the knowledge base (or it has no vectors
+    yet)."""
+    if customer_id is not None and collection is not None and collection.owner not in (0, int(customer_id)):
+        raise NotFound("Knowledge base not found.")
 
 
 def _result(hit: Hit) -> SearchResultItem:

@@ -92,8 +92,10 @@ class Bm25Cache:
                 saved.append((path.stat().st_mtime_ns, path.stem))
         return [kb_id for _, kb_id in sorted(saved, reverse=True)]
 
-    def get(self, kb_id: str) -> Bm25Index:
-        index = self._obtain(kb_id, rebuild=True)
+    def get(self, kb_id: str, generation: str | None = None) -> Bm25Index:
+        """The knowledge base's index of its collection's current generation; ``generation``: that token as the
+        caller read it already (:meth:`ChunkStore.open`), else it is read here."""
+        index = self._obtain(kb_id, rebuild=True, generation=generation)
         assert index is not None
         self._note_use(kb_id)
         return index
@@ -117,8 +119,9 @@ class Bm25Cache:
         the collection's current generation (a warm-up leaves rebuilding from the store to the first query)."""
         return self._obtain(kb_id, rebuild=False)
 
-    def _obtain(self, kb_id: str, rebuild: bool) -> Bm25Index | None:
-        generation = str(self.store.generation(kb_id))  # read before the texts: a later write changes it again
+    def _obtain(self, kb_id: str, rebuild: bool, generation: str | None = None) -> Bm25Index | None:
+        if generation is None:  # read before the texts: a later write changes it again
+            generation = str(self.store.generation(kb_id))
         with self._lock:
             entry = self._entries.get(kb_id)
             if entry and entry[0] == generation:

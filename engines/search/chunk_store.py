@@ -50,6 +50,58 @@ def connect_chroma(path: str | None = None, url: str | None = None) -> Any:
     return chromadb.PersistentClient(path=str(path), settings=chroma_settings())
 
 
+class OpenCollection:
+    """A knowledge base's collection as one look-up found it: its owner and generation as of that look-up, and its
+    chunks, read live on each call."""
+
+    def __init__(self, collection: Any) -> None:
+        self._col = collection
+        meta = collection.metadata or {}
+        self.owner = int(meta.get("customer_id") or 0)
+        self.generation = str(meta.get("generation"))
+
+    def vector_search(
+        self, embedding: np.ndarray, k: int, language: str | None = None, *, with_chunks: bool = True
+    ) -> list[Hit]:
+        """The ``k`` nearest chunks. ``with_chunks=False`` leaves out their text and metadata (empty in the hits),
+        which Chroma's query otherwise spends most of its time fetching (docs/performance.md, figures behind the
+        code)."""
+        result = self._col.query(
+            query_embeddings=np.asarray(embedding, dtype=np.float32).reshape(1, -1),
+            n_results=k,
+            where={"language": language} if language else None,
+            include=["documents", "metadatas", "distances"] if with_chunks else ["distances"],
+        )
+        ids, distances = result["ids"][0], result["distances"][0]
+        texts = result["documents"][0] if with_chunks else [""] * len(ids)
+        metas = result["metadatas"][0] if with_chunks else [{}] * len(ids)
+        return [
+            Hit(chunk_id, text or "", dict(meta or {}), similarity=1.0 - float(dist))
+            for chunk_id, text, meta, dist in zip(ids, texts, metas, distances)
+        ]
+
+    def filled(self, hits: list[Hit], known: dict[str, tuple[str, dict[str, Any]]]) -> list[Hit]:
+        """``hits`` with their texts and metadata: from ``known`` (what a lexical index read holds), else from the
+        store (a chunk written after that index was read). A chunk gone from both is left out."""
+        found = dict(known)
+        missing = [hit.id for hit in hits if hit.id not in found]
+        if missing:
+            found.update(self.chunks(missing))
+        filled = []
+        for hit in hits:
+            if hit.id in found:
+                hit.text, hit.metadata = found[hit.id]
+                filled.append(hit)
+        return filled
+
+    def chunks(self, ids: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Text and metadata of the given chunks (those that exist)."""
+        if not ids:
+            return {}
+        got = self._col.get(ids=ids, include=["documents", "metadatas"])
+        return {i: (t or "", dict(m or {})) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"])}
+
+
 class ChunkStore:
     """Chunks of each knowledge base in their own Chroma collection (vectors, text, metadata)."""
 
@@ -77,13 +129,19 @@ class ChunkStore:
         except (NotFoundError, ValueError):
             return None
 
-    def owner(self, kb_id: str) -> int | None:
+    def open(self, kb_id: str) -> OpenCollection | None:
+        """One read of a knowledge base's collection (None: it has none), for the several reads of one query: each
+        look-up of a collection by name costs a store round trip (docs/performance.md, knowledge-base query)."""
         col = self._collection(kb_id)
-        return None if col is None else int((col.metadata or {}).get("customer_id") or 0)
+        return None if col is None else OpenCollection(col)
+
+    def owner(self, kb_id: str) -> int | None:
+        opened = self.open(kb_id)
+        return None if opened is None else opened.owner
 
     def generation(self, kb_id: str) -> str | None:
-        col = self._collection(kb_id)
-        return None if col is None else str((col.metadata or {}).get("generation"))
+        opened = self.open(kb_id)
+        return None if opened is None else opened.generation
 
     def _touch(self, col: Any) -> Generation:
         """New generation token; returns (previous, new)."""
@@ -161,33 +219,9 @@ class ChunkStore:
     def vector_search(
         self, kb_id: str, embedding: np.ndarray, k: int, language: str | None = None, *, with_chunks: bool = True
     ) -> list[Hit]:
-        """The ``k`` nearest chunks. ``with_chunks=False`` leaves out their text and metadata (empty in the hits),
-        which Chroma's query otherwise spends most of its time fetching (docs/performance.md, figures behind the
-        code)."""
-        col = self._collection(kb_id)
-        if col is None:
-            return []
-        result = col.query(
-            query_embeddings=np.asarray(embedding, dtype=np.float32).reshape(1, -1),
-            n_results=k,
-            where={"language": language} if language else None,
-            include=["documents", "metadatas", "distances"] if with_chunks else ["distances"],
-        )
-        ids, distances = result["ids"][0], result["distances"][0]
-        texts = result["documents"][0] if with_chunks else [""] * len(ids)
-        metas = result["metadatas"][0] if with_chunks else [{}] * len(ids)
-        return [
-            Hit(chunk_id, text or "", dict(meta or {}), similarity=1.0 - float(dist))
-            for chunk_id, text, meta, dist in zip(ids, texts, metas, distances)
-        ]
-
-    def chunks(self, kb_id: str, ids: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
-        """Text and metadata of the given chunks (those that exist)."""
-        col = self._collection(kb_id)
-        if col is None or not ids:
-            return {}
-        got = col.get(ids=ids, include=["documents", "metadatas"])
-        return {i: (t or "", dict(m or {})) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"])}
+        """The ``k`` nearest chunks (:meth:`OpenCollection.vector_search`); none where the collection is missing."""
+        opened = self.open(kb_id)
+        return [] if opened is None else opened.vector_search(embedding, k, language, with_chunks=with_chunks)
 
     def all_chunks(self, kb_id: str, page: int = 5000) -> tuple[list[str], list[str], list[dict[str, Any]]]:
         col = self._collection(kb_id)

@@ -1,4 +1,5 @@
-"""The plain-uvicorn side of the benchmarks: the same ingress and deployment classes in one process, no Ray.
+"""The plain-uvicorn side of the benchmarks: the same ingress and deployment classes in one process, no Ray, with
+the environment of a replica (:func:`replica_environment`).
 
 The deployments run under Serve's local testing mode (``khuluma.app.build_local``), wired to the ingress the
 way the Serve ingress and the tests' ``client_for`` do it: one ``AppContext`` on ``app.state.context``.
@@ -7,6 +8,7 @@ way the Serve ingress and the tests' ``client_for`` do it: one ``AppContext`` on
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -20,6 +22,15 @@ import httpx
 from runtime.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def replica_environment() -> dict[str, str]:
+    """This process's environment with the thread and allocator settings ``khuluma serve`` gives every replica
+    (``OMP_WAIT_POLICY``, ``MALLOC_ARENA_MAX``): a plain-uvicorn service then differs from a Serve one by Ray alone."""
+    from khuluma.cli.serve import ray_env
+
+    replica = ray_env()
+    return {**os.environ, **{name: replica[name] for name in ("OMP_WAIT_POLICY", "MALLOC_ARENA_MAX")}}
 
 
 def wait_healthy(url: str, timeout: float = 300) -> None:
@@ -57,6 +68,7 @@ def plain_process(settings: dict[str, Any], capabilities: Sequence[str] = ()) ->
             str(port),
         ],
         cwd=ROOT,
+        env=replica_environment(),
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -1,11 +1,11 @@
 """The knowledge-base query's budget, stage by stage, in this process over a stopped service's data directory.
 
 ``bare`` is the target's yardstick: per query, the e5 query embedding, Chroma's 5 nearest chunks with their texts
-and metadata, and BM25's 5 best chunks, one after the other with no service around them. The stages are the same work as
-the Search replica splits it (Chroma asked for ids and distances only, the candidates' texts read from the BM25
-index, fusion), and ``Search.query`` is the replica's whole method (its event loop, worker-thread hops and result
-models), called directly without Serve. The service's figures (uvicorn, Ray Serve) minus ``Search.query`` are then
-the ingress and Ray's share.
+and metadata, and BM25's 5 best chunks, one after the other with no service around them. The stages are the same
+work as the Search replica splits it (one look-up of the collection for its owner and generation, Chroma asked for
+ids and distances only, the candidates' texts read from the BM25 index, fusion), and ``Search.query`` is the
+replica's whole method (its event loop, worker-thread hops and result models), called directly without Serve. The
+service's figures (uvicorn, Ray Serve) minus ``Search.query`` are then the ingress and Ray's share.
 """
 
 from __future__ import annotations
@@ -71,11 +71,12 @@ def stage_budget(data_dir: Path, kb_id: str, queries: list[str], embedder: Any) 
         }
         vectors = {q: embedder.embed([q], "query")[0] for q in queries}
         out["e5 query embedding"] = _p50(lambda q: embedder.embed([q], "query"), queries)
-        out["Chroma ids + distances"] = _p50(
-            lambda q: store.vector_search(kb_id, vectors[q], k, with_chunks=False), queries
-        )
+        out["collection look-up (owner, generation)"] = _p50(lambda q: store.open(kb_id), queries)
+        opened = store.open(kb_id)
+        assert opened is not None
+        out["Chroma ids + distances"] = _p50(lambda q: opened.vector_search(vectors[q], k, with_chunks=False), queries)
         out["BM25 with texts"] = _p50(lambda q: index.search_chunks(q, k), queries)
-        hits = {q: store.vector_search(kb_id, vectors[q], k, with_chunks=False) for q in queries}
+        hits = {q: opened.vector_search(vectors[q], k, with_chunks=False) for q in queries}
         out["candidates' texts from BM25"] = _p50(lambda q: index.chunks([h.id for h in hits[q]]), queries)
         lexical = {q: [Hit(i, t, m) for i, _, t, m in index.search_chunks(q, k)] for q in queries}
         out["fusion"] = _p50(lambda q: fuse(list(hits[q]), list(lexical[q]), FusionConfig()), queries)

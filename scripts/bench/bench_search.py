@@ -23,7 +23,9 @@ What runs, in one go:
    vectors, and a bare ``collection.add`` of the same chunks into a fresh store (1,000 per call) for the ingest
    ratio.
 
-All processes run with OMP_NUM_THREADS=1, as Ray Serve sets it for a replica with one CPU or less.
+All processes run with OMP_NUM_THREADS=1, as Ray Serve sets it for a replica with one CPU or less, and the
+plain-uvicorn service with the thread policy ``khuluma serve`` gives a replica (``_plain.replica_environment``:
+sleeping OpenMP threads), so that Serve minus uvicorn is Ray's share alone; the yardstick runs in this process.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 from _load import json_option, write_json  # noqa: E402
-from _plain import free_port, ray_server, wait_healthy  # noqa: E402
+from _plain import free_port, ray_server, replica_environment, wait_healthy  # noqa: E402
 from _search_stages import stage_budget  # noqa: E402
 
 DOC_CHUNKS = 1000  # chunks per synthetic document (and per bare add call)
@@ -278,7 +280,9 @@ class Service:
         self.cfg = {"data_dir": str(work), "port": self.port, "stats": str(work / "stats.json"), **cfg}
         work.mkdir(parents=True, exist_ok=True)
         (work / "config.json").write_text(json.dumps(self.cfg))
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", str(work / "config.json")], cwd=ROOT)
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(work / "config.json")], cwd=ROOT, env=replica_environment()
+        )
 
     def start(self) -> dict[str, Any]:
         wait_healthy(self.url, timeout=3600)

@@ -10,6 +10,7 @@ import time
 import uuid
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -434,7 +435,9 @@ def test_hybrid_query_reads_vector_candidates_from_the_lexical_index(tmp_path: P
         assert [h.id for h in bare] == [h.id for h in full] and len(full) >= 2
         assert all(h.text == "" and h.metadata == {} for h in bare)
         index = store.bm25.get(kb)
-        filled = store._with_chunks(kb, index, bare)
+        opened = store.store.open(kb)
+        assert opened is not None and opened.owner == 7 and opened.generation == store.store.generation(kb)
+        filled = opened.filled(bare, index.chunks([h.id for h in bare]))
         assert [(h.id, h.text, h.metadata, h.similarity) for h in filled] == [
             (h.id, h.text, h.metadata, h.similarity) for h in full
         ]
@@ -442,9 +445,50 @@ def test_hybrid_query_reads_vector_candidates_from_the_lexical_index(tmp_path: P
         missing = full[0].id
         index.remove_document("doc-1")
         assert index.chunks([missing]) == {}
-        again = store._with_chunks(kb, index, [Hit(missing, "", {}), Hit("doc-1:999", "", {})])
+        asked = [Hit(missing, "", {}), Hit("doc-1:999", "", {})]
+        again = opened.filled(asked, index.chunks([h.id for h in asked]))
         assert [(h.id, h.text, h.metadata) for h in again] == [(missing, full[0].text, full[0].metadata)]
     finally:
+        store.close()
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "lexical"])
+def test_a_query_looks_its_collection_up_once(tmp_path: Path, mode: str) -> None:
+    """A query reads its knowledge base's collection from the store once (owner, generation and vectors): each
+    look-up by name is a round trip to Chroma. A foreign caller is still refused, and an unknown knowledge base
+    answers nothing."""
+    from deployments.search import Search
+
+    store = Search(_store_settings(tmp_path, chunk_chars=120, chunk_overlap_chars=0))
+    kb = str(uuid.uuid4())
+    text = "The Mamelodi clinic opens at 08:00 on weekdays.\n\nRefuse is collected in Ward 12 on Mondays."
+    client = store.store.client
+    look_ups = 0
+    real_get_collection = client.get_collection
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal look_ups
+        look_ups += 1
+        return real_get_collection(*args, **kwargs)
+
+    def ask(customer_id: int | None, knowledge_base: str = kb) -> SearchQuery:
+        return SearchQuery(
+            kb_id=knowledge_base, text="When does the clinic open?", top_k=2, mode=mode, customer_id=customer_id
+        )
+
+    try:
+        asyncio.run(store.add_document(_document(tmp_path, kb, "doc-1", "notices.txt", text, 7)))
+        asyncio.run(store.query(ask(7)))  # the BM25 index is loaded: reads of the corpus are not the query's
+        client.get_collection = counted
+        found = asyncio.run(store.query(ask(7)))
+        assert found and "Mamelodi" in found[0].text
+        assert look_ups == 1
+        with pytest.raises(NotFound):
+            asyncio.run(store.query(ask(8)))
+        assert look_ups == 2
+        assert asyncio.run(store.query(ask(7, str(uuid.uuid4())))) == []
+    finally:
+        client.get_collection = real_get_collection
         store.close()
 
 
