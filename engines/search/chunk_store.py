@@ -50,6 +50,13 @@ def connect_chroma(path: str | None = None, url: str | None = None) -> Any:
     return chromadb.PersistentClient(path=str(path), settings=chroma_settings())
 
 
+def _no_such_collection() -> tuple[type[Exception], ...]:
+    """What Chroma raises for a collection that does not exist (any more): embedded, or over HTTP."""
+    from chromadb.errors import NotFoundError
+
+    return (NotFoundError, ValueError)
+
+
 class OpenCollection:
     """A knowledge base's collection as one look-up found it: its owner and generation as of that look-up, and its
     chunks, read live on each call (none once the collection is deleted, as a look-up by name would find)."""
@@ -66,8 +73,6 @@ class OpenCollection:
         """The ``k`` nearest chunks. ``with_chunks=False`` leaves out their text and metadata (empty in the hits),
         which Chroma's query otherwise spends most of its time fetching (docs/performance.md, figures behind the
         code)."""
-        from chromadb.errors import NotFoundError
-
         try:
             result = self._col.query(
                 query_embeddings=np.asarray(embedding, dtype=np.float32).reshape(1, -1),
@@ -75,7 +80,7 @@ class OpenCollection:
                 where={"language": language} if language else None,
                 include=["documents", "metadatas", "distances"] if with_chunks else ["distances"],
             )
-        except (NotFoundError, ValueError):  # deleted since the look-up
+        except _no_such_collection():  # deleted since the look-up
             return []
         ids, distances = result["ids"][0], result["distances"][0]
         texts = result["documents"][0] if with_chunks else [""] * len(ids)
@@ -101,13 +106,11 @@ class OpenCollection:
 
     def chunks(self, ids: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
         """Text and metadata of the given chunks (those that exist)."""
-        from chromadb.errors import NotFoundError
-
         if not ids:
             return {}
         try:
             got = self._col.get(ids=ids, include=["documents", "metadatas"])
-        except (NotFoundError, ValueError):  # deleted since the look-up
+        except _no_such_collection():  # deleted since the look-up
             return {}
         return {i: (t or "", dict(m or {})) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"])}
 
@@ -124,8 +127,6 @@ class ChunkStore:
         self.max_batch = max(1, min(self.max_batch, 5000))
 
     def _collection(self, kb_id: str, create: bool = False, customer_id: int | None = None) -> Any:
-        from chromadb.errors import NotFoundError
-
         name = collection_name(kb_id)
         if create:
             return self.client.get_or_create_collection(
@@ -136,7 +137,7 @@ class ChunkStore:
             )
         try:
             return self.client.get_collection(name, embedding_function=None)
-        except (NotFoundError, ValueError):
+        except _no_such_collection():
             return None
 
     def open(self, kb_id: str) -> OpenCollection | None:
@@ -197,12 +198,10 @@ class ChunkStore:
         return before - col.count(), change
 
     def delete_kb(self, kb_id: str) -> bool:
-        from chromadb.errors import NotFoundError
-
         try:
             self.client.delete_collection(collection_name(kb_id))
             return True
-        except (NotFoundError, ValueError):
+        except _no_such_collection():
             return False
 
     def count(self, kb_id: str, document_id: str | None = None) -> int:

@@ -143,7 +143,7 @@ def _bounded(cleanup: Cleanup, limit_s: float, signals: StopSignals) -> None:
 
 def _our_processes() -> set[Any]:
     """Every process below this one and of the sessions they lead: with this process leading its own session (as
-    :func:`split` makes it), Ray's daemons that outlived their parent too; never this process."""
+    :func:`khuluma.cli.supervise.split` makes it), Ray's daemons that outlived their parent too; never this process."""
     from runtime.processes import started_processes
 
     return started_processes(os.getpid(), include_root=False)
