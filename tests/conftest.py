@@ -137,9 +137,13 @@ def serve_url(serve_settings: Settings) -> Iterator[str]:
 
     settings = serve_settings
 
-    os.environ.update(ray_env())
+    # Serve reads its handle options when it is first imported: imported before the replicas' environment is set
+    # here, this process's own handles (the fast tests' local testing mode) keep their defaults whichever test
+    # starts the session app first, as in a whole run, where collection imports Serve
     import ray
     from ray import serve
+
+    os.environ.update(ray_env())
 
     from khuluma.app import build_app
     from khuluma.cli.serve import load_serve_config
