@@ -1,8 +1,10 @@
-"""The plain-uvicorn side of the benchmarks: the same ingress and deployment classes in one process, no Ray, with
-the environment of a replica (:func:`replica_environment`).
+"""The two sides of the benchmarks' service comparisons. The plain-uvicorn side (:func:`plain_server`): the same
+ingress and deployment classes in one process, no Ray, with the environment of a replica
+(:func:`replica_environment`). The Ray Serve side (:func:`ray_server`, :func:`serve_application`): a local Ray and
+Serve set up as ``khuluma serve`` sets them up.
 
-The deployments run under Serve's local testing mode (``khuluma.app.build_local``), wired to the ingress the
-way the Serve ingress and the tests' ``client_for`` do it: one ``AppContext`` on ``app.state.context``.
+On the plain side the deployments run under Serve's local testing mode (``khuluma.app.build_local``), wired to the
+ingress the way the Serve ingress and the tests' ``client_for`` do it: one ``AppContext`` on ``app.state.context``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -83,29 +85,69 @@ def plain_process(settings: dict[str, Any], capabilities: Sequence[str] = ()) ->
 def ray_server(settings: dict[str, Any], capabilities: Sequence[str]) -> Iterator[str]:
     """The same capabilities through a real Ray Serve application (a local Ray, ``configs/serve.yaml``'s
     deployment options, the throughput-optimised handles); yields its base URL and shuts Ray down after."""
-    import os
+    from khuluma.app import build_app
+
+    def application(cfg: dict[str, Any]) -> Any:
+        return build_app({"settings": settings, "capabilities": list(capabilities), "deployments": cfg["deployments"]})
+
+    with serve_application(application, name="khuluma") as url:
+        yield url
+
+
+@contextmanager
+def serve_application(
+    application: Callable[[dict[str, Any]], Any], *, name: str, dashboard: bool = False
+) -> Iterator[str]:
+    """A local Ray and Serve set up as ``khuluma serve`` sets them up (``ray_env``, ``configs/serve.yaml``'s HTTP and
+    logging options), running ``application(config)`` (``config``: :func:`khuluma.cli.serve.load_serve_config`'s
+    reading of ``configs/serve.yaml``) at ``/``; yields its base URL, then stops Serve and Ray. Unlike ``khuluma
+    serve``, the dashboard is off unless ``dashboard``, and Ray logs errors only.
+
+    Ray's processes and HAProxy (which runs in a session of its own) that outlive ``ray.shutdown`` are killed and
+    waited for, so a second Ray in the same process gets their ports."""
+    import psutil
 
     from khuluma.cli.serve import load_serve_config, ray_env
+    from runtime.processes import started_processes
+    from scripts.bench._service import RAY_PROCESSES
 
     os.environ.update(ray_env())
     import ray
     from ray import serve
 
-    from khuluma.app import build_app
-
     port = free_port()
     cfg = load_serve_config(ROOT / "configs" / "serve.yaml")
-    ray.init(address="local", include_dashboard=False, logging_level="ERROR", runtime_env={"env_vars": ray_env()})
+    before = {process.pid for process in started_processes(os.getpid(), include_root=False)}
     try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=cfg.get("logging_config"))
-        app = build_app({"settings": settings, "capabilities": list(capabilities), "deployments": cfg["deployments"]})
-        serve.run(app, name="khuluma", route_prefix="/", blocking=False, logging_config=cfg.get("logging_config"))
-        url = f"http://127.0.0.1:{port}"
-        wait_healthy(url)
-        yield url
+        ray.init(
+            address="local", include_dashboard=dashboard, logging_level="ERROR", runtime_env={"env_vars": ray_env()}
+        )
+        try:
+            http = {**cfg["http_options"], "host": "127.0.0.1", "port": port}
+            serve.start(http_options=http, logging_config=cfg.get("logging_config"))
+            app = application(cfg)
+            serve.run(app, name=name, route_prefix="/", blocking=False, logging_config=cfg.get("logging_config"))
+            url = f"http://127.0.0.1:{port}"
+            wait_healthy(url)
+            yield url
+        finally:
+            serve.shutdown()
     finally:
-        serve.shutdown()
+        left = []
+        for process in started_processes(os.getpid(), include_root=False):
+            try:
+                command = " ".join(process.cmdline())
+            except psutil.Error:
+                continue
+            if process.pid not in before and any(name in command for name in (*RAY_PROCESSES, "haproxy")):
+                left.append(process)
         ray.shutdown()
+        for process in left:
+            try:
+                process.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(left, timeout=10)
 
 
 def serve(settings_json: str, capabilities: str, port: int) -> None:

@@ -5,10 +5,11 @@ Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra,
 
     .venv/bin/python scripts/bench/run_all.py [--dry-run] [--light | --only text,search,...] [--doc docs/performance.md]
 
-``--light`` runs the benches of issue #46, the service's own cost per request (``--only text,overhead,search,memory``):
-the text routes through Ray Serve against their bare engines, the trivial authenticated route against plain
-uvicorn, the knowledge-base query at 10k chunks against bare e5 + Chroma, and the idle memory. About 15 minutes on
-2 cores (text 5, overhead 1, search 6, memory 2, as estimated from each bench's own runs; see docs/performance.md).
+``--light`` runs the benches of issue #46, the service's own cost per request
+(``--only text,overhead,search,memory,floor``): the text routes through Ray Serve against their bare engines, the
+trivial authenticated route against plain uvicorn, the knowledge-base query at 10k chunks against bare e5 + Chroma,
+the idle memory, and Ray Serve's own floor with no Khuluma code (``bench_serve_floor.py``). About 10 minutes on 2
+cores (docs/performance.md).
 
 Each bench runs as its own process (so one's Ray or models never slow the next) with short settings and
 ``--json``; this script reads those files and replaces the block between the ``run_all`` markers of the
@@ -38,7 +39,7 @@ BENCH = Path(__file__).resolve().parent
 BEGIN, END = "<!-- run_all:begin -->", "<!-- run_all:end -->"
 
 Row = tuple[str, str, str, str]  # figure, value, the bare figure it is a ratio of, goal
-LIGHT = ["text", "overhead", "search", "memory"]  # issue #46: the service's own cost per request
+LIGHT = ["text", "overhead", "search", "memory", "floor"]  # issue #46: the service's own cost per request
 
 
 TEXT_GOALS = {
@@ -74,6 +75,37 @@ def _overhead(d: dict[str, Any]) -> list[Row]:
             "≥ 0.7x (#46)",
         )
     ]
+
+
+def _floor(d: dict[str, Any]) -> list[Row]:
+    rows = [
+        (
+            "Ray Serve's own floor, no Khuluma code: an empty route, Serve / plain uvicorn (16 clients)",
+            f"{d['serve empty req/s'] / d['plain empty req/s']:.2f}x ({d['serve empty req/s']:.0f} req/s)",
+            f"{d['plain empty req/s']:.0f} req/s (plain uvicorn)",
+            "Serve's own cost per request, under the authenticated route's 0.7x",
+        )
+    ]
+    for w in d["work"]:
+        served, bare = w["serve p50 ms"], w["in-process p50 ms"]
+        rows.append(
+            (
+                f"Ray Serve's own floor: {w['work ms']:g} ms of work in a second replica, 1 client, p50",
+                f"{served / bare:.2f}x (Serve's {served - bare:.1f} ms; 0.3x the work: {0.3 * bare:.1f} ms)",
+                f"{bare:.1f} ms (the same work in-process)",
+                "Serve's own cost, under the knowledge-base query's 1.3x",
+            )
+        )
+    if "idle MiB" in d:
+        rows.append(
+            (
+                "Ray Serve's own floor: idle PSS of Ray and Serve, dashboard on, the 5 replicas empty",
+                f"{d['idle MiB']:,.0f} MiB ({d['idle processes']} processes)",
+                "",
+                "the floor of idle memory, before the driver and the models",
+            )
+        )
+    return rows
 
 
 def _search(d: dict[str, Any]) -> list[Row]:
@@ -198,6 +230,7 @@ BENCHES: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[Row]]]] = {
     "stream": (["bench_stream.py", "--rounds", "1"], _stream),
     "ask": (["bench_ask.py", "--shapes", "0.5b", "--rounds", "1", "--new-tokens", "32"], _ask),
     "memory": (["idle_memory.py", "--settle", "10"], _memory),
+    "floor": (["bench_serve_floor.py", "--duration", "5", "--memory"], _floor),
     "memory-loaded": (["idle_memory.py", "--settle", "10", "--after-load"], _memory_loaded),
 }
 
