@@ -59,26 +59,37 @@ def plain_server(settings: dict[str, Any], capabilities: Sequence[str] = ()) -> 
 @contextmanager
 def plain_process(settings: dict[str, Any], capabilities: Sequence[str] = ()) -> Iterator[tuple[str, int]]:
     """:func:`plain_server`, yielding its base URL and the server's process id (for a profiler)."""
+    arguments = [json.dumps(settings, default=str), ",".join(capabilities)]
+    with child_server(lambda port: [sys.executable, "-m", "scripts.bench._plain", *arguments, str(port)]) as served:
+        yield served
+
+
+@contextmanager
+def child_server(command: Callable[[int], list[str]], timeout_s: float = 300) -> Iterator[tuple[str, int]]:
+    """The HTTP server ``command(port)`` starts, run from the repository root with a replica's environment; yields
+    its base URL and process id once its health route answers, and stops it after. A server that exits before it
+    answers fails at once."""
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "scripts.bench._plain",
-            json.dumps(settings, default=str),
-            ",".join(capabilities),
-            str(port),
-        ],
-        cwd=ROOT,
-        env=replica_environment(),
-    )
+    child = subprocess.Popen(command(port), cwd=ROOT, env=replica_environment())
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(url)
-        yield url, proc.pid
+        deadline = time.monotonic() + timeout_s
+        while child.poll() is None and time.monotonic() < deadline:
+            try:
+                wait_healthy(url, timeout=1)
+                break
+            except RuntimeError:
+                continue
+        else:
+            raise RuntimeError(f"{url} did not come up (exit {child.poll()})")
+        yield url, child.pid
     finally:
-        proc.terminate()
-        proc.wait()
+        child.terminate()
+        try:
+            child.wait(10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
 
 
 @contextmanager
@@ -108,7 +119,7 @@ def serve_application(
     import psutil
 
     from khuluma.cli.serve import load_serve_config, ray_env
-    from runtime.processes import started_processes
+    from runtime.processes import started_processes, terminate
     from scripts.bench._service import RAY_PROCESSES
 
     os.environ.update(ray_env())
@@ -142,12 +153,7 @@ def serve_application(
             if process.pid not in before and any(name in command for name in (*RAY_PROCESSES, "haproxy")):
                 left.append(process)
         ray.shutdown()
-        for process in left:
-            try:
-                process.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(left, timeout=10)
+        terminate(left)
 
 
 def serve(settings_json: str, capabilities: str, port: int) -> None:

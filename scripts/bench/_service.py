@@ -9,9 +9,12 @@ started, storage and proxy included.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
+from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 
 import psutil
@@ -81,3 +84,33 @@ def memory_processes(pid: int | None) -> list[psutil.Process]:
         if process.pid in own or any(name in command for name in RAY_PROCESSES):
             found.append(process)
     return found
+
+
+def label(process: psutil.Process, driver: int) -> str:
+    """The kind of a counted process: the command ``driver`` (the supervisor) and its serving process, a replica by
+    its deployment, Ray's daemons by name (the dashboard's head, modules and fork server as one), an actor by its
+    class."""
+    if process.pid == driver:
+        return "khuluma serve (supervisor)"  # the command's pid: forwards signals (khuluma/cli/supervise.py)
+    cmd = " ".join(process.cmdline())
+    if "khuluma serve" in cmd or "khuluma.cli serve" in cmd:
+        return "khuluma serve (driver)"
+    replica = re.search(r"ServeReplica:[^:]+:(\w+)", cmd)
+    if replica:
+        return f"replica {replica.group(1)}"
+    for name in ("raylet", "gcs_server", "dashboard_agent", "dashboard", "log_monitor", "ServeController"):
+        if name in cmd:
+            return name
+    actor = re.search(r"ray::(\w+)", cmd)
+    return actor.group(1) if actor else process.name()
+
+
+def pss_by_kind(processes: Iterable[psutil.Process], driver: int) -> dict[str, tuple[int, float]]:
+    """The processes of each kind (:func:`label`) and their PSS together, in MiB; one that ended is left out."""
+    rows: dict[str, list[float]] = defaultdict(list)
+    for process in processes:
+        try:
+            rows[label(process, driver)].append(process.memory_full_info().pss / (1024 * 1024))
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return {name: (len(values), sum(values)) for name, values in rows.items()}

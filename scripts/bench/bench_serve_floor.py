@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import hashlib
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -37,23 +36,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
+import psutil  # noqa: E402
 from _load import LoadResult, json_option, load, median, write_json  # noqa: E402
-from _plain import replica_environment, serve_application, wait_healthy  # noqa: E402
-
-from runtime.ports import free_port  # noqa: E402
+from _plain import child_server, serve_application  # noqa: E402
 
 MIB = 1024 * 1024
 EMPTY_DEPLOYMENTS = ("Speech", "TextAnalysis", "Jobs")  # with Ingress and Search: the deployments of khuluma serve
-IDLE = "idle pool workers (not counted)"
-# Ray's processes by the start of their command line, then by their program (raylet's and GCS's arguments name the
-# dashboard's scripts, so the program is matched on the first words only)
-_RAY_LABELS = (("ray-dashboard-", "dashboard modules"), ("ray::IDLE", IDLE))
-_RAY_PROGRAMS = (
-    ("multiprocessing.forkserver", "dashboard modules' fork server"),
-    ("dashboard/dashboard.py", "dashboard (head)"),
-    ("gcs_server", "GCS"),
-    ("raylet", "raylet"),
-)
+IDLE = "IDLE"  # Ray's idle pool workers (their kind in _service.label), which come and go: not counted
 
 
 def empty_app() -> Any:
@@ -149,28 +138,8 @@ def serve_running(*, dashboard: bool, memory: bool) -> Iterator[str]:
 @contextmanager
 def plain_running() -> Iterator[str]:
     """The empty app under plain uvicorn in a child process with a replica's environment; yields its URL."""
-    port = free_port()
-    child = subprocess.Popen(
-        [sys.executable, __file__, "--plain-server", str(port)], cwd=ROOT, env=replica_environment()
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while child.poll() is None and time.monotonic() < deadline:
-            try:
-                wait_healthy(url, timeout=1)
-                break
-            except RuntimeError:
-                continue
-        else:
-            raise RuntimeError(f"the plain server did not come up (exit {child.poll()})")
+    with child_server(lambda port: [sys.executable, __file__, "--plain-server", str(port)]) as (url, _):
         yield url
-    finally:
-        child.terminate()
-        try:
-            child.wait(10)
-        except subprocess.TimeoutExpired:
-            child.kill()
 
 
 def plain_main(port: int) -> None:
@@ -188,33 +157,17 @@ def checked(result: LoadResult, what: str) -> LoadResult:
 def ray_pss() -> dict[str, tuple[int, float]]:
     """The processes of each kind this bench started through Ray (its replicas by deployment) and their PSS in
     MiB."""
-    import re
-
-    import psutil
-
     from runtime.processes import started_processes
-    from scripts.bench._service import RAY_PROCESSES
+    from scripts.bench._service import RAY_PROCESSES, pss_by_kind
 
-    rows: dict[str, tuple[int, float]] = {}
+    ray_processes = []
     for process in started_processes(os.getpid(), include_root=False):
         try:
-            command = " ".join(process.cmdline())
-            if not any(name in command for name in RAY_PROCESSES):
-                continue
-            replica = re.search(r"ServeReplica:[^:]+:(\w+)", command)
-            if replica:
-                kind = f"replica {replica.group(1)}"
-            else:
-                program = " ".join(command.split()[:6])
-                kind = next(
-                    (label for key, label in _RAY_LABELS if command.startswith(key)),
-                    next((label for key, label in _RAY_PROGRAMS if key in program), command.split()[0]),
-                )
-            count, mib = rows.get(kind, (0, 0.0))
-            rows[kind] = (count + 1, mib + process.memory_full_info().pss / MIB)
+            if any(name in " ".join(process.cmdline()) for name in RAY_PROCESSES):
+                ray_processes.append(process)
         except psutil.Error:
             continue
-    return rows
+    return pss_by_kind(ray_processes, os.getpid())
 
 
 def main() -> None:

@@ -17,52 +17,22 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import re
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import httpx
-import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 from _load import json_option, table, write_json  # noqa: E402
 
-from scripts.bench._service import memory_processes, start_service, stop_service  # noqa: E402
+from scripts.bench._service import memory_processes, pss_by_kind, start_service, stop_service  # noqa: E402
 from scripts.bench._speech import espeak  # noqa: E402
 
-MB = 1024 * 1024
 GOAL_MB = 1536
-
-
-def label(process: psutil.Process, driver: int) -> str:
-    if process.pid == driver:
-        return "khuluma serve (supervisor)"  # the command's pid: forwards signals (khuluma/cli/supervise.py)
-    cmd = " ".join(process.cmdline())
-    if "khuluma serve" in cmd or "khuluma.cli serve" in cmd:
-        return "khuluma serve (driver)"
-    replica = re.search(r"ServeReplica:[^:]+:(\w+)", cmd)
-    if replica:
-        return f"replica {replica.group(1)}"
-    for name in ("raylet", "gcs_server", "dashboard_agent", "dashboard", "log_monitor", "ServeController"):
-        if name in cmd:
-            return name
-    actor = re.search(r"ray::(\w+)", cmd)
-    return actor.group(1) if actor else process.name()
-
-
-def measure(driver: int) -> dict[str, tuple[int, float]]:
-    rows: dict[str, list[float]] = defaultdict(list)
-    for process in memory_processes(driver):
-        try:
-            rows[label(process, driver)].append(process.memory_full_info().pss / MB)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return {name: (len(values), sum(values)) for name, values in rows.items()}
 
 
 def load_once(url: str, token: str, work: Path) -> None:
@@ -94,7 +64,7 @@ def main() -> None:
         if args.after_load:
             load_once(url, token, work)
         time.sleep(args.settle)
-        found = measure(proc.pid)
+        found = pss_by_kind(memory_processes(proc.pid), proc.pid)
     finally:
         stop_service(proc)
 
