@@ -1,0 +1,122 @@
+"""The memory the service's models and their code need, each loaded once: the least that any layout of Khuluma's
+replicas adds to Ray Serve's own idle floor (``bench_serve_floor.py --memory``: Ray and Serve with the dashboard on
+and the five deployments empty).
+
+In a child process with a replica's environment (``_plain.replica_environment``) and a fresh data directory, it
+imports Ray and Serve (what every replica imports before any code of ours), then constructs the model deployments
+of ``khuluma serve`` one after the other with the offline defaults (TextAnalysis, Speech, Search: their models,
+warm-ups and handing freed memory back), and reads the process's PSS after each. In one process a model two
+deployments use (lingua, e5) is held once, so the sum is a lower bound: the Ingress and Jobs replicas' own code,
+the ``khuluma serve`` driver and a second copy in another replica come on top.
+
+``--floor-mib`` adds Ray Serve's floor measured by ``bench_serve_floor.py --memory`` and compares the sum with issue
+46's goal of 1.5 GiB (1,536 MiB) with the dashboard on.
+
+Runs after ``./scripts/setup.sh --bench``:
+
+    .venv/bin/python scripts/bench/models_memory.py [--floor-mib 1202]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+from _load import json_option, table, write_json  # noqa: E402
+from _plain import replica_environment  # noqa: E402
+
+GOAL_MIB = 1536
+
+
+def pss_mib() -> float:
+    with open("/proc/self/smaps_rollup") as rollup:
+        for line in rollup:
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no Pss in /proc/self/smaps_rollup")
+
+
+def settled_pss() -> float:
+    from runtime.memory import release_freed_memory
+
+    release_freed_memory()
+    time.sleep(1)
+    return pss_mib()
+
+
+def child(data_dir: str) -> None:
+    """Prints one JSON object: the PSS after Ray and Serve's imports and the growth each deployment brought (its
+    modules, models and warm-up)."""
+    import importlib
+
+    import ray.serve  # noqa: F401  (imports ray)
+
+    imported = before = settled_pss()
+    from contracts.settings import Settings
+
+    settings = Settings(data_dir=Path(data_dir), _env_file=None)
+    growth: dict[str, float] = {}
+    held = []  # each deployment stays alive, as in its replica
+    for module, name in (
+        ("deployments.text", "TextAnalysis"),
+        ("deployments.speech", "Speech"),
+        ("deployments.search", "Search"),
+    ):
+        held.append(getattr(importlib.import_module(module), name)(settings.for_replica()))
+        now = settled_pss()
+        growth[name] = now - before
+        before = now
+    print(json.dumps({"ray and serve imported MiB": imported, "growth MiB": growth}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--floor-mib", type=float, help="Ray Serve's idle floor from bench_serve_floor.py --memory")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    json_option(parser)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child)
+        return
+
+    with tempfile.TemporaryDirectory(prefix="khuluma-models-memory-") as data_dir:
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", data_dir],
+            cwd=ROOT,
+            env=replica_environment(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise SystemExit(f"the child failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
+    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    growth: dict[str, float] = measured["growth MiB"]
+    models = sum(growth.values())
+    rows = [(name, {"PSS MiB": round(mib)}) for name, mib in growth.items()]
+    rows.append(("the models and their code, each once", {"PSS MiB": round(models)}))
+    figures = {"models MiB": models, **measured}
+    if args.floor_mib:
+        least = args.floor_mib + models
+        rows.append(("+ Ray Serve's floor (--floor-mib)", {"PSS MiB": round(least)}))
+        rows.append(("against issue 46's goal of 1,536 MiB", {"PSS MiB": f"{least / GOAL_MIB:.2f}x"}))
+        figures["floor MiB"] = args.floor_mib
+        figures["least idle MiB"] = least
+    print(
+        f"\nOne process with Ray and Serve imported ({measured['ray and serve imported MiB']:.0f} MiB), then each "
+        "model deployment constructed (growth of its PSS):"
+    )
+    print(table(rows))
+    write_json(args.json, figures)
+
+
+if __name__ == "__main__":
+    main()
