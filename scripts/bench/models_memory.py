@@ -1,13 +1,15 @@
-"""The memory the service's models and their code need, each loaded once: the least that any layout of Khuluma's
-replicas adds to Ray Serve's own idle floor (``bench_serve_floor.py --memory``: Ray and Serve with the dashboard on
-and the five deployments empty).
+"""The memory the service's models and their code need, each loaded once: the least that Khuluma's model
+deployments add to Ray Serve's own idle floor (``bench_serve_floor.py --memory``: Ray and Serve with the dashboard on
+and the five deployments empty), whatever the layout, as long as the models load when the service starts.
 
-In a child process with a replica's environment (``_plain.replica_environment``) and a fresh data directory, it
-imports Ray and Serve (what every replica imports before any code of ours), then constructs the model deployments
-of ``khuluma serve`` one after the other with the offline defaults (TextAnalysis, Speech, Search: their models,
-warm-ups and handing freed memory back), and reads the process's PSS after each. In one process a model two
-deployments use (lingua, e5) is held once, so the sum is a lower bound: the Ingress and Jobs replicas' own code,
-the ``khuluma serve`` driver and a second copy in another replica come on top.
+In a child process with a replica's environment (``_plain.replica_environment``, and the ``OMP_NUM_THREADS=1`` Ray
+gives a replica with a fractional CPU; no ``KHULUMA_*`` variable and no ``.env``, so the offline defaults) and a
+fresh data directory, it imports Ray and Serve (what every replica imports before any code of ours), then constructs
+the model deployments of ``khuluma serve`` one after the other as ``khuluma.app`` binds them (TextAnalysis, Speech,
+Search: their models, warm-ups and handing freed memory back), and reads the process's PSS after each. In one
+process lingua's models, which TextAnalysis and Speech each load, are held once (e5's weights are a shared file
+mapping either way), so the sum is a lower bound: the Ingress and Jobs replicas' own code, the ``khuluma serve``
+driver and Speech's own copy of lingua come on top.
 
 ``--floor-mib`` adds Ray Serve's floor measured by ``bench_serve_floor.py --memory`` and compares the sum with issue
 46's goal of 1.5 GiB (1,536 MiB) with the dashboard on.
@@ -34,6 +36,8 @@ from _load import json_option, table, write_json  # noqa: E402
 from _plain import replica_environment  # noqa: E402
 
 GOAL_MIB = 1536
+# khuluma serve's deployments that hold models by default (no translation or language model is set offline)
+MODEL_DEPLOYMENTS = ("TextAnalysis", "Speech", "Search")
 
 
 def pss_mib() -> float:
@@ -53,26 +57,21 @@ def settled_pss() -> float:
 
 
 def child(data_dir: str) -> None:
-    """Prints one JSON object: the PSS after Ray and Serve's imports and the growth each deployment brought (its
-    modules, models and warm-up)."""
-    import importlib
-
+    """Prints one JSON object: the PSS after Ray and Serve's imports and the growth each model deployment brought
+    (its modules, models and warm-up)."""
     import ray.serve  # noqa: F401  (imports ray)
 
     imported = before = settled_pss()
     from contracts.settings import Settings
+    from khuluma.app import SPECS, load_class
 
     settings = Settings(data_dir=Path(data_dir), _env_file=None)
     growth: dict[str, float] = {}
     held = []  # each deployment stays alive, as in its replica
-    for module, name in (
-        ("deployments.text", "TextAnalysis"),
-        ("deployments.speech", "Speech"),
-        ("deployments.search", "Search"),
-    ):
-        held.append(getattr(importlib.import_module(module), name)(settings.for_replica()))
+    for spec in (spec for name in MODEL_DEPLOYMENTS for spec in SPECS if spec.name == name):
+        held.append(load_class(spec.target)(settings.for_replica(spec.sections)))
         now = settled_pss()
-        growth[name] = now - before
+        growth[spec.name] = now - before
         before = now
     print(json.dumps({"ray and serve imported MiB": imported, "growth MiB": growth}))
 
@@ -87,11 +86,14 @@ def main() -> None:
         child(args.child)
         return
 
+    # a replica's environment without the caller's Khuluma settings: the offline defaults of a fresh install
+    env = {k: v for k, v in replica_environment().items() if not k.startswith("KHULUMA_")}
+    env["OMP_NUM_THREADS"] = "1"  # what Ray gives a replica with a fractional CPU, as the model deployments are
     with tempfile.TemporaryDirectory(prefix="khuluma-models-memory-") as data_dir:
         done = subprocess.run(
-            [sys.executable, __file__, "--child", data_dir],
-            cwd=ROOT,
-            env=replica_environment(),
+            [sys.executable, str(Path(__file__).resolve()), "--child", data_dir],
+            cwd=data_dir,  # no .env of the checkout is read
+            env=env,
             capture_output=True,
             text=True,
             check=False,

@@ -199,18 +199,23 @@ def _memory(d: dict[str, Any]) -> list[Row]:
 
 def _models(d: dict[str, Any]) -> list[Row]:
     figure = "the models and their code, each loaded once, in one process above Ray and Serve's imports"
-    return [(figure, f"{d['models MiB']:,.0f} MiB", "", "what any layout adds to Ray Serve's idle floor")]
+    goal = "the least any layout that loads them at start adds to Ray Serve's idle floor"
+    return [(figure, f"{d['models MiB']:,.0f} MiB", "", goal)]
 
 
-def least_idle(floor: dict[str, Any], models: dict[str, Any]) -> Row:
-    """The least idle PSS of the service's deployments: Ray Serve's floor (dashboard on, the five deployments empty)
-    and the models each loaded once, from this run's two benches."""
-    least = floor["idle MiB"] + models["models MiB"]
+LEAST_IDLE = ("memory", "floor", "models")  # the benches whose figures of one run make the least idle memory
+
+
+def least_idle(memory: dict[str, Any], floor: dict[str, Any], models: dict[str, Any]) -> Row:
+    """The least idle PSS of ``khuluma serve`` with its deployments: Ray Serve's floor (dashboard on, the five
+    deployments empty), the models each loaded once, and the ``khuluma serve`` driver and supervisor, from one run."""
+    command = sum(mib for name, mib in memory["processes"].items() if name.startswith("khuluma serve"))
+    least = floor["idle MiB"] + models["models MiB"] + command
     return (
-        "least idle PSS of the same deployments: Ray Serve's floor + the models once (no driver, no code of the "
-        "Ingress and Jobs)",
+        "least idle PSS of `khuluma serve`: Ray Serve's floor + the models once + the driver and its supervisor "
+        "(no code of the Ingress and Jobs, no second copy of a model)",
         f"{least:,.0f} MiB ({least / MEMORY_GOAL_MIB:.2f}x the goal)",
-        f"{floor['idle MiB']:,.0f} + {models['models MiB']:,.0f} MiB",
+        f"{floor['idle MiB']:,.0f} + {models['models MiB']:,.0f} + {command:,.0f} MiB",
         MEMORY_GOAL,
     )
 
@@ -267,11 +272,12 @@ def run(name: str, out: Path) -> tuple[list[Row], str, float]:
     seconds = time.monotonic() - started
     shown = " ".join(["python", *command])
     if done.returncode != 0 or not out.exists():
+        out.unlink(missing_ok=True)  # a failed bench's figures are not read (least_idle)
         return [(f"{name}: the bench failed (exit {done.returncode})", "", "", "")], shown, seconds
     return to_rows(json.loads(out.read_text())), shown, seconds
 
 
-def markdown(results: list[tuple[list[Row], str, float]], kept: list[str] | None = None) -> str:
+def markdown(results: list[tuple[list[Row], str, float | None]], kept: list[str] | None = None) -> str:
     today = datetime.date.today().isoformat()
     lines = [
         f"Written by `scripts/bench/run_all.py` on {today} ({os.cpu_count()} cores, no GPU). Short runs: noisier "
@@ -287,7 +293,8 @@ def markdown(results: list[tuple[list[Row], str, float]], kept: list[str] | None
     ]
     for rows, command, seconds in results:
         for figure, value, bare, goal in rows:
-            lines.append(f"| {figure} | {value} | {bare} | {goal} | `{command}` | {seconds / 60:.1f} min |")
+            took = f"{seconds / 60:.1f} min" if seconds is not None else "(its benches')"
+            lines.append(f"| {figure} | {value} | {bare} | {goal} | `{command}` | {took} |")
     return "\n".join(lines + (kept or []))
 
 
@@ -336,18 +343,19 @@ def main() -> None:
     unknown = set(names) - set(BENCHES)
     if unknown:
         parser.error(f"unknown bench(es): {', '.join(sorted(unknown))}")
-    results = []
+    results: list[tuple[list[Row], str, float | None]] = []
     with tempfile.TemporaryDirectory(prefix="khuluma-run-all-") as tmp:
         for name in names:
             print(f"== {name}", flush=True)
             results.append(run(name, Path(tmp) / f"{name}.json"))
             print(f"== {name}: {results[-1][2]:.0f} s", flush=True)
-        floor, models = (Path(tmp) / f"{name}.json" for name in ("floor", "models"))
-        if floor.exists() and models.exists():
-            floor_figures = json.loads(floor.read_text())
-            if "idle MiB" in floor_figures:
-                results[names.index("models")][0].append(least_idle(floor_figures, json.loads(models.read_text())))
-    total = sum(seconds for _, _, seconds in results)
+        figures = [Path(tmp) / f"{name}.json" for name in LEAST_IDLE]
+        if all(path.exists() for path in figures):
+            memory, floor, models = (json.loads(path.read_text()) for path in figures)
+            if "idle MiB" in floor:  # the floor ran with --memory
+                command = f"python scripts/bench/run_all.py --only {','.join(LEAST_IDLE)}"
+                results.append(([least_idle(memory, floor, models)], command, None))
+    total = sum(seconds or 0 for _, _, seconds in results)
     every = names == list(BENCHES)
     body = markdown(results, None if every or args.dry_run else kept_rows(args.doc, [c for _, c, _ in results]))
     print("\n" + body)
