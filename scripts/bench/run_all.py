@@ -9,8 +9,8 @@ Runs after ``./scripts/setup.sh --bench`` (the service plus the ``bench`` extra,
 (``--only text,overhead,search,memory,floor,models``): the text routes through Ray Serve against their bare engines,
 the trivial authenticated route against plain uvicorn, the knowledge-base query at 10k chunks against bare e5 +
 Chroma + BM25, the idle memory, Ray Serve's own floor with no Khuluma code (``bench_serve_floor.py``), and the
-memory of the models each loaded once (``models_memory.py``), with the least idle memory the two allow when both
-ran. About 10 minutes on 2 cores (docs/performance.md).
+memory of the models each loaded once (``models_memory.py``), with the least idle memory that the idle memory's
+driver, the floor and the models of the same run allow together. About 10 minutes on 2 cores (docs/performance.md).
 
 Each bench runs as its own process (so one's Ray or models never slow the next) with short settings and
 ``--json``; this script reads those files and replaces the block between the ``run_all`` markers of the
