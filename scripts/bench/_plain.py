@@ -116,11 +116,9 @@ def serve_application(
 
     Ray's processes and HAProxy (which runs in a session of its own) that outlive ``ray.shutdown`` are killed and
     waited for, so a second Ray in the same process gets their ports."""
-    import psutil
-
     from khuluma.cli.serve import load_serve_config, ray_env
     from runtime.processes import started_processes, terminate
-    from scripts.bench._service import RAY_PROCESSES
+    from scripts.bench._service import ray_processes_below
 
     os.environ.update(ray_env())
     import ray
@@ -144,14 +142,7 @@ def serve_application(
         finally:
             serve.shutdown()
     finally:
-        left = []
-        for process in started_processes(os.getpid(), include_root=False):
-            try:
-                command = " ".join(process.cmdline())
-            except psutil.Error:
-                continue
-            if process.pid not in before and any(name in command for name in (*RAY_PROCESSES, "haproxy")):
-                left.append(process)
+        left = [p for p in ray_processes_below(os.getpid(), also=("haproxy",)) if p.pid not in before]
         ray.shutdown()
         terminate(left)
 

@@ -86,6 +86,20 @@ def memory_processes(pid: int | None) -> list[psutil.Process]:
     return found
 
 
+def ray_processes_below(pid: int, also: tuple[str, ...] = ()) -> list[psutil.Process]:
+    """Ray's processes (:data:`RAY_PROCESSES`, and any whose command names one of ``also``) that ``pid`` started, not
+    ``pid`` itself; one that ended is left out."""
+    found = []
+    for process in started_processes(pid, include_root=False):
+        try:
+            command = " ".join(process.cmdline())
+        except psutil.Error:
+            continue
+        if any(name in command for name in (*RAY_PROCESSES, *also)):
+            found.append(process)
+    return found
+
+
 def label(process: psutil.Process, driver: int) -> str:
     """The kind of a counted process: the command ``driver`` (the supervisor) and its serving process, a replica by
     its deployment, Ray's daemons by name (the dashboard's head, modules and fork server as one), an actor by its

@@ -36,7 +36,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
-import psutil  # noqa: E402
 from _load import LoadResult, json_option, load, median, write_json  # noqa: E402
 from _plain import child_server, serve_application  # noqa: E402
 
@@ -157,17 +156,9 @@ def checked(result: LoadResult, what: str) -> LoadResult:
 def ray_pss() -> dict[str, tuple[int, float]]:
     """The processes of each kind this bench started through Ray (its replicas by deployment) and their PSS in
     MiB."""
-    from runtime.processes import started_processes
-    from scripts.bench._service import RAY_PROCESSES, pss_by_kind
+    from scripts.bench._service import pss_by_kind, ray_processes_below
 
-    ray_processes = []
-    for process in started_processes(os.getpid(), include_root=False):
-        try:
-            if any(name in " ".join(process.cmdline()) for name in RAY_PROCESSES):
-                ray_processes.append(process)
-        except psutil.Error:
-            continue
-    return pss_by_kind(ray_processes, os.getpid())
+    return pss_by_kind(ray_processes_below(os.getpid()), os.getpid())
 
 
 def main() -> None:

@@ -11,12 +11,12 @@ process lingua's models, which TextAnalysis and Speech each load, are held once 
 mapping either way), so the sum is a lower bound: the Ingress and Jobs replicas' own code, the ``khuluma serve``
 driver and Speech's own copy of lingua come on top.
 
-``--floor-mib`` adds Ray Serve's floor measured by ``bench_serve_floor.py --memory`` and compares the sum with issue
-46's goal of 1.5 GiB (1,536 MiB) with the dashboard on.
+``run_all.py --only memory,floor,models`` adds it to Ray Serve's floor and the ``khuluma serve`` driver of the same
+run and compares the sum with issue 46's goal of 1.5 GiB (1,536 MiB) with the dashboard on.
 
 Runs after ``./scripts/setup.sh --bench``:
 
-    .venv/bin/python scripts/bench/models_memory.py [--floor-mib 1202]
+    .venv/bin/python scripts/bench/models_memory.py
 """
 
 from __future__ import annotations
@@ -35,17 +35,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _load import json_option, table, write_json  # noqa: E402
 from _plain import replica_environment  # noqa: E402
 
-GOAL_MIB = 1536
 # khuluma serve's deployments that hold models by default (no translation or language model is set offline)
 MODEL_DEPLOYMENTS = ("TextAnalysis", "Speech", "Search")
 
 
 def pss_mib() -> float:
-    with open("/proc/self/smaps_rollup") as rollup:
-        for line in rollup:
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no Pss in /proc/self/smaps_rollup")
+    import psutil
+
+    return float(psutil.Process().memory_full_info().pss) / (1024 * 1024)
 
 
 def settled_pss() -> float:
@@ -78,7 +75,6 @@ def child(data_dir: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--floor-mib", type=float, help="Ray Serve's idle floor from bench_serve_floor.py --memory")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     json_option(parser)
     args = parser.parse_args()
@@ -106,12 +102,6 @@ def main() -> None:
     rows = [(name, {"PSS MiB": round(mib)}) for name, mib in growth.items()]
     rows.append(("the models and their code, each once", {"PSS MiB": round(models)}))
     figures = {"models MiB": models, **measured}
-    if args.floor_mib:
-        least = args.floor_mib + models
-        rows.append(("+ Ray Serve's floor (--floor-mib)", {"PSS MiB": round(least)}))
-        rows.append(("against issue 46's goal of 1,536 MiB", {"PSS MiB": f"{least / GOAL_MIB:.2f}x"}))
-        figures["floor MiB"] = args.floor_mib
-        figures["least idle MiB"] = least
     print(
         f"\nOne process with Ray and Serve imported ({measured['ray and serve imported MiB']:.0f} MiB), then each "
         "model deployment constructed (growth of its PSS):"

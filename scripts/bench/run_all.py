@@ -209,13 +209,13 @@ LEAST_IDLE = ("memory", "floor", "models")  # the benches whose figures of one r
 def least_idle(memory: dict[str, Any], floor: dict[str, Any], models: dict[str, Any]) -> Row:
     """The least idle PSS of ``khuluma serve`` with its deployments: Ray Serve's floor (dashboard on, the five
     deployments empty), the models each loaded once, and the ``khuluma serve`` driver and supervisor, from one run."""
-    command = sum(mib for name, mib in memory["processes"].items() if name.startswith("khuluma serve"))
-    least = floor["idle MiB"] + models["models MiB"] + command
+    driver = sum(mib for name, mib in memory["processes"].items() if name.startswith("khuluma serve"))
+    least = floor["idle MiB"] + models["models MiB"] + driver
     return (
         "least idle PSS of `khuluma serve`: Ray Serve's floor + the models once + the driver and its supervisor "
         "(no code of the Ingress and Jobs, no second copy of a model)",
         f"{least:,.0f} MiB ({least / MEMORY_GOAL_MIB:.2f}x the goal)",
-        f"{floor['idle MiB']:,.0f} + {models['models MiB']:,.0f} + {command:,.0f} MiB",
+        f"{floor['idle MiB']:,.0f} + {models['models MiB']:,.0f} + {driver:,.0f} MiB",
         MEMORY_GOAL,
     )
 
